@@ -1,0 +1,3 @@
+module github.com/switchyard-proxy/switchyard/dataplane
+
+go 1.26.0
