@@ -1,0 +1,48 @@
+package translate
+
+import (
+	"net/netip"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
+)
+
+// Node translates one Node: its name, its zone (label
+// topology.kubernetes.io/zone) and its InternalIP then ExternalIP
+// addresses, parsed and deduplicated. Other address types are ignored.
+func Node(node *corev1.Node, rec Recorder) (*model.Node, error) {
+	if node == nil {
+		return nil, newTally(rec, KindNode, "", "").skip(ReasonNilObject, "nil Node")
+	}
+	t := newTally(rec, KindNode, "", node.Name)
+	if msgs := validation.IsDNS1123Subdomain(node.Name); len(msgs) > 0 {
+		return nil, t.skip(ReasonInvalidName, "name: %s", strings.Join(msgs, "; "))
+	}
+	out := &model.Node{
+		Name: node.Name,
+		Zone: node.Labels[corev1.LabelTopologyZone],
+	}
+	seen := map[netip.Addr]struct{}{}
+	for _, typ := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
+		for _, na := range node.Status.Addresses {
+			if na.Type != typ {
+				continue
+			}
+			addr, ok := parseAddr(na.Address)
+			if !ok {
+				t.drop(ReasonInvalidIP)
+				continue
+			}
+			if _, dup := seen[addr]; dup {
+				t.drop(ReasonDuplicateAddress)
+				continue
+			}
+			seen[addr] = struct{}{}
+			out.Addresses = append(out.Addresses, addr)
+		}
+	}
+	return out, nil
+}
