@@ -336,8 +336,9 @@ func (x *DeltaSnapshotsRequest) GetReport() *ApplyReport {
 
 type DeltaSnapshotsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Version of the whole node view once this response is applied: a hash of
-	// the sorted (name, version) pairs.
+	// Version of the whole node view once this response is applied: a content
+	// hash of the set of (name, version) pairs of every resource, independent
+	// of order (see controlplane/internal/nodeview.SystemVersion).
 	SystemVersion    string      `protobuf:"bytes,1,opt,name=system_version,json=systemVersion,proto3" json:"system_version,omitempty"`
 	Resources        []*Resource `protobuf:"bytes,2,rep,name=resources,proto3" json:"resources,omitempty"`
 	RemovedResources []string    `protobuf:"bytes,3,rep,name=removed_resources,json=removedResources,proto3" json:"removed_resources,omitempty"`

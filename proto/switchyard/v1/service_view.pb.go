@@ -257,18 +257,29 @@ type ServiceView struct {
 	// Node port on which the node answers load-balancer health checks; non-zero
 	// only for LoadBalancer services with externalTrafficPolicy Local.
 	HealthCheckNodePort uint32 `protobuf:"varint,13,opt,name=health_check_node_port,json=healthCheckNodePort,proto3" json:"health_check_node_port,omitempty"`
-	// Endpoints for traffic under the cluster policy (ClusterIP traffic, and
-	// external traffic when that policy is Cluster). Empty means the service
-	// has no usable endpoint here and the dataplane must reject, not drop.
+	// Endpoints for traffic under a Cluster policy, topology already
+	// applied. Filled when internal_traffic_policy is CLUSTER, or when
+	// external_traffic_policy is CLUSTER for an externally reachable service.
+	//
+	// A dataplane sends internal traffic (cluster IPs) to local_endpoints when
+	// internal_traffic_policy is LOCAL and to cluster_endpoints otherwise, and
+	// external traffic (node ports, external and load-balancer IPs) likewise
+	// by external_traffic_policy. When the chosen set is empty it REJECTs if
+	// has_any_endpoints is false, and DROPs otherwise (endpoints exist, just
+	// not for this traffic on this node), as kube-proxy does.
 	ClusterEndpoints []*Endpoint `protobuf:"bytes,14,rep,name=cluster_endpoints,json=clusterEndpoints,proto3" json:"cluster_endpoints,omitempty"`
-	// Endpoints on this node, for traffic under a Local policy. Filled only
-	// when one of the service's traffic policies is Local.
+	// Endpoints on this node, for traffic under a Local policy (ready ones, or
+	// serving-and-terminating ones when none is ready). Filled only when one
+	// of the service's traffic policies is LOCAL.
 	LocalEndpoints []*Endpoint `protobuf:"bytes,15,rep,name=local_endpoints,json=localEndpoints,proto3" json:"local_endpoints,omitempty"`
 	// The newest endpoints.kubernetes.io/last-change-trigger-time among the
 	// service's EndpointSlices, so agents can measure programming latency.
 	LastChangeTriggerTime *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=last_change_trigger_time,json=lastChangeTriggerTime,proto3" json:"last_change_trigger_time,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// True when the service has a ready, or serving-and-terminating, endpoint
+	// anywhere in the cluster.
+	HasAnyEndpoints bool `protobuf:"varint,17,opt,name=has_any_endpoints,json=hasAnyEndpoints,proto3" json:"has_any_endpoints,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ServiceView) Reset() {
@@ -411,6 +422,13 @@ func (x *ServiceView) GetLastChangeTriggerTime() *timestamppb.Timestamp {
 		return x.LastChangeTriggerTime
 	}
 	return nil
+}
+
+func (x *ServiceView) GetHasAnyEndpoints() bool {
+	if x != nil {
+		return x.HasAnyEndpoints
+	}
+	return false
 }
 
 // ServicePort is one port of a service.
@@ -648,7 +666,7 @@ var File_switchyard_v1_service_view_proto protoreflect.FileDescriptor
 
 const file_switchyard_v1_service_view_proto_rawDesc = "" +
 	"\n" +
-	" switchyard/v1/service_view.proto\x12\rswitchyard.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa2\a\n" +
+	" switchyard/v1/service_view.proto\x12\rswitchyard.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xce\a\n" +
 	"\vServiceView\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12.\n" +
@@ -667,7 +685,8 @@ const file_switchyard_v1_service_view_proto_rawDesc = "" +
 	"\x16health_check_node_port\x18\r \x01(\rR\x13healthCheckNodePort\x12D\n" +
 	"\x11cluster_endpoints\x18\x0e \x03(\v2\x17.switchyard.v1.EndpointR\x10clusterEndpoints\x12@\n" +
 	"\x0flocal_endpoints\x18\x0f \x03(\v2\x17.switchyard.v1.EndpointR\x0elocalEndpoints\x12S\n" +
-	"\x18last_change_trigger_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\x15lastChangeTriggerTime\"\x87\x01\n" +
+	"\x18last_change_trigger_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\x15lastChangeTriggerTime\x12*\n" +
+	"\x11has_any_endpoints\x18\x11 \x01(\bR\x0fhasAnyEndpoints\"\x87\x01\n" +
 	"\vServicePort\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\bprotocol\x18\x02 \x01(\x0e2\x17.switchyard.v1.ProtocolR\bprotocol\x12\x12\n" +
