@@ -124,8 +124,12 @@ type NodeStatus struct {
 	LastApplyDuration      *durationpb.Duration `protobuf:"bytes,10,opt,name=last_apply_duration,json=lastApplyDuration,proto3" json:"last_apply_duration,omitempty"`
 	LastProgrammingLatency *durationpb.Duration `protobuf:"bytes,11,opt,name=last_programming_latency,json=lastProgrammingLatency,proto3" json:"last_programming_latency,omitempty"`
 	ResourceCount          uint32               `protobuf:"varint,12,opt,name=resource_count,json=resourceCount,proto3" json:"resource_count,omitempty"`
-	unknownFields          protoimpl.UnknownFields
-	sizeCache              protoimpl.SizeCache
+	// When the agent last acknowledged a version.
+	LastAckTime *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=last_ack_time,json=lastAckTime,proto3" json:"last_ack_time,omitempty"`
+	// The stream the agent uses: "delta" or "sotw".
+	Rpc           string `protobuf:"bytes,14,opt,name=rpc,proto3" json:"rpc,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
@@ -240,6 +244,20 @@ func (x *NodeStatus) GetResourceCount() uint32 {
 		return x.ResourceCount
 	}
 	return 0
+}
+
+func (x *NodeStatus) GetLastAckTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastAckTime
+	}
+	return nil
+}
+
+func (x *NodeStatus) GetRpc() string {
+	if x != nil {
+		return x.Rpc
+	}
+	return ""
 }
 
 type GetNodeViewRequest struct {
@@ -392,7 +410,8 @@ func (x *GetServiceRequest) GetName() string {
 
 type GetServiceResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Per-node status of the service, sorted by node name.
+	// Per-node status of the service, sorted by node name. GetService fails
+	// with NOT_FOUND when no node has the service.
 	Nodes         []*ServiceNodeStatus `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -441,7 +460,8 @@ type ServiceNodeStatus struct {
 	NodeName string                 `protobuf:"bytes,1,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
 	// Version of the view the node should have for this service.
 	DesiredVersion string `protobuf:"bytes,2,opt,name=desired_version,json=desiredVersion,proto3" json:"desired_version,omitempty"`
-	// True when the node's acknowledged view includes that version.
+	// True when the node's acknowledged view has this service at
+	// desired_version.
 	Acked         bool         `protobuf:"varint,3,opt,name=acked,proto3" json:"acked,omitempty"`
 	View          *ServiceView `protobuf:"bytes,4,opt,name=view,proto3" json:"view,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -513,7 +533,7 @@ const file_switchyard_v1_admin_proto_rawDesc = "" +
 	"\x19switchyard/v1/admin.proto\x12\rswitchyard.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x1dswitchyard/v1/discovery.proto\x1a switchyard/v1/service_view.proto\"\x12\n" +
 	"\x10ListNodesRequest\"D\n" +
 	"\x11ListNodesResponse\x12/\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x19.switchyard.v1.NodeStatusR\x05nodes\"\xca\x04\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x19.switchyard.v1.NodeStatusR\x05nodes\"\x9c\x05\n" +
 	"\n" +
 	"NodeStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -528,7 +548,9 @@ const file_switchyard_v1_admin_proto_rawDesc = "" +
 	"\x13last_apply_duration\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\x11lastApplyDuration\x12S\n" +
 	"\x18last_programming_latency\x18\v \x01(\v2\x19.google.protobuf.DurationR\x16lastProgrammingLatency\x12%\n" +
-	"\x0eresource_count\x18\f \x01(\rR\rresourceCount\"1\n" +
+	"\x0eresource_count\x18\f \x01(\rR\rresourceCount\x12>\n" +
+	"\rlast_ack_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vlastAckTime\x12\x10\n" +
+	"\x03rpc\x18\x0e \x01(\tR\x03rpc\"1\n" +
 	"\x12GetNodeViewRequest\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\"f\n" +
 	"\x13GetNodeViewResponse\x12\x18\n" +
@@ -587,20 +609,21 @@ var file_switchyard_v1_admin_proto_depIdxs = []int32{
 	9,  // 4: switchyard.v1.NodeStatus.last_nack_time:type_name -> google.protobuf.Timestamp
 	11, // 5: switchyard.v1.NodeStatus.last_apply_duration:type_name -> google.protobuf.Duration
 	11, // 6: switchyard.v1.NodeStatus.last_programming_latency:type_name -> google.protobuf.Duration
-	12, // 7: switchyard.v1.GetNodeViewResponse.resources:type_name -> switchyard.v1.Resource
-	7,  // 8: switchyard.v1.GetServiceResponse.nodes:type_name -> switchyard.v1.ServiceNodeStatus
-	13, // 9: switchyard.v1.ServiceNodeStatus.view:type_name -> switchyard.v1.ServiceView
-	0,  // 10: switchyard.v1.AdminService.ListNodes:input_type -> switchyard.v1.ListNodesRequest
-	3,  // 11: switchyard.v1.AdminService.GetNodeView:input_type -> switchyard.v1.GetNodeViewRequest
-	5,  // 12: switchyard.v1.AdminService.GetService:input_type -> switchyard.v1.GetServiceRequest
-	1,  // 13: switchyard.v1.AdminService.ListNodes:output_type -> switchyard.v1.ListNodesResponse
-	4,  // 14: switchyard.v1.AdminService.GetNodeView:output_type -> switchyard.v1.GetNodeViewResponse
-	6,  // 15: switchyard.v1.AdminService.GetService:output_type -> switchyard.v1.GetServiceResponse
-	13, // [13:16] is the sub-list for method output_type
-	10, // [10:13] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	9,  // 7: switchyard.v1.NodeStatus.last_ack_time:type_name -> google.protobuf.Timestamp
+	12, // 8: switchyard.v1.GetNodeViewResponse.resources:type_name -> switchyard.v1.Resource
+	7,  // 9: switchyard.v1.GetServiceResponse.nodes:type_name -> switchyard.v1.ServiceNodeStatus
+	13, // 10: switchyard.v1.ServiceNodeStatus.view:type_name -> switchyard.v1.ServiceView
+	0,  // 11: switchyard.v1.AdminService.ListNodes:input_type -> switchyard.v1.ListNodesRequest
+	3,  // 12: switchyard.v1.AdminService.GetNodeView:input_type -> switchyard.v1.GetNodeViewRequest
+	5,  // 13: switchyard.v1.AdminService.GetService:input_type -> switchyard.v1.GetServiceRequest
+	1,  // 14: switchyard.v1.AdminService.ListNodes:output_type -> switchyard.v1.ListNodesResponse
+	4,  // 15: switchyard.v1.AdminService.GetNodeView:output_type -> switchyard.v1.GetNodeViewResponse
+	6,  // 16: switchyard.v1.AdminService.GetService:output_type -> switchyard.v1.GetServiceResponse
+	14, // [14:17] is the sub-list for method output_type
+	11, // [11:14] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_v1_admin_proto_init() }

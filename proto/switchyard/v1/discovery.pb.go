@@ -252,14 +252,19 @@ type DeltaSnapshotsRequest struct {
 	// (e.g. restored from disk), so the server sends only the difference.
 	InitialResourceVersions map[string]string `protobuf:"bytes,2,rep,name=initial_resource_versions,json=initialResourceVersions,proto3" json:"initial_resource_versions,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Nonce of the response this request answers; empty on the first request.
+	// Every response is answered, each part of a split batch included.
 	ResponseNonce string `protobuf:"bytes,3,opt,name=response_nonce,json=responseNonce,proto3" json:"response_nonce,omitempty"`
-	// Set: NACK of that response; the agent kept its last good state.
+	// Set: NACK of that response (or of the batch it is part of): the agent
+	// kept its last good state; the server does not resend that version until
+	// the node's view changes.
 	ErrorDetail *status.Status `protobuf:"bytes,4,opt,name=error_detail,json=errorDetail,proto3" json:"error_detail,omitempty"`
-	// On ACK: the system version now applied (the response's system_version).
-	AppliedVersion string       `protobuf:"bytes,5,opt,name=applied_version,json=appliedVersion,proto3" json:"applied_version,omitempty"`
-	Report         *ApplyReport `protobuf:"bytes,6,opt,name=report,proto3" json:"report,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// On the ACK of a complete batch: its system_version, now applied. Empty
+	// when acknowledging a partial response.
+	AppliedVersion string `protobuf:"bytes,5,opt,name=applied_version,json=appliedVersion,proto3" json:"applied_version,omitempty"`
+	// Only with the ACK of a complete batch.
+	Report        *ApplyReport `protobuf:"bytes,6,opt,name=report,proto3" json:"report,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeltaSnapshotsRequest) Reset() {
@@ -336,6 +341,7 @@ func (x *DeltaSnapshotsRequest) GetReport() *ApplyReport {
 
 type DeltaSnapshotsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty on all parts of a split batch but the last.
 	// Version of the whole node view once this response is applied: a content
 	// hash of the set of (name, version) pairs of every resource, independent
 	// of order (see controlplane/internal/nodeview.SystemVersion).
@@ -418,7 +424,8 @@ type StreamSnapshotsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required on the first request of a stream.
 	Node *Node `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
-	// Version the agent has applied; empty when none.
+	// Version the agent has applied; empty when none. On the first request,
+	// if it equals the current version nothing is sent until the view changes.
 	VersionInfo   string         `protobuf:"bytes,2,opt,name=version_info,json=versionInfo,proto3" json:"version_info,omitempty"`
 	ResponseNonce string         `protobuf:"bytes,3,opt,name=response_nonce,json=responseNonce,proto3" json:"response_nonce,omitempty"`
 	ErrorDetail   *status.Status `protobuf:"bytes,4,opt,name=error_detail,json=errorDetail,proto3" json:"error_detail,omitempty"`
@@ -493,8 +500,10 @@ func (x *StreamSnapshotsRequest) GetReport() *ApplyReport {
 }
 
 type StreamSnapshotsResponse struct {
-	state       protoimpl.MessageState `protogen:"open.v1"`
-	VersionInfo string                 `protobuf:"bytes,1,opt,name=version_info,json=versionInfo,proto3" json:"version_info,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Version of the whole view; empty on all parts of a split batch but the
+	// last.
+	VersionInfo string `protobuf:"bytes,1,opt,name=version_info,json=versionInfo,proto3" json:"version_info,omitempty"`
 	// The whole node view.
 	Resources      []*Resource `protobuf:"bytes,2,rep,name=resources,proto3" json:"resources,omitempty"`
 	Nonce          string      `protobuf:"bytes,3,opt,name=nonce,proto3" json:"nonce,omitempty"`

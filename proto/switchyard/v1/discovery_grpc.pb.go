@@ -35,6 +35,19 @@ const (
 // holds that content until it changes, it does not resend it). Versions are
 // content hashes: every control-plane replica computes the same version for
 // the same content, so an agent fails over between replicas without a resync.
+//
+// The first request must carry node.name (else INVALID_ARGUMENT). With mTLS
+// the client certificate must name the node (a DNS SAN equal to the node
+// name, or CN "<node>" or "system:node:<node>"), else PERMISSION_DENIED. A
+// new stream for a node replaces an earlier one, which ends with ABORTED;
+// streams end with UNAVAILABLE when the replica shuts down.
+//
+// Split batches: a batch larger than the server's maximum message size is
+// sent as several responses, one at a time, each answered (ACK or NACK).
+// Every part but the last has an empty system_version (version_info for
+// StreamSnapshots); the last carries the batch's version. The agent buffers
+// the parts and applies their union when the last arrives; a NACK of any
+// part abandons the batch. Names are unique across the parts of a batch.
 type DiscoveryServiceClient interface {
 	// Incremental: changed resources and removed names only. A reconnecting
 	// agent sends initial_resource_versions and receives just the difference.
@@ -89,6 +102,19 @@ type DiscoveryService_StreamSnapshotsClient = grpc.BidiStreamingClient[StreamSna
 // holds that content until it changes, it does not resend it). Versions are
 // content hashes: every control-plane replica computes the same version for
 // the same content, so an agent fails over between replicas without a resync.
+//
+// The first request must carry node.name (else INVALID_ARGUMENT). With mTLS
+// the client certificate must name the node (a DNS SAN equal to the node
+// name, or CN "<node>" or "system:node:<node>"), else PERMISSION_DENIED. A
+// new stream for a node replaces an earlier one, which ends with ABORTED;
+// streams end with UNAVAILABLE when the replica shuts down.
+//
+// Split batches: a batch larger than the server's maximum message size is
+// sent as several responses, one at a time, each answered (ACK or NACK).
+// Every part but the last has an empty system_version (version_info for
+// StreamSnapshots); the last carries the batch's version. The agent buffers
+// the parts and applies their union when the last arrives; a NACK of any
+// part abandons the batch. Names are unique across the parts of a batch.
 type DiscoveryServiceServer interface {
 	// Incremental: changed resources and removed names only. A reconnecting
 	// agent sends initial_resource_versions and receives just the difference.

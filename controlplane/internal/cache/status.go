@@ -1,0 +1,114 @@
+package cache
+
+import (
+	"time"
+
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+)
+
+// NodeStatus is what the cache knows of one node and its agent.
+type NodeStatus struct {
+	Name string
+	// Known: the control plane has a view for the node. An agent may be
+	// connected for a node that is unknown (not yet, or no longer, a Node).
+	Known bool
+	// DesiredVersion and Resources describe the newest view; empty when
+	// unknown.
+	DesiredVersion string
+	Resources      int
+
+	Connected      bool
+	RPC            string // "delta" or "sotw" while connected
+	Agent          *switchyardv1.Node
+	ConnectedSince time.Time
+
+	// What the agent last acknowledged; kept across reconnects.
+	AckedVersion           string
+	LastAck                time.Time
+	LastApplyDuration      time.Duration
+	LastProgrammingLatency time.Duration
+	LastNack               *spb.Status
+	LastNackTime           time.Time
+
+	Pending Pending
+}
+
+// Pending is the state queued for a node's stream. It is bounded: DirtyNames
+// never exceeds the view's resource count and InFlight is 0 or 1.
+type Pending struct {
+	DirtyNames int
+	DirtyAll   bool
+	InFlight   int
+}
+
+// NodeSnapshot is one node's status with its newest and acknowledged views
+// (either may be nil).
+type NodeSnapshot struct {
+	Status NodeStatus
+	View   NodeView
+	Acked  NodeView
+}
+
+// ackState is a node's agent bookkeeping; guarded by node.mu.
+type ackState struct {
+	connected          bool
+	rpc                string
+	agent              *switchyardv1.Node
+	connectedSince     time.Time
+	view               NodeView
+	lastAck            time.Time
+	applyDuration      time.Duration
+	programmingLatency time.Duration
+	lastNack           *spb.Status
+	lastNackTime       time.Time
+}
+
+func (a *ackState) connect(agent *switchyardv1.Node, rpc string, now time.Time) {
+	a.connected, a.rpc, a.agent, a.connectedSince = true, rpc, agent, now
+}
+
+func (a *ackState) disconnect() {
+	a.connected, a.rpc = false, ""
+}
+
+func (a *ackState) acked(view NodeView, r *switchyardv1.ApplyReport, now time.Time) {
+	a.view, a.lastAck = view, now
+	if r != nil {
+		a.applyDuration = r.GetApplyDuration().AsDuration()
+		a.programmingLatency = r.GetProgrammingLatency().AsDuration()
+	}
+}
+
+func (a *ackState) nacked(st *spb.Status, now time.Time) {
+	a.lastNack, a.lastNackTime = st, now
+}
+
+func (n *node) snapshot() NodeSnapshot {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	a := &n.ack
+	s := NodeStatus{
+		Name:                   n.name,
+		Known:                  n.view != nil,
+		Connected:              a.connected,
+		RPC:                    a.rpc,
+		Agent:                  a.agent,
+		ConnectedSince:         a.connectedSince,
+		LastAck:                a.lastAck,
+		LastApplyDuration:      a.applyDuration,
+		LastProgrammingLatency: a.programmingLatency,
+		LastNack:               a.lastNack,
+		LastNackTime:           a.lastNackTime,
+	}
+	if n.view != nil {
+		s.DesiredVersion, s.Resources = n.view.Version(), n.view.Len()
+	}
+	if a.view != nil {
+		s.AckedVersion = a.view.Version()
+	}
+	if n.watch != nil {
+		s.Pending = n.watch.pending()
+	}
+	return NodeSnapshot{Status: s, View: n.view, Acked: a.view}
+}

@@ -1,0 +1,186 @@
+package cache
+
+import (
+	"slices"
+
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+)
+
+// Changes says which names may differ between two views.
+type Changes struct {
+	// All: anything may differ; diff every name.
+	All bool
+	// Names, sorted and unique; meaningful only when All is false.
+	Names []string
+}
+
+// Empty reports whether nothing changed.
+func (c Changes) Empty() bool { return !c.All && len(c.Names) == 0 }
+
+// Merge returns the union of c and o. Beyond limit names the union becomes
+// All: diffing everything then costs the same as diffing the names, and the
+// set stays bounded by the view's size.
+func (c Changes) Merge(o Changes, limit int) Changes {
+	switch {
+	case c.All || o.All:
+		return Changes{All: true}
+	case len(o.Names) == 0:
+		return c
+	case len(c.Names) == 0:
+		return o
+	}
+	names := append(slices.Clone(c.Names), o.Names...)
+	slices.Sort(names)
+	names = slices.Compact(names)
+	if len(names) > limit {
+		return Changes{All: true}
+	}
+	return Changes{Names: names}
+}
+
+// Watch is one stream's subscription to one node. Its methods are safe for
+// concurrent use, though a stream normally drives it from one goroutine.
+type Watch struct {
+	c     *Cache
+	n     *node
+	ready chan struct{} // capacity 1: "something changed since Take"
+	done  chan struct{} // closed when a newer watch replaced this one
+
+	// Guarded by n.mu.
+	dirty    map[string]struct{}
+	all      bool
+	inFlight int
+	replaced bool
+}
+
+// Watch opens the watch of node for a stream of kind rpc ("delta", "sotw")
+// and records agent as connected. A previous watch of the node is replaced:
+// its Done channel closes. The first Take diffs everything.
+func (c *Cache) Watch(name string, agent *switchyardv1.Node, rpc string) *Watch {
+	n := c.lockNode(name)
+	defer c.mu.RUnlock()
+	defer n.mu.Unlock()
+
+	if old := n.watch; old != nil {
+		old.replaced = true
+		close(old.done)
+	}
+	w := &Watch{
+		c:     c,
+		n:     n,
+		ready: make(chan struct{}, 1),
+		done:  make(chan struct{}),
+		all:   true,
+	}
+	n.watch = w
+	n.ack.connect(agent, rpc, c.clock.Now())
+	return w
+}
+
+// Ready receives a value when the node's view changed since the last Take.
+func (w *Watch) Ready() <-chan struct{} { return w.ready }
+
+// Done is closed when a newer watch for the same node replaced this one.
+func (w *Watch) Done() <-chan struct{} { return w.done }
+
+// Take returns the node's newest view (nil while the node is unknown) and
+// the names that may have changed since the previous Take, and resets them.
+func (w *Watch) Take() (NodeView, Changes) {
+	w.n.mu.Lock()
+	defer w.n.mu.Unlock()
+	select {
+	case <-w.ready:
+	default:
+	}
+	var ch Changes
+	if w.all {
+		ch.All = true
+	} else if len(w.dirty) > 0 {
+		ch.Names = make([]string, 0, len(w.dirty))
+		for name := range w.dirty {
+			ch.Names = append(ch.Names, name)
+		}
+		slices.Sort(ch.Names)
+	}
+	w.all, w.dirty = false, nil
+	return w.n.view, ch
+}
+
+// SetInFlight records how many responses the stream has sent and not yet
+// seen answered (0 or 1), for Pending.
+func (w *Watch) SetInFlight(n int) {
+	w.n.mu.Lock()
+	defer w.n.mu.Unlock()
+	w.inFlight = n
+}
+
+// Acked records that the agent applied view; report may be nil. Ignored
+// once the watch was replaced.
+func (w *Watch) Acked(view NodeView, report *switchyardv1.ApplyReport) {
+	w.n.mu.Lock()
+	defer w.n.mu.Unlock()
+	if !w.replaced {
+		w.n.ack.acked(view, report, w.c.clock.Now())
+	}
+}
+
+// Nacked records that the agent rejected a response and kept its last good
+// state. Ignored once the watch was replaced.
+func (w *Watch) Nacked(st *spb.Status) {
+	w.n.mu.Lock()
+	defer w.n.mu.Unlock()
+	if !w.replaced {
+		w.n.ack.nacked(st, w.c.clock.Now())
+	}
+}
+
+// Close ends the watch: the node shows as disconnected unless a newer watch
+// replaced this one. Idempotent.
+func (w *Watch) Close() {
+	w.c.mu.Lock()
+	defer w.c.mu.Unlock()
+	w.n.mu.Lock()
+	defer w.n.mu.Unlock()
+	if w.n.watch != w {
+		return
+	}
+	w.n.watch = nil
+	w.n.ack.disconnect()
+	if w.n.view == nil {
+		delete(w.c.nodes, w.n.name)
+	}
+}
+
+// markAll and markNames record changes; the caller holds n.mu.
+func (w *Watch) markAll() {
+	w.all, w.dirty = true, nil
+}
+
+func (w *Watch) markNames(names []string, limit int) {
+	if w.all {
+		return
+	}
+	if w.dirty == nil {
+		w.dirty = make(map[string]struct{}, len(names))
+	}
+	for _, name := range names {
+		w.dirty[name] = struct{}{}
+	}
+	if len(w.dirty) > limit {
+		w.markAll()
+	}
+}
+
+// signal wakes the stream without blocking; one pending signal is enough.
+func (w *Watch) signal() {
+	select {
+	case w.ready <- struct{}{}:
+	default:
+	}
+}
+
+// pending reports the watch's queued state; the caller holds n.mu.
+func (w *Watch) pending() Pending {
+	return Pending{DirtyNames: len(w.dirty), DirtyAll: w.all, InFlight: w.inFlight}
+}

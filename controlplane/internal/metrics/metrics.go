@@ -1,0 +1,172 @@
+package metrics
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+const (
+	namespace = "switchyard"
+	subsystem = "controlplane"
+)
+
+// Metrics holds the control plane's collectors.
+type Metrics struct {
+	// ConnectedAgents counts open discovery streams by rpc ("delta", "sotw").
+	ConnectedAgents *prometheus.GaugeVec
+	// ResponsesSent and BytesSent count discovery responses by rpc.
+	ResponsesSent *prometheus.CounterVec
+	BytesSent     *prometheus.CounterVec
+	// AckLatency is the time from sending a response to its ACK, by rpc.
+	AckLatency *prometheus.HistogramVec
+	// Nacks counts responses agents rejected, by rpc.
+	Nacks *prometheus.CounterVec
+	// ComputeDuration is how long one recompute of node views takes.
+	ComputeDuration prometheus.Histogram
+	// InformerEvents counts API events by kind (Service, EndpointSlice,
+	// Node) and type (add, update, delete).
+	InformerEvents *prometheus.CounterVec
+	// NetworkProgrammingLatency is the fleet's programming latency as agents
+	// report it in their ACKs: from an EndpointSlice's last-change trigger
+	// time to the kernel change, kube-proxy's
+	// network_programming_duration_seconds.
+	NetworkProgrammingLatency prometheus.Histogram
+	// AgentApplyDuration is the time agents report spending in the kernel.
+	AgentApplyDuration prometheus.Histogram
+}
+
+// programmingBuckets are kube-proxy's network programming latency buckets:
+// 0.25s to 5 minutes.
+func programmingBuckets() []float64 {
+	b := prometheus.LinearBuckets(0.25, 0.25, 2)
+	b = append(b, prometheus.LinearBuckets(1, 1, 59)...)
+	b = append(b, prometheus.LinearBuckets(60, 5, 12)...)
+	return append(b, prometheus.LinearBuckets(120, 30, 7)...)
+}
+
+// New creates the collectors and registers them on reg.
+func New(reg prometheus.Registerer) (*Metrics, error) {
+	m := &Metrics{
+		ConnectedAgents: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "connected_agents",
+			Help: "Node agents with an open discovery stream, by rpc.",
+		}, []string{"rpc"}),
+		ResponsesSent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "responses_sent_total",
+			Help: "Discovery responses sent to node agents, by rpc.",
+		}, []string{"rpc"}),
+		BytesSent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "response_bytes_sent_total",
+			Help: "Encoded bytes of discovery responses sent to node agents, by rpc.",
+		}, []string{"rpc"}),
+		AckLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "ack_latency_seconds",
+			Help:    "Time from sending a discovery response to its ACK, by rpc.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}, []string{"rpc"}),
+		Nacks: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "nacks_total",
+			Help: "Discovery responses rejected by node agents, by rpc.",
+		}, []string{"rpc"}),
+		ComputeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "compute_duration_seconds",
+			Help:    "Time to recompute node views after a change.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
+		}),
+		InformerEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "informer_events_total",
+			Help: "Kubernetes API events received, by kind and type.",
+		}, []string{"kind", "type"}),
+		NetworkProgrammingLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "network_programming_duration_seconds",
+			Help:    "In-cluster network programming latency reported by node agents: from an EndpointSlice change to the kernel change.",
+			Buckets: programmingBuckets(),
+		}),
+		AgentApplyDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: namespace, Name: "agent_apply_duration_seconds",
+			Help:    "Time node agents report spending to program the kernel for one response.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
+	}
+	var errs []error
+	for _, c := range []prometheus.Collector{
+		m.ConnectedAgents, m.ResponsesSent, m.BytesSent, m.AckLatency, m.Nacks,
+		m.ComputeDuration, m.InformerEvents, m.NetworkProgrammingLatency, m.AgentApplyDuration,
+	} {
+		if err := reg.Register(c); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("register control plane metrics: %w", err)
+	}
+	return m, nil
+}
+
+// StreamOpened counts an agent stream of kind rpc.
+func (m *Metrics) StreamOpened(rpc string) {
+	if m != nil {
+		m.ConnectedAgents.WithLabelValues(rpc).Inc()
+	}
+}
+
+// StreamClosed uncounts an agent stream of kind rpc.
+func (m *Metrics) StreamClosed(rpc string) {
+	if m != nil {
+		m.ConnectedAgents.WithLabelValues(rpc).Dec()
+	}
+}
+
+// ResponseSent counts one response of size bytes.
+func (m *Metrics) ResponseSent(rpc string, bytes int) {
+	if m != nil {
+		m.ResponsesSent.WithLabelValues(rpc).Inc()
+		m.BytesSent.WithLabelValues(rpc).Add(float64(bytes))
+	}
+}
+
+// Acked observes the time from sending a response to its ACK.
+func (m *Metrics) Acked(rpc string, latency time.Duration) {
+	if m != nil {
+		m.AckLatency.WithLabelValues(rpc).Observe(latency.Seconds())
+	}
+}
+
+// Nacked counts a rejected response.
+func (m *Metrics) Nacked(rpc string) {
+	if m != nil {
+		m.Nacks.WithLabelValues(rpc).Inc()
+	}
+}
+
+// AgentApplied observes what an agent reported with an ACK; zero durations
+// are not reported values and are skipped.
+func (m *Metrics) AgentApplied(apply, programming time.Duration) {
+	if m == nil {
+		return
+	}
+	if apply > 0 {
+		m.AgentApplyDuration.Observe(apply.Seconds())
+	}
+	if programming > 0 {
+		m.NetworkProgrammingLatency.Observe(programming.Seconds())
+	}
+}
+
+// ObserveCompute observes one recompute's duration.
+func (m *Metrics) ObserveCompute(d time.Duration) {
+	if m != nil {
+		m.ComputeDuration.Observe(d.Seconds())
+	}
+}
+
+// InformerEvent counts one API event of kind (Service, EndpointSlice, Node)
+// and type (add, update, delete).
+func (m *Metrics) InformerEvent(kind, typ string) {
+	if m != nil {
+		m.InformerEvents.WithLabelValues(kind, typ).Inc()
+	}
+}

@@ -1,0 +1,170 @@
+package admin
+
+import (
+	"context"
+	"time"
+
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// Source is what the admin service reads; *cache.Cache implements it.
+type Source interface {
+	Snapshot() []cache.NodeSnapshot
+	View(node string) (cache.NodeView, bool)
+}
+
+var _ Source = (*cache.Cache)(nil)
+
+// Server implements AdminService.
+type Server struct {
+	switchyardv1.UnimplementedAdminServiceServer
+	src Source
+}
+
+var _ switchyardv1.AdminServiceServer = (*Server)(nil)
+
+// New returns an admin server reading src.
+func New(src Source) *Server {
+	return &Server{src: src}
+}
+
+// ListNodes returns every node the control plane knows or that has an agent
+// connected, sorted by name.
+func (s *Server) ListNodes(context.Context, *switchyardv1.ListNodesRequest) (*switchyardv1.ListNodesResponse, error) {
+	snaps := s.src.Snapshot()
+	resp := &switchyardv1.ListNodesResponse{Nodes: make([]*switchyardv1.NodeStatus, 0, len(snaps))}
+	for _, sn := range snaps {
+		resp.Nodes = append(resp.Nodes, nodeStatus(sn))
+	}
+	return resp, nil
+}
+
+func nodeStatus(sn cache.NodeSnapshot) *switchyardv1.NodeStatus {
+	st := sn.Status
+	out := &switchyardv1.NodeStatus{
+		Name:                   st.Name,
+		Zone:                   zone(sn.View, st.Name),
+		Connected:              st.Connected,
+		Agent:                  st.Agent,
+		ConnectedSince:         timestamp(st.ConnectedSince),
+		DesiredVersion:         st.DesiredVersion,
+		AckedVersion:           st.AckedVersion,
+		LastNack:               st.LastNack,
+		LastNackTime:           timestamp(st.LastNackTime),
+		LastApplyDuration:      duration(st.LastApplyDuration),
+		LastProgrammingLatency: duration(st.LastProgrammingLatency),
+		ResourceCount:          uint32(st.Resources),
+		LastAckTime:            timestamp(st.LastAck),
+		Rpc:                    st.RPC,
+	}
+	if !st.Connected {
+		out.ConnectedSince = nil
+	}
+	return out
+}
+
+// zone reads the node's zone from its NodeConfig resource, named after it.
+func zone(nv cache.NodeView, node string) string {
+	if nv == nil {
+		return ""
+	}
+	v, ok := nv.Get(node)
+	if !ok {
+		return ""
+	}
+	r, err := cache.Decode(v)
+	if err != nil {
+		return ""
+	}
+	return r.GetNodeConfig().GetZone()
+}
+
+func timestamp(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}
+
+func duration(d time.Duration) *durationpb.Duration {
+	if d == 0 {
+		return nil
+	}
+	return durationpb.New(d)
+}
+
+// GetNodeView returns a node's newest view as the control plane would send
+// it; NotFound when the node has no view.
+func (s *Server) GetNodeView(_ context.Context, req *switchyardv1.GetNodeViewRequest) (*switchyardv1.GetNodeViewResponse, error) {
+	if req.GetNodeName() == "" {
+		return nil, status.Error(codes.InvalidArgument, "node_name is required")
+	}
+	nv, ok := s.src.View(req.GetNodeName())
+	if !ok {
+		return nil, status.Errorf(codes.NotFound, "node %q has no view", req.GetNodeName())
+	}
+	resp := &switchyardv1.GetNodeViewResponse{
+		Version:   nv.Version(),
+		Resources: make([]*switchyardv1.Resource, 0, nv.Len()),
+	}
+	nv.Range(func(v cache.View) bool {
+		resp.Resources = append(resp.Resources, cache.Raw(v))
+		return true
+	})
+	return resp, nil
+}
+
+// GetService returns one service's view on every node that has it, sorted
+// by node name, and whether each node acknowledged that version; NotFound
+// when no node has it.
+func (s *Server) GetService(_ context.Context, req *switchyardv1.GetServiceRequest) (*switchyardv1.GetServiceResponse, error) {
+	if req.GetNamespace() == "" || req.GetName() == "" {
+		return nil, status.Error(codes.InvalidArgument, "namespace and name are required")
+	}
+	name := req.GetNamespace() + "/" + req.GetName()
+	// Views are shared across nodes: decode each version once.
+	decoded := map[string]*switchyardv1.ServiceView{}
+	resp := &switchyardv1.GetServiceResponse{}
+	for _, sn := range s.src.Snapshot() {
+		if sn.View == nil {
+			continue
+		}
+		v, ok := sn.View.Get(name)
+		if !ok {
+			continue
+		}
+		sv, ok := decoded[v.Version()]
+		if !ok {
+			r, err := cache.Decode(v)
+			if err != nil {
+				return nil, status.Errorf(codes.Internal, "node %q: %v", sn.Status.Name, err)
+			}
+			sv = r.GetService()
+			decoded[v.Version()] = sv
+		}
+		resp.Nodes = append(resp.Nodes, &switchyardv1.ServiceNodeStatus{
+			NodeName:       sn.Status.Name,
+			DesiredVersion: v.Version(),
+			Acked:          ackedAt(sn.Acked, name, v.Version()),
+			View:           sv,
+		})
+	}
+	if len(resp.Nodes) == 0 {
+		return nil, status.Errorf(codes.NotFound, "service %q is on no node", name)
+	}
+	return resp, nil
+}
+
+// ackedAt reports whether the acknowledged view has name at version.
+func ackedAt(acked cache.NodeView, name, version string) bool {
+	if acked == nil {
+		return false
+	}
+	v, ok := acked.Get(name)
+	return ok && v.Version() == version
+}

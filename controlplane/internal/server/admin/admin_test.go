@@ -1,0 +1,196 @@
+package admin_test
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache/cachetest"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/admin"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+	"go.uber.org/goleak"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/testing/protocmp"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	clocktesting "k8s.io/utils/clock/testing"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func serve(t *testing.T, c *cache.Cache) switchyardv1.AdminServiceClient {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := grpc.NewServer()
+	switchyardv1.RegisterAdminServiceServer(g, admin.New(c))
+	served := make(chan error, 1)
+	go func() { served <- g.Serve(lis) }()
+	t.Cleanup(func() {
+		g.Stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return switchyardv1.NewAdminServiceClient(conn)
+}
+
+// fixture: node-a connected and acked at v1, then given v2 in which web
+// changed; node-b known, never connected; node-x connected but unknown.
+type fixture struct {
+	now          time.Time
+	webV1, webV2 *cachetest.View
+	db           *cachetest.View
+	a1, a2, b    *cachetest.NodeView
+	agentA       *switchyardv1.Node
+	nack         *spb.Status
+}
+
+func setup(t *testing.T) (*cache.Cache, fixture) {
+	f := fixture{now: time.Date(2030, 5, 6, 7, 8, 9, 0, time.UTC)}
+	c := cache.New(cache.WithClock(clocktesting.NewFakePassiveClock(f.now)))
+	f.webV1 = cachetest.MustView(t, cachetest.Service("default", "web", "10.96.0.10", 80))
+	f.webV2 = cachetest.MustView(t, cachetest.Service("default", "web", "10.96.0.10", 8080))
+	f.db = cachetest.MustView(t, cachetest.Service("default", "db", "10.96.0.20", 5432))
+	f.a1 = cachetest.NewNodeView(cachetest.MustView(t, cachetest.NodeConfig("node-a", "zone-1")), f.webV1, f.db)
+	f.a2 = f.a1.With(f.webV2)
+	f.b = cachetest.NewNodeView(cachetest.MustView(t, cachetest.NodeConfig("node-b", "zone-2")), f.webV2)
+	f.agentA = &switchyardv1.Node{Name: "node-a", AgentVersion: "v0.1.0", Mode: switchyardv1.DataplaneMode_DATAPLANE_MODE_IPTABLES}
+	f.nack = &spb.Status{Code: int32(codes.InvalidArgument), Message: "bad port"}
+
+	c.Publish("node-a", f.a1, nil)
+	c.Publish("node-b", f.b, nil)
+	w := c.Watch("node-a", f.agentA, "delta")
+	w.Acked(f.a1, &switchyardv1.ApplyReport{
+		ApplyDuration:      durationpb.New(12 * time.Millisecond),
+		ProgrammingLatency: durationpb.New(900 * time.Millisecond),
+	})
+	c.Publish("node-a", f.a2, []string{"default/web"})
+	w.Nacked(f.nack)
+	c.Watch("node-x", &switchyardv1.Node{Name: "node-x"}, "sotw")
+	return c, f
+}
+
+func TestListNodes(t *testing.T) {
+	c, f := setup(t)
+	got, err := serve(t, c).ListNodes(t.Context(), &switchyardv1.ListNodesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := timestamppb.New(f.now)
+	want := &switchyardv1.ListNodesResponse{Nodes: []*switchyardv1.NodeStatus{
+		{
+			Name:                   "node-a",
+			Zone:                   "zone-1",
+			Connected:              true,
+			Agent:                  f.agentA,
+			ConnectedSince:         ts,
+			DesiredVersion:         f.a2.Version(),
+			AckedVersion:           f.a1.Version(),
+			LastNack:               f.nack,
+			LastNackTime:           ts,
+			LastApplyDuration:      durationpb.New(12 * time.Millisecond),
+			LastProgrammingLatency: durationpb.New(900 * time.Millisecond),
+			ResourceCount:          3,
+			LastAckTime:            ts,
+			Rpc:                    "delta",
+		},
+		{Name: "node-b", Zone: "zone-2", DesiredVersion: f.b.Version(), ResourceCount: 2},
+		{Name: "node-x", Connected: true, Agent: &switchyardv1.Node{Name: "node-x"}, ConnectedSince: ts, Rpc: "sotw"},
+	}}
+	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
+		t.Errorf("ListNodes (-want +got):\n%s", diff)
+	}
+}
+
+func TestGetNodeView(t *testing.T) {
+	c, f := setup(t)
+	client := serve(t, c)
+	wantRes, err := cachetest.Resources(f.a2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		node string
+		want *switchyardv1.GetNodeViewResponse
+		code codes.Code
+	}{
+		{name: "known", node: "node-a", want: &switchyardv1.GetNodeViewResponse{Version: f.a2.Version(), Resources: wantRes}},
+		{name: "connected but unknown", node: "node-x", code: codes.NotFound},
+		{name: "never heard of", node: "nope", code: codes.NotFound},
+		{name: "empty name", code: codes.InvalidArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := client.GetNodeView(t.Context(), &switchyardv1.GetNodeViewRequest{NodeName: tt.node})
+			if status.Code(err) != tt.code {
+				t.Fatalf("error %v, want code %v", err, tt.code)
+			}
+			if diff := cmp.Diff(tt.want, got, protocmp.Transform()); diff != "" {
+				t.Errorf("GetNodeView (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestGetService(t *testing.T) {
+	c, f := setup(t)
+	client := serve(t, c)
+	decode := func(v cache.View) *switchyardv1.ServiceView {
+		r, err := cache.Decode(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.GetService()
+	}
+	tests := []struct {
+		name      string
+		namespace string
+		svc       string
+		want      *switchyardv1.GetServiceResponse
+		code      codes.Code
+	}{
+		{
+			name: "changed on node-a, not yet acked there", namespace: "default", svc: "web",
+			want: &switchyardv1.GetServiceResponse{Nodes: []*switchyardv1.ServiceNodeStatus{
+				{NodeName: "node-a", DesiredVersion: f.webV2.Version(), Acked: false, View: decode(f.webV2)},
+				{NodeName: "node-b", DesiredVersion: f.webV2.Version(), Acked: false, View: decode(f.webV2)},
+			}},
+		},
+		{
+			name: "unchanged and acked", namespace: "default", svc: "db",
+			want: &switchyardv1.GetServiceResponse{Nodes: []*switchyardv1.ServiceNodeStatus{
+				{NodeName: "node-a", DesiredVersion: f.db.Version(), Acked: true, View: decode(f.db)},
+			}},
+		},
+		{name: "on no node", namespace: "default", svc: "gone", code: codes.NotFound},
+		{name: "no namespace", svc: "web", code: codes.InvalidArgument},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := client.GetService(t.Context(), &switchyardv1.GetServiceRequest{Namespace: tt.namespace, Name: tt.svc})
+			if status.Code(err) != tt.code {
+				t.Fatalf("error %v, want code %v", err, tt.code)
+			}
+			if diff := cmp.Diff(tt.want, got, protocmp.Transform()); diff != "" {
+				t.Errorf("GetService (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,0 +1,183 @@
+package delta
+
+import (
+	"slices"
+	"sync"
+
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/stream"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+	"google.golang.org/grpc"
+)
+
+// RPC names this variant in metrics, logs and node status.
+const RPC = "delta"
+
+type (
+	request  = switchyardv1.DeltaSnapshotsRequest
+	response = switchyardv1.DeltaSnapshotsResponse
+)
+
+// Server serves DeltaSnapshots from a cache. StreamSnapshots is left
+// unimplemented; the wiring package combines it with package sotw.
+type Server struct {
+	switchyardv1.UnimplementedDiscoveryServiceServer
+
+	cache   *cache.Cache
+	opts    stream.Options
+	closing chan struct{}
+	once    sync.Once
+}
+
+var _ switchyardv1.DiscoveryServiceServer = (*Server)(nil)
+
+// New returns a server of c's views; opts.RPC and opts.Closing are set here.
+func New(c *cache.Cache, opts stream.Options) *Server {
+	s := &Server{cache: c, closing: make(chan struct{})}
+	opts.RPC, opts.Closing = RPC, s.closing
+	s.opts = opts.WithDefaults()
+	return s
+}
+
+// DeltaSnapshots serves one agent's stream until it ends.
+func (s *Server) DeltaSnapshots(st grpc.BidiStreamingServer[request, response]) error {
+	return stream.Serve[*request, *response](st, s.cache, s.opts, s.newVariant)
+}
+
+// Shutdown ends every open stream with codes.Unavailable, so agents
+// reconnect to another replica. Idempotent.
+func (s *Server) Shutdown() {
+	s.once.Do(func() { close(s.closing) })
+}
+
+func (s *Server) newVariant(first *request) (stream.Variant[*response], error) {
+	return &variant{
+		known: initial(first.GetInitialResourceVersions()),
+		limit: s.opts.MaxMessageBytes,
+		cpID:  s.opts.ControlPlaneID,
+	}, nil
+}
+
+// state is what the agent has applied: a version by resource name.
+type state interface {
+	version(name string) (string, bool)
+	names(fn func(name string))
+}
+
+// initial is the state an agent declared on its first request.
+type initial map[string]string
+
+func (m initial) version(name string) (string, bool) {
+	v, ok := m[name]
+	return v, ok
+}
+
+func (m initial) names(fn func(string)) {
+	for name := range m {
+		fn(name)
+	}
+}
+
+// applied is a view the agent acknowledged.
+type applied struct{ nv cache.NodeView }
+
+func (a applied) version(name string) (string, bool) {
+	v, ok := a.nv.Get(name)
+	if !ok {
+		return "", false
+	}
+	return v.Version(), true
+}
+
+func (a applied) names(fn func(string)) {
+	a.nv.Range(func(v cache.View) bool {
+		fn(v.Name())
+		return true
+	})
+}
+
+// variant computes one stream's deltas.
+type variant struct {
+	known state
+	limit int
+	cpID  string
+}
+
+var _ stream.Variant[*response] = (*variant)(nil)
+
+// Plan diffs nv against the agent's state over the changed names. The first
+// batch is never empty, so the agent learns the system version it is at.
+func (v *variant) Plan(nv cache.NodeView, changes cache.Changes, first bool) stream.Batch {
+	var res []cache.View
+	var removed []string
+	if changes.All {
+		res, removed = v.diffAll(nv)
+	} else {
+		res, removed = v.diffNames(nv, changes.Names)
+	}
+	if len(res) == 0 && len(removed) == 0 {
+		if first {
+			return stream.Batch{Parts: []stream.Part{{}}}
+		}
+		return stream.Batch{}
+	}
+	envelope := stream.FieldSize(len(nv.Version())) +
+		stream.FieldSize(stream.MaxNonceLen) +
+		stream.FieldSize(len(v.cpID))
+	return stream.Batch{Parts: stream.Pack(res, removed, v.limit, envelope)}
+}
+
+func (v *variant) diffAll(nv cache.NodeView) ([]cache.View, []string) {
+	var res []cache.View
+	nv.Range(func(r cache.View) bool {
+		if have, ok := v.known.version(r.Name()); !ok || have != r.Version() {
+			res = append(res, r)
+		}
+		return true
+	})
+	var removed []string
+	v.known.names(func(name string) {
+		if _, ok := nv.Get(name); !ok {
+			removed = append(removed, name)
+		}
+	})
+	slices.Sort(removed)
+	return res, removed
+}
+
+// diffNames diffs the given names, which are sorted.
+func (v *variant) diffNames(nv cache.NodeView, names []string) ([]cache.View, []string) {
+	var res []cache.View
+	var removed []string
+	for _, name := range names {
+		have, known := v.known.version(name)
+		r, ok := nv.Get(name)
+		switch {
+		case ok && (!known || have != r.Version()):
+			res = append(res, r)
+		case !ok && known:
+			removed = append(removed, name)
+		}
+	}
+	return res, removed
+}
+
+// Applied makes target the agent's state.
+func (v *variant) Applied(target cache.NodeView) {
+	v.known = applied{nv: target}
+}
+
+// Response wraps a part's pre-encoded resources without re-marshalling them.
+func (v *variant) Response(p stream.Part, version, nonce string) *response {
+	res := make([]*switchyardv1.Resource, len(p.Resources))
+	for i, r := range p.Resources {
+		res[i] = cache.Raw(r)
+	}
+	return &response{
+		SystemVersion:    version,
+		Resources:        res,
+		RemovedResources: p.Removed,
+		Nonce:            nonce,
+		ControlPlaneId:   v.cpID,
+	}
+}

@@ -1,0 +1,31 @@
+// Package stream is the discovery-stream machinery both wire variants share
+// (package delta and package sotw plug a Variant into it): the first-request
+// handshake and node authorization, one goroutine receiving and one sending,
+// nonces, ACK/NACK bookkeeping, coalescing and size-bounded packing.
+//
+// One session per stream, one goroutine owning its state:
+//
+//	Recv goroutine ──requests──▶ session loop ◀──Ready── cache.Watch
+//	                                  │
+//	                                  └──one response──▶ Send goroutine
+//
+// Protocol invariants:
+//   - Every response has a fresh nonce. A request whose response_nonce is
+//     the latest one sent answers it: ACK without error_detail, NACK with it.
+//     Requests with any other nonce are stale and ignored.
+//   - At most one response is in flight: the next is sent only after the
+//     previous one is answered. A stuck reader therefore holds one response;
+//     changes meanwhile only grow the watch's bounded dirty set, and the next
+//     response carries the newest view, never a backlog.
+//   - A NACK keeps the agent's acknowledged state, and the rejected version
+//     is not sent again: the session holds until the node's view changes.
+//   - A wakeup waits the coalesce window before taking the view, so a burst
+//     of changes becomes one response.
+//   - A batch too large for one message is split into parts sent one after
+//     the other, each answered by the agent. Every part but the last has an
+//     empty version; the last carries the batch's version. An agent buffers
+//     parts and applies the batch when the last one arrives.
+//   - Streams end when the client goes away, when a newer stream for the same
+//     node replaces them (codes.Aborted), or when the server shuts down
+//     (codes.Unavailable).
+package stream

@@ -1,0 +1,73 @@
+package stream
+
+import (
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
+	"google.golang.org/protobuf/encoding/protowire"
+)
+
+const (
+	// DefaultMaxMessageBytes is gRPC's default receive limit: the largest
+	// response an agent accepts unless configured otherwise.
+	DefaultMaxMessageBytes = 4 << 20
+	// MaxNonceLen is the longest nonce a session sends (a decimal uint64).
+	MaxNonceLen = 20
+)
+
+// Part is one response's share of a batch.
+type Part struct {
+	Resources []cache.View
+	Removed   []string
+}
+
+// Batch is what brings an agent from the state it has to one view: one part
+// per response. A batch with no parts sends nothing.
+type Batch struct {
+	Parts []Part
+}
+
+// Names returns every name the batch adds, updates or removes.
+func (b Batch) Names() []string {
+	var names []string
+	for _, p := range b.Parts {
+		for _, v := range p.Resources {
+			names = append(names, v.Name())
+		}
+		names = append(names, p.Removed...)
+	}
+	return names
+}
+
+// FieldSize is the encoded size of a length-delimited field numbered below
+// 16 that holds n bytes: tag, length and payload.
+func FieldSize(n int) int {
+	return 1 + protowire.SizeVarint(uint64(n)) + n
+}
+
+// Pack splits resources and removed names, in order, into parts whose
+// encoded response stays within limit bytes, envelope being the size of the
+// response's other fields. Both response types carry resources and removed
+// names as fields numbered below 16. A single resource larger than the limit
+// gets a part of its own, which exceeds the limit. No input, no parts.
+func Pack(resources []cache.View, removed []string, limit, envelope int) []Part {
+	var parts []Part
+	cur, size := Part{}, envelope
+	add := func(n int) {
+		if size+n > limit && (len(cur.Resources) > 0 || len(cur.Removed) > 0) {
+			parts = append(parts, cur)
+			cur, size = Part{}, envelope
+		}
+		size += n
+	}
+	for _, v := range resources {
+		add(FieldSize(len(v.Encoded())))
+		cur.Resources = append(cur.Resources, v)
+	}
+	for _, name := range removed {
+		add(FieldSize(len(name)))
+		cur.Removed = append(cur.Removed, name)
+	}
+	if len(cur.Resources) > 0 || len(cur.Removed) > 0 {
+		parts = append(parts, cur)
+	}
+	return parts
+}

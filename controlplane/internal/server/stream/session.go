@@ -1,0 +1,193 @@
+package stream
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"k8s.io/utils/clock"
+)
+
+// session is one stream's state, owned by the goroutine running run.
+type session[Req Request, Resp proto.Message] struct {
+	o       Options
+	log     *slog.Logger
+	node    string
+	watch   *cache.Watch
+	variant Variant[Resp]
+	out     *sender[Resp]
+
+	nonce   uint64
+	flight  *flight       // the response awaiting an answer; nil when none
+	nacked  string        // version last rejected; held until the view changes
+	carry   cache.Changes // names to diff again at the next flush
+	sentAny bool
+	wake    bool      // the view changed since the last flush
+	wakeAt  time.Time // when wake was first set
+	timer   clock.Timer
+}
+
+// flight is a batch being sent, one part at a time.
+type flight struct {
+	target cache.NodeView
+	batch  Batch
+	next   int // index of the part after the one in flight
+	nonce  string
+	sentAt time.Time
+}
+
+func (s *session[Req, Resp]) run(ctx context.Context, reqs <-chan Req, recvErr func() error) error {
+	defer s.stopTimer()
+	if err := s.flush(ctx); err != nil {
+		return err
+	}
+	for {
+		var fire <-chan time.Time
+		if s.timer != nil {
+			fire = s.timer.C()
+		}
+		select {
+		case <-ctx.Done():
+			return status.FromContextError(ctx.Err()).Err()
+		case <-s.o.Closing:
+			return errClosing
+		case <-s.watch.Done():
+			return status.Errorf(codes.Aborted, "node %q: replaced by a newer stream", s.node)
+		case err := <-s.out.errc:
+			return err
+		case req, ok := <-reqs:
+			if !ok {
+				return endOfRequests(ctx, recvErr())
+			}
+			if err := s.answer(ctx, req); err != nil {
+				return err
+			}
+		case <-s.watch.Ready():
+			if !s.wake {
+				s.wake, s.wakeAt = true, s.o.Clock.Now()
+			}
+			s.arm()
+		case <-fire:
+			s.timer = nil
+			if err := s.flush(ctx); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// arm starts the coalesce timer when a change waits and nothing is in
+// flight; the window counts from the first change.
+func (s *session[Req, Resp]) arm() {
+	if !s.wake || s.flight != nil || s.timer != nil {
+		return
+	}
+	d := max(s.o.CoalesceWindow-s.o.Clock.Since(s.wakeAt), 0)
+	s.timer = s.o.Clock.NewTimer(d)
+}
+
+func (s *session[Req, Resp]) stopTimer() {
+	if s.timer != nil {
+		s.timer.Stop()
+		s.timer = nil
+	}
+}
+
+// flush takes the node's newest view and sends what brings the agent there.
+func (s *session[Req, Resp]) flush(ctx context.Context) error {
+	nv, changes := s.watch.Take()
+	s.wake = false
+	if nv == nil {
+		// Unknown node: remember what changed, send nothing.
+		s.carry = s.carry.Merge(changes, 0)
+		return nil
+	}
+	changes = s.carry.Merge(changes, nv.Len())
+	s.carry = cache.Changes{}
+	if s.nacked != "" && nv.Version() == s.nacked {
+		s.carry = changes
+		s.log.Debug("holding rejected version until the view changes", "version", s.nacked)
+		return nil
+	}
+	b := s.variant.Plan(nv, changes, !s.sentAny)
+	if len(b.Parts) == 0 {
+		return nil
+	}
+	s.sentAny = true
+	s.flight = &flight{target: nv, batch: b}
+	s.watch.SetInFlight(1)
+	return s.sendNext(ctx)
+}
+
+// sendNext sends the flight's next part.
+func (s *session[Req, Resp]) sendNext(ctx context.Context) error {
+	f := s.flight
+	p := f.batch.Parts[f.next]
+	f.next++
+	version := ""
+	if f.next == len(f.batch.Parts) {
+		version = f.target.Version()
+	}
+	s.nonce++
+	f.nonce = strconv.FormatUint(s.nonce, 10)
+	f.sentAt = s.o.Clock.Now()
+	resp := s.variant.Response(p, version, f.nonce)
+	size := proto.Size(resp)
+	if size > s.o.MaxMessageBytes {
+		s.log.Error("response exceeds the maximum message size; a single resource is too large",
+			"bytes", size, "maxBytes", s.o.MaxMessageBytes)
+	}
+	select {
+	case s.out.in <- resp:
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	s.o.Observer.ResponseSent(s.o.RPC, size)
+	s.log.Debug("sent response", "nonce", f.nonce, "version", version,
+		"part", f.next, "parts", len(f.batch.Parts),
+		"resources", len(p.Resources), "removed", len(p.Removed), "bytes", size)
+	return nil
+}
+
+// answer handles a request after the first: an ACK or NACK of the response
+// in flight, or a stale request to ignore.
+func (s *session[Req, Resp]) answer(ctx context.Context, req Req) error {
+	f := s.flight
+	nonce := req.GetResponseNonce()
+	if f == nil || nonce != f.nonce {
+		s.log.Debug("ignoring stale request", "nonce", nonce)
+		return nil
+	}
+	latency := s.o.Clock.Since(f.sentAt)
+	if st := req.GetErrorDetail(); st != nil {
+		s.flight = nil
+		s.watch.SetInFlight(0)
+		s.nacked = f.target.Version()
+		s.carry = s.carry.Merge(cache.Changes{Names: f.batch.Names()}, f.target.Len())
+		s.watch.Nacked(st)
+		s.o.Observer.Nacked(s.o.RPC)
+		s.log.Warn("agent rejected view", "version", s.nacked, "nonce", nonce,
+			"code", codes.Code(st.GetCode()).String(), "message", st.GetMessage())
+		s.arm()
+		return nil
+	}
+	s.o.Observer.Acked(s.o.RPC, latency)
+	if f.next < len(f.batch.Parts) {
+		return s.sendNext(ctx)
+	}
+	s.flight = nil
+	s.watch.SetInFlight(0)
+	s.nacked = ""
+	s.variant.Applied(f.target)
+	s.watch.Acked(f.target, req.GetReport())
+	r := req.GetReport()
+	s.o.Observer.AgentApplied(r.GetApplyDuration().AsDuration(), r.GetProgrammingLatency().AsDuration())
+	s.log.Debug("agent applied view", "version", f.target.Version(), "ackLatency", latency)
+	s.arm()
+	return nil
+}
