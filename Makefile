@@ -29,10 +29,15 @@ apt-deps: ## Debian packages for dataplane tests (root only; skipped otherwise)
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi; \
 	else echo "apt-deps: not root, skipping Debian packages"; fi
 
-tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## buf and the protoc plugins, pinned in go.mod files
+GRPCURL_VERSION := v1.9.4
+
+tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/grpcurl ## buf, protoc plugins (pinned in go.mod files), grpcurl
 
 $(BIN)/buf: hack/tools/go.mod
 	cd hack/tools && GOWORK=off go build -trimpath -o $(BIN)/buf github.com/bufbuild/buf/cmd/buf
+
+$(BIN)/grpcurl:
+	GOBIN=$(BIN) go install -trimpath github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
 
 $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc: proto/go.mod
 	cd proto && go build -trimpath -o $(BIN)/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go

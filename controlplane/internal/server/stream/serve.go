@@ -216,18 +216,23 @@ func receive[Req any](ctx context.Context, recv func() (Req, error)) (<-chan Req
 // serving ACKs, replacement and shutdown, and when the handler returns gRPC
 // cancels the stream, which unblocks Send.
 type sender[Resp any] struct {
-	in   chan Resp  // capacity 1; holds at most the one in-flight response
-	errc chan error // capacity 1; Send's first error
+	in       chan Resp  // capacity 1; holds at most the one in-flight response
+	errc     chan error // capacity 1; Send's first error
+	finished chan struct{}
 }
 
 func send[Resp any](ctx context.Context, fn func(Resp) error) *sender[Resp] {
-	s := &sender[Resp]{in: make(chan Resp, 1), errc: make(chan error, 1)}
+	s := &sender[Resp]{in: make(chan Resp, 1), errc: make(chan error, 1), finished: make(chan struct{})}
 	go func() {
+		defer close(s.finished)
 		for {
 			select {
 			case <-ctx.Done():
 				return
-			case r := <-s.in:
+			case r, ok := <-s.in:
+				if !ok {
+					return
+				}
 				if err := fn(r); err != nil {
 					s.errc <- err
 					return
@@ -236,4 +241,22 @@ func send[Resp any](ctx context.Context, fn func(Resp) error) *sender[Resp] {
 		}
 	}()
 	return s
+}
+
+// drain sends what is queued, then stops the sender: a client that
+// half-closes (grpcurl with one request) still gets the response it asked
+// for before the stream ends. Nothing may be queued after drain.
+func (s *sender[Resp]) drain(ctx context.Context) error {
+	close(s.in)
+	select {
+	case <-s.finished:
+	case <-ctx.Done():
+		return status.FromContextError(ctx.Err()).Err()
+	}
+	select {
+	case err := <-s.errc:
+		return err
+	default:
+		return nil
+	}
 }

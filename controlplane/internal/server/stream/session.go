@@ -62,7 +62,10 @@ func (s *session[Req, Resp]) run(ctx context.Context, reqs <-chan Req, recvErr f
 			return err
 		case req, ok := <-reqs:
 			if !ok {
-				return endOfRequests(ctx, recvErr())
+				if err := endOfRequests(ctx, recvErr()); err != nil {
+					return err
+				}
+				return s.out.drain(ctx)
 			}
 			if err := s.answer(ctx, req); err != nil {
 				return err
