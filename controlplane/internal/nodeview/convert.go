@@ -24,6 +24,7 @@ func baseView(svc *model.Service, m merged) *switchyardv1.ServiceView {
 		SessionAffinity:          switchyardv1.SessionAffinity_SESSION_AFFINITY_NONE,
 		ExternalTrafficPolicy:    trafficPolicy(svc.ExternalPolicy),
 		InternalTrafficPolicy:    trafficPolicy(svc.InternalPolicy),
+		HasAnyEndpoints:          m.hasAny,
 	}
 	if svc.AffinityTimeoutSeconds > 0 {
 		sv.SessionAffinity = switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP

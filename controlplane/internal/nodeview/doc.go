@@ -1,6 +1,6 @@
 // Package nodeview is the pure heart of the control plane: from a
 // model.State it computes what each node must program, as named, versioned
-// resources ready to send.
+// resources ready to send, and keeps them up to date change by change.
 //
 // # Role
 //
@@ -8,10 +8,14 @@
 // for most nodes, plus ByZone and ByNode views only where the view really
 // differs). NewIndex runs Service for every service of a State and
 // Index.Node assembles one node's NodeView: every service view plus the
-// node's NodeConfig. Compute is the one-shot form.
+// node's NodeConfig. Index.Update derives the Index of a newer State by
+// recomputing only what changed, and says which resources changed for
+// which nodes (Changes). Compute is the one-shot form.
 //
-// Endpoint selection follows upstream kube-proxy (pkg/proxy
-// endpointslicecache.go and topology.go), done once here instead of on
+// # Endpoint selection
+//
+// Selection follows upstream kube-proxy (pkg/proxy endpointslicecache.go
+// and topology.go, CategorizeEndpoints), done once here instead of on
 // every node:
 //   - slices of a family the service has no cluster IP for are ignored;
 //   - an endpoint serves service port P only if its slice has a port of
@@ -21,47 +25,94 @@
 //   - duplicates of an address (per service port) are merged: a
 //     non-terminating entry wins over a terminating one, then a ready one
 //     over a non-ready one, then the first in slice-name order;
-//   - ready endpoints are used; a set with no ready endpoint uses the
-//     serving-terminating ones instead (cluster and local sets decide
-//     separately);
-//   - internalTrafficPolicy Local makes the cluster set the node's local
-//     endpoints; any Local policy fills the local set and marks is_local;
+//   - the cluster set is filled when internal traffic is under the Cluster
+//     policy, or external traffic is, for an externally reachable service
+//     (a node port, an external IP or a load-balancer IP: upstream's
+//     ExternallyAccessible). The model's external policy is Cluster for a
+//     service that is not reachable, so an internal-Local ClusterIP
+//     service has no cluster set, while an internal-Local NodePort with
+//     external policy Cluster has every endpoint there;
+//   - the local set is filled when either policy is Local (the external
+//     one only for a reachable service), and is_local is set only then;
+//   - each set holds its ready endpoints or, when it has none, its
+//     serving-terminating ones (the cluster set looks at every endpoint,
+//     the local set at the node's own);
 //   - topology hints (forNodes, then forZones) restrict the cluster set
-//     under internal policy Cluster only when every ready endpoint of the
-//     port carries them and one names this node (or its zone).
+//     only when every ready endpoint of the port carries them and one
+//     names this node (or its zone); they never restrict the local set.
 //     spec.trafficDistribution itself is not read, as upstream does not:
-//     the EndpointSlice controller turns it into hints.
+//     the EndpointSlice controller turns it into hints;
+//   - has_any_endpoints is true when some endpoint of some port is ready,
+//     or serving and terminating: upstream's hasAnyEndpoints, which is the
+//     same on every node.
+//
+// Two differences from upstream are forced by the shape of the API.
+// Upstream also computes the cluster set when both policies are Local and
+// the service is externally reachable, to short-circuit traffic from pods
+// and from the node to its external addresses; switchyard.v1 routes all
+// traffic by the two policies, so that set is not sent. And upstream
+// decides per service port, a view once: a service is reachable if any
+// port has a node port, and has_any_endpoints is true if any port has an
+// endpoint, so a dataplane deciding per port DROPs, rather than REJECTs,
+// traffic to a port with no endpoint anywhere while another port has one.
 //
 // # Invariants
 //
 // Purity: nothing here does I/O, reads a clock or depends on map order or
 // on the number of workers. The same State gives the same bytes and the
-// same versions in every process, so control-plane replicas agree.
+// same versions in every process, so control-plane replicas agree; an
+// Index built by Updates gives every node the same views and versions as
+// NewIndex on the final State.
 //
-// Sharing: a service whose view is the same on every node has exactly one
-// View, built, marshalled and hashed once; a node that hosts no endpoint
-// of a Local-policy service shares the service's "no local endpoints"
-// Default, and equal variants are one View. A NodeView holds a pointer to
-// the index's shared default set, a pointer to its zone's shared layer of
-// zone views (topology hints), and only its own node-specific views and
-// NodeConfig: never a copy of the shared views. Views and everything they
-// point to are immutable; the Index is safe for concurrent use.
+// Sharing: a service whose view is the same on every node (no Local
+// policy, no topology) has exactly one View, built, marshalled and hashed
+// once; a node that hosts no endpoint of a Local-policy service shares the
+// service's "no local endpoints" Default, and equal variants are one View.
+// A NodeView holds a pointer to the index's shared default set, a pointer
+// to its zone's shared layer of zone views (topology hints), and pointers
+// to its own views and NodeConfig, prepared once per Index: never a copy
+// of the shared views.
+//
+// Immutability: Views, NodeViews and Indexes never change once built.
+// Update builds a new Index that reuses every unchanged part of the old
+// one by pointer and copies on write the parts it edits, so readers may
+// keep using an old Index and its NodeViews for as long as they like. An
+// Index keeps no reference to the State's maps, only to model values,
+// which are immutable: the caller may mutate its State once NewIndex or
+// Update has returned.
 //
 // Versions: a resource version is the first 8 bytes, in hex, of the
 // SHA-256 of the body's deterministic protobuf encoding. A node's system
 // version is a hash of the set of its (name, version) pairs: each pair is
 // hashed (SHA-256, length-prefixed) and the pair hashes are summed
 // lane-wise modulo 2^64; the version is SHA-256(tag, count, sum) cut to 8
-// bytes. The sum over the shared defaults, and each zone layer's change to
-// it, are computed once per Index; a node's version adds its zone's change,
-// swaps in its own views and adds its NodeConfig: O(own views), not
-// O(services). It depends only on the set of pairs (not on how views were
+// bytes. The sum over the shared defaults, each zone layer's change to it
+// and each node's own change are kept in the Index, and Update adjusts
+// them by the changed views alone; a node's version is one hash of those
+// sums. It depends only on the set of pairs (not on how views were
 // shared), so SystemVersion recomputes it from the resources alone.
 //
 // # Incremental use
 //
 // Service depends only on its service, its slices and the zones of the
-// nodes listed in ServiceViews.Nodes, so a change to a service or its
-// slices recomputes that service alone, and a node change recomputes only
-// the services that list the node.
+// nodes listed in ServiceViews.Nodes, and on those zones only when zone
+// hints can apply. So Update recomputes the services it is told changed
+// (their Service object or slices), and for a node whose zone changed
+// only the zone-hinted services that read it; other node changes rebuild
+// the node's NodeConfig alone. It then swaps the new views into copies of
+// the parts that hold them: the sorted list of services and, when a
+// default changed, the sorted default set (copies of slices of pointers,
+// O(services) but no hashing or encoding), the zone layers and node
+// entries that name the service.
+//
+// Changes lists what may differ per node, compactly: names whose default
+// changed (every node), zone views (the zone's nodes), node views and
+// zone moves (that node), NodeConfigs. It has no false negatives and few
+// false positives; ForNode(name, zone) merges them for one node.
+//
+// Recomputed views whose version did not change keep the old View, and
+// the default set and a zone layer are replaced only when a view in them
+// changed: a node ForNode names nothing for may keep its old NodeView,
+// which then shares everything with the new one (no old generations are
+// kept alive by nodes that are not republished).
 package nodeview

@@ -24,6 +24,8 @@ type merged struct {
 	byPort [][]candidate
 	// trigger is the newest last-change-trigger-time of the slices used.
 	trigger time.Time
+	// hasAny: some candidate is ready, or serving and terminating.
+	hasAny bool
 }
 
 // mergeSlices merges the slices of svc.
@@ -73,6 +75,7 @@ func mergeSlices(svc *model.Service, all map[model.SliceKey]*model.EndpointSlice
 		}
 		slices.SortFunc(cands, func(a, b candidate) int { return a.ep.Address.Compare(b.ep.Address) })
 		m.byPort[i] = cands
+		m.hasAny = m.hasAny || slices.ContainsFunc(cands, func(c candidate) bool { return usable(c.ep) })
 	}
 	return m
 }
@@ -111,6 +114,12 @@ func targetPort(s *model.EndpointSlice, p model.ServicePort) (uint16, bool) {
 		}
 	}
 	return 0, false
+}
+
+// usable reports whether some traffic may go to ep: it is ready, or it is
+// serving and terminating (the fallback when nothing is ready).
+func usable(ep *model.Endpoint) bool {
+	return ep.Ready || (ep.Serving && ep.Terminating)
 }
 
 // rank orders duplicates of one address: non-terminating first, then ready.

@@ -58,6 +58,30 @@ func withETPLocal(hc uint16) svcOpt {
 	}
 }
 
+// withNodePort makes the service a NodePort with node port 30000+port on
+// each port.
+func withNodePort() svcOpt {
+	return func(s *model.Service) {
+		s.Type = model.TypeNodePort
+		for i := range s.Ports {
+			s.Ports[i].NodePort = 30000 + s.Ports[i].Port
+		}
+	}
+}
+
+// withETPLocalPolicy sets externalTrafficPolicy Local and nothing else.
+func withETPLocalPolicy() svcOpt {
+	return func(s *model.Service) { s.ExternalPolicy = model.PolicyLocal }
+}
+
+func withExternalIPs(ips ...string) svcOpt {
+	return func(s *model.Service) {
+		for _, ip := range ips {
+			s.ExternalIPs = append(s.ExternalIPs, netip.MustParseAddr(ip))
+		}
+	}
+}
+
 func withType(t model.ServiceType) svcOpt {
 	return func(s *model.Service) { s.Type = t }
 }

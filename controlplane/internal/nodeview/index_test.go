@@ -253,3 +253,40 @@ func TestRangeNameOrder(t *testing.T) {
 		})
 	}
 }
+
+// TestSharingProperty, over random services of every policy: a service
+// without Local policy or hints has one View on every node; one with a
+// Local policy and no hints differs from it only on nodes hosting a usable
+// endpoint.
+func TestSharingProperty(t *testing.T) {
+	for seed := range uint64(20) {
+		w := newWorld(seed)
+		ix := NewIndex(w.st, Options{})
+		for _, k := range w.keys {
+			svc := w.st.Services[k]
+			if svc == nil {
+				continue
+			}
+			hinted, hosts := false, map[string]bool{}
+			for _, s := range w.st.Slices[k] {
+				for _, ep := range s.Endpoints {
+					hinted = hinted || len(ep.HintZones) > 0 || len(ep.HintNodes) > 0
+					if usable(&ep) {
+						hosts[ep.NodeName] = true
+					}
+				}
+			}
+			if hinted {
+				continue
+			}
+			_, usesLocal := policies(svc)
+			def := ix.Service(k).Default
+			for _, n := range w.universe() {
+				v := ix.Node(n).Get(def.Name)
+				if v != def && (!usesLocal || !hosts[n]) {
+					t.Errorf("seed %d: %s on %s has a view of its own (local policy %v, hosts %v)", seed, def.Name, n, usesLocal, hosts)
+				}
+			}
+		}
+	}
+}

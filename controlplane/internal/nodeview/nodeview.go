@@ -3,6 +3,7 @@ package nodeview
 import (
 	"iter"
 	"slices"
+	"strings"
 )
 
 // NodeView is everything one node must program: every service's view and
@@ -14,28 +15,25 @@ import (
 // own views, then the zone layer, then the defaults. Its system version is
 // derived from the digests of the shared set and the zone layer, each
 // computed once per Index, adjusted by the node's own views and config.
+//
+// A NodeView is immutable: an Index derived by Update never changes the
+// NodeViews of the Index it came from.
 type NodeView struct {
 	name    string
+	zone    string
 	shared  *sharedSet
-	zone    *layer // nil when the zone has no view of its own
-	own     map[string]*View
+	layer   *layer  // nil when the zone has no view of its own
+	own     []*View // in name order; the index's, shared
 	config  *View
 	version string
 }
 
-// inherited returns the view of a service the node would have without its
-// own views: the zone's, or the default.
-func (nv *NodeView) inherited(name string) *View {
-	if nv.zone != nil {
-		if v, ok := nv.zone.views[name]; ok {
-			return v
-		}
-	}
-	return nv.shared.byName[name]
-}
-
 // Name returns the node name.
 func (nv *NodeView) Name() string { return nv.name }
+
+// Zone returns the node's zone in the index's state; empty for a node
+// without zone or unknown to the state. Pass it to Changes.ForNode.
+func (nv *NodeView) Zone() string { return nv.zone }
 
 // Version returns the system version: a content hash of the set of
 // (name, version) pairs of all the node's resources, independent of order
@@ -54,32 +52,53 @@ func (nv *NodeView) Get(name string) *View {
 	if name == nv.config.Name {
 		return nv.config
 	}
-	if v, ok := nv.own[name]; ok {
+	if v := findView(nv.own, name); v != nil {
 		return v
 	}
-	return nv.inherited(name)
+	if nv.layer != nil {
+		if v := findView(nv.layer.views, name); v != nil {
+			return v
+		}
+	}
+	return nv.shared.byName(name)
+}
+
+// findView finds a view by name in views sorted by name.
+func findView(views []*View, name string) *View {
+	i, ok := slices.BinarySearchFunc(views, name, func(v *View, name string) int {
+		return strings.Compare(v.Name, name)
+	})
+	if !ok {
+		return nil
+	}
+	return views[i]
 }
 
 // Overrides returns, sorted, the names of the services whose view on this
 // node differs from the shared default (by zone or by node).
 func (nv *NodeView) Overrides() []string {
 	names := make([]string, 0, len(nv.own))
-	for name := range nv.own {
-		names = append(names, name)
+	for _, v := range nv.own {
+		names = append(names, v.Name)
 	}
-	if nv.zone != nil {
-		for name := range nv.zone.views {
-			if _, dup := nv.own[name]; !dup {
-				names = append(names, name)
-			}
+	if nv.layer != nil {
+		for _, v := range nv.layer.views {
+			names = append(names, v.Name)
 		}
 	}
 	slices.Sort(names)
-	return names
+	return slices.Compact(names)
 }
 
 // Range calls f for every resource in name order until f returns false.
+// It walks the defaults, the zone layer and the node's own views side by
+// side, all three being in name order.
 func (nv *NodeView) Range(f func(*View) bool) {
+	var zone []*View
+	if nv.layer != nil {
+		zone = nv.layer.views
+	}
+	own := nv.own
 	pending := true // the config is still to be placed
 	for _, v := range nv.shared.views {
 		if pending && nv.config.Name < v.Name {
@@ -88,13 +107,13 @@ func (nv *NodeView) Range(f func(*View) bool) {
 			}
 			pending = false
 		}
-		if nv.zone != nil {
-			if o, ok := nv.zone.views[v.Name]; ok {
-				v = o
-			}
+		zone = skipBefore(zone, v.Name)
+		if len(zone) > 0 && zone[0].Name == v.Name {
+			v, zone = zone[0], zone[1:]
 		}
-		if o, ok := nv.own[v.Name]; ok {
-			v = o
+		own = skipBefore(own, v.Name)
+		if len(own) > 0 && own[0].Name == v.Name {
+			v, own = own[0], own[1:]
 		}
 		if !f(v) {
 			return
@@ -103,6 +122,16 @@ func (nv *NodeView) Range(f func(*View) bool) {
 	if pending {
 		f(nv.config)
 	}
+}
+
+// skipBefore drops the leading views named before name. Overrides always
+// name a service of the shared set, so this drops nothing unless two
+// services share a resource name.
+func skipBefore(views []*View, name string) []*View {
+	for len(views) > 0 && views[0].Name < name {
+		views = views[1:]
+	}
+	return views
 }
 
 // All returns an iterator over the resources in name order.

@@ -6,6 +6,53 @@ import (
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
 )
 
+// policies reports which endpoint sets a service's view carries, as
+// upstream's ServicePort.UsesClusterEndpoints and UsesLocalEndpoints decide
+// which sets CategorizeEndpoints computes, within the switchyard.v1
+// contract:
+//   - the cluster set when internal traffic is under the Cluster policy,
+//     or external traffic is, for an externally reachable service;
+//   - the local set when internal traffic is under the Local policy, or
+//     external traffic is, for an externally reachable service.
+//
+// The model already sets ExternalPolicy to Cluster for a service that is
+// not externally reachable, so the reachability test is what keeps an
+// internal-Local ClusterIP service from carrying a cluster set.
+//
+// One difference from upstream, by contract: upstream also computes the
+// cluster set when both policies are Local and the service is externally
+// reachable, to short-circuit pod- and host-originated traffic to the
+// external addresses; switchyard.v1 routes all traffic by the two policies
+// (service_view.proto), so that set would never be read and is not sent.
+func policies(svc *model.Service) (usesCluster, usesLocal bool) {
+	itpLocal := svc.InternalPolicy == model.PolicyLocal
+	etpLocal := svc.ExternalPolicy == model.PolicyLocal
+	external := externallyReachable(svc)
+	// As upstream's UsesClusterEndpoints: an externally reachable service
+	// always has a cluster set, even when both policies are Local, so that
+	// traffic from pods and the node to its external addresses can be
+	// short-circuited to all endpoints.
+	return !itpLocal || external, itpLocal || (external && etpLocal)
+}
+
+// externallyReachable reports whether the service takes traffic other
+// than on its cluster IPs, as upstream's ServicePort.ExternallyAccessible:
+// a node port, an external IP or a load-balancer IP. Upstream decides per
+// service port; a view has one pair of sets, so here any port with a node
+// port counts (all ports of a NodePort or LoadBalancer service have one,
+// unless allocateLoadBalancerNodePorts is false).
+func externallyReachable(svc *model.Service) bool {
+	if len(svc.ExternalIPs) > 0 || len(svc.LoadBalancerIPs) > 0 {
+		return true
+	}
+	for _, p := range svc.Ports {
+		if p.NodePort != 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // place is where a view is computed for: a node name and its zone. The zero
 // place is "a node that hosts no endpoint, is named by no hint and has no
 // zone": the context of every service's Default view.

@@ -20,6 +20,9 @@ type selectCase struct {
 	at          string
 	wantCluster []*switchyardv1.Endpoint
 	wantLocal   []*switchyardv1.Endpoint
+	// wantNoneAnywhere: has_any_endpoints must be false. Most cases have
+	// a usable endpoint somewhere, so true is the default expectation.
+	wantNoneAnywhere bool
 }
 
 func runSelectCases(t *testing.T, cases []selectCase) {
@@ -41,6 +44,9 @@ func runSelectCases(t *testing.T, cases []selectCase) {
 			if diff := cmp.Diff(tc.wantLocal, got.GetLocalEndpoints(), protocmp.Transform()); diff != "" {
 				t.Errorf("local endpoints (-want +got):\n%s", diff)
 			}
+			if got.GetHasAnyEndpoints() != !tc.wantNoneAnywhere {
+				t.Errorf("has_any_endpoints = %v, want %v", got.GetHasAnyEndpoints(), !tc.wantNoneAnywhere)
+			}
 		})
 	}
 }
@@ -58,12 +64,14 @@ func TestMerge(t *testing.T) {
 			wantEP("10.0.0.2", "n2", "a", pt("http", 8080)),
 		),
 	}, {
-		name: "no slices: empty cluster set",
-		svc:  newSvc("web"),
+		name:             "no slices: empty cluster set",
+		svc:              newSvc("web"),
+		wantNoneAnywhere: true,
 	}, {
-		name:   "nothing ready or serving: empty cluster set",
-		svc:    newSvc("web"),
-		slices: []*model.EndpointSlice{newSlice("web", "web-a", httpPort, newEP("10.0.0.1", "n1", "", notReady), newEP("10.0.0.2", "n1", "", deadTerminating))},
+		name:             "nothing ready or serving: empty cluster set",
+		svc:              newSvc("web"),
+		slices:           []*model.EndpointSlice{newSlice("web", "web-a", httpPort, newEP("10.0.0.1", "n1", "", notReady), newEP("10.0.0.2", "n1", "", deadTerminating))},
+		wantNoneAnywhere: true,
 	}, {
 		name: "slice of another family is ignored",
 		svc:  newSvc("web"),
@@ -126,6 +134,7 @@ func TestDedup(t *testing.T) {
 			newSlice("web", "web-a", httpPort, newEP("10.0.0.1", "old", "", servingTerminating)),
 			newSlice("web", "web-b", httpPort, newEP("10.0.0.1", "new", "", notReady)),
 		},
+		wantNoneAnywhere: true,
 	}, {
 		name: "duplicate address: ready beats not ready",
 		svc:  newSvc("web"),
@@ -181,6 +190,7 @@ func TestPorts(t *testing.T) {
 		slices: []*model.EndpointSlice{
 			newSlice("web", "web-a", []model.EndpointPort{{Name: "http", Protocol: model.ProtocolUDP, Port: 8080}}, newEP("10.0.0.1", "n1", "")),
 		},
+		wantNoneAnywhere: true,
 	}, {
 		name: "unnamed single port",
 		svc:  newSvc("web", withPorts(tcp("", 80))),
@@ -252,40 +262,60 @@ func TestReadinessFallback(t *testing.T) {
 	}})
 }
 
-// TestInternalTrafficPolicyLocal: ClusterIP traffic to local endpoints only.
+// TestInternalTrafficPolicyLocal: ClusterIP traffic to local endpoints
+// only. A ClusterIP service is not externally reachable, so it has no
+// cluster set, although the model's external policy is Cluster.
 func TestInternalTrafficPolicyLocal(t *testing.T) {
 	runSelectCases(t, []selectCase{{
-		name:        "ITP Local: cluster set is the node's endpoints",
-		svc:         newSvc("web", withITPLocal()),
-		slices:      twoZones(),
-		nodes:       nodesOf("n1@a", "n2@b", "n3@a"),
-		at:          "n1",
-		wantCluster: eps(wantEP("10.0.0.1", "n1", "a", pt("http", 8080), isLocal)),
-		wantLocal:   eps(wantEP("10.0.0.1", "n1", "a", pt("http", 8080), isLocal)),
+		name:      "hosting node: local set only, no cluster set",
+		svc:       newSvc("web", withITPLocal()),
+		slices:    twoZones(),
+		nodes:     nodesOf("n1@a", "n2@b", "n3@a"),
+		at:        "n1",
+		wantLocal: eps(wantEP("10.0.0.1", "n1", "a", pt("http", 8080), isLocal)),
 	}, {
-		name:   "ITP Local: node without endpoints has none",
+		name:   "node without endpoints: nothing, but endpoints exist elsewhere",
 		svc:    newSvc("web", withITPLocal()),
 		slices: twoZones(),
 		nodes:  nodesOf("n1@a", "n2@b", "n3@a"),
 		at:     "n3",
 	}, {
-		name:        "ITP Local: local serving-terminating used though ready ones exist elsewhere",
-		svc:         newSvc("web", withITPLocal()),
-		slices:      twoZones(servingTerminating),
-		nodes:       nodesOf("n1@a", "n2@b"),
-		at:          "n1",
-		wantCluster: eps(wantEP("10.0.0.1", "n1", "a", pt("http", 8080), wantTerminating, isLocal)),
-		wantLocal:   eps(wantEP("10.0.0.1", "n1", "a", pt("http", 8080), wantTerminating, isLocal)),
+		name:      "local serving-terminating used though ready ones exist elsewhere",
+		svc:       newSvc("web", withITPLocal()),
+		slices:    twoZones(servingTerminating),
+		nodes:     nodesOf("n1@a", "n2@b"),
+		at:        "n1",
+		wantLocal: eps(wantEP("10.0.0.1", "n1", "a", pt("http", 8080), wantTerminating, isLocal)),
 	}, {
-		name:   "ITP Local: default view (unnamed node) has no endpoints",
+		name:   "default view (unnamed node) has no endpoints",
 		svc:    newSvc("web", withITPLocal()),
-		slices: twoZones()}})
+		slices: twoZones(),
+	}, {
+		name:             "nothing usable anywhere: has_any_endpoints false",
+		svc:              newSvc("web", withITPLocal()),
+		slices:           []*model.EndpointSlice{newSlice("web", "web-a", httpPort, newEP("10.0.0.1", "n1", "a", notReady), newEP("10.0.0.2", "n2", "b", deadTerminating))},
+		nodes:            nodesOf("n1@a", "n2@b"),
+		at:               "n1",
+		wantNoneAnywhere: true,
+	}, {
+		name:   "external IPs make it reachable: cluster set for external traffic",
+		svc:    newSvc("web", withITPLocal(), withExternalIPs("192.0.2.1")),
+		slices: twoZones(),
+		nodes:  nodesOf("n1@a", "n2@b"),
+		at:     "n1",
+		wantCluster: eps(
+			wantEP("10.0.0.1", "n1", "a", pt("http", 8080), isLocal),
+			wantEP("10.0.0.2", "n2", "b", pt("http", 8080)),
+		),
+		wantLocal: eps(wantEP("10.0.0.1", "n1", "a", pt("http", 8080), isLocal)),
+	}})
 }
 
-// TestExternalTrafficPolicyLocal: a local set for external traffic.
+// TestExternalTrafficPolicyLocal: a local set for external traffic, the
+// cluster set for internal traffic.
 func TestExternalTrafficPolicyLocal(t *testing.T) {
 	runSelectCases(t, []selectCase{{
-		name:   "ETP Local: hosting node gets its endpoints as the local set",
+		name:   "hosting node gets its endpoints as the local set",
 		svc:    newSvc("web", withETPLocal(32000)),
 		slices: twoZones(),
 		nodes:  nodesOf("n1@a", "n2@b"),
@@ -296,7 +326,7 @@ func TestExternalTrafficPolicyLocal(t *testing.T) {
 		),
 		wantLocal: eps(wantEP("10.0.0.2", "n2", "b", pt("http", 8080), isLocal)),
 	}, {
-		name:   "ETP Local: node without endpoints gets an empty local set",
+		name:   "node without endpoints: empty local set, endpoints exist elsewhere",
 		svc:    newSvc("web", withETPLocal(32000)),
 		slices: twoZones(),
 		nodes:  nodesOf("n1@a", "n2@b", "n3@a"),
@@ -306,22 +336,23 @@ func TestExternalTrafficPolicyLocal(t *testing.T) {
 			wantEP("10.0.0.2", "n2", "b", pt("http", 8080)),
 		),
 	}, {
-		name:   "ETP Local: endpoint without node name is never local",
+		name:   "NodePort service",
+		svc:    newSvc("web", withNodePort(), withETPLocalPolicy()),
+		slices: twoZones(),
+		nodes:  nodesOf("n1@a", "n2@b"),
+		at:     "n1",
+		wantCluster: eps(
+			wantEP("10.0.0.1", "n1", "a", pt("http", 8080), isLocal),
+			wantEP("10.0.0.2", "n2", "b", pt("http", 8080)),
+		),
+		wantLocal: eps(wantEP("10.0.0.1", "n1", "a", pt("http", 8080), isLocal)),
+	}, {
+		name:   "endpoint without node name is never local",
 		svc:    newSvc("web", withETPLocal(32000)),
 		slices: []*model.EndpointSlice{newSlice("web", "web-a", httpPort, newEP("10.0.0.1", "", ""))},
 		wantCluster: eps(
 			wantEP("10.0.0.1", "", "", pt("http", 8080)),
 		),
-	}, {
-		name:   "both policies Local",
-		svc:    newSvc("web", withETPLocal(32000), withITPLocal()),
-		slices: twoZones(),
-		nodes:  nodesOf("n1@a", "n2@b"),
-		at:     "n2",
-		wantCluster: eps(
-			wantEP("10.0.0.2", "n2", "b", pt("http", 8080), isLocal),
-		),
-		wantLocal: eps(wantEP("10.0.0.2", "n2", "b", pt("http", 8080), isLocal)),
 	}, {
 		name:   "node unknown to the state still gets its local endpoints",
 		svc:    newSvc("web", withETPLocal(32000)),
@@ -333,6 +364,158 @@ func TestExternalTrafficPolicyLocal(t *testing.T) {
 			wantEP("10.0.0.2", "n2", "b", pt("http", 8080), isLocal),
 		),
 		wantLocal: eps(wantEP("10.0.0.2", "n2", "b", pt("http", 8080), isLocal)),
+	}, {
+		name:   "LoadBalancer with no node port nor address yet: no external traffic, no local set",
+		svc:    newSvc("web", withType(model.TypeLoadBalancer), withETPLocalPolicy()),
+		slices: twoZones(),
+		nodes:  nodesOf("n1@a", "n2@b"),
+		at:     "n1",
+		wantCluster: eps(
+			wantEP("10.0.0.1", "n1", "a", pt("http", 8080)),
+			wantEP("10.0.0.2", "n2", "b", pt("http", 8080)),
+		),
+	}, {
+		name:             "nothing usable anywhere: has_any_endpoints false",
+		svc:              newSvc("web", withETPLocal(32000)),
+		slices:           []*model.EndpointSlice{newSlice("web", "web-a", httpPort, newEP("10.0.0.1", "n1", "a", notReady))},
+		nodes:            nodesOf("n1@a"),
+		at:               "n1",
+		wantNoneAnywhere: true,
+	}})
+}
+
+// TestBothPoliciesLocal: every kind of traffic goes to local endpoints,
+// so there is no cluster set (switchyard.v1 contract; see policies).
+func TestBothPoliciesLocal(t *testing.T) {
+	// Externally reachable, so upstream's UsesClusterEndpoints holds: the
+	// cluster set is filled (for short-circuiting traffic to external
+	// addresses from inside the cluster) even though both policies are Local.
+	runSelectCases(t, []selectCase{{
+		name:   "hosting node: every endpoint in the cluster set, its own in the local set",
+		svc:    newSvc("web", withETPLocal(32000), withITPLocal()),
+		slices: twoZones(),
+		nodes:  nodesOf("n1@a", "n2@b"),
+		at:     "n2",
+		wantCluster: eps(
+			wantEP("10.0.0.1", "n1", "a", pt("http", 8080)),
+			wantEP("10.0.0.2", "n2", "b", pt("http", 8080), isLocal),
+		),
+		wantLocal: eps(wantEP("10.0.0.2", "n2", "b", pt("http", 8080), isLocal)),
+	}, {
+		name:   "node without endpoints: cluster set only, endpoints exist elsewhere",
+		svc:    newSvc("web", withNodePort(), withETPLocalPolicy(), withITPLocal()),
+		slices: twoZones(),
+		nodes:  nodesOf("n1@a", "n2@b", "n3@a"),
+		at:     "n3",
+		wantCluster: eps(
+			wantEP("10.0.0.1", "n1", "a", pt("http", 8080)),
+			wantEP("10.0.0.2", "n2", "b", pt("http", 8080)),
+		),
+	}, {
+		name:        "local set falls back to serving-terminating on its own",
+		svc:         newSvc("web", withETPLocal(32000), withITPLocal()),
+		slices:      twoZones(servingTerminating),
+		nodes:       nodesOf("n1@a", "n2@b"),
+		at:          "n1",
+		wantCluster: eps(wantEP("10.0.0.2", "n2", "b", pt("http", 8080))),
+		wantLocal:   eps(wantEP("10.0.0.1", "n1", "a", pt("http", 8080), wantTerminating, isLocal)),
+	}})
+}
+
+// TestInternalLocalExternalCluster: a NodePort service with internal
+// policy Local and external policy Cluster: external traffic goes to every
+// endpoint (topology applied), cluster-IP traffic to local ones.
+func TestInternalLocalExternalCluster(t *testing.T) {
+	svc := func() *model.Service { return newSvc("web", withNodePort(), withITPLocal()) }
+	runSelectCases(t, []selectCase{{
+		name:   "hosting node: every endpoint in the cluster set, its own in the local set",
+		svc:    svc(),
+		slices: twoZones(),
+		nodes:  nodesOf("n1@a", "n2@b", "n3@a"),
+		at:     "n1",
+		wantCluster: eps(
+			wantEP("10.0.0.1", "n1", "a", pt("http", 8080), isLocal),
+			wantEP("10.0.0.2", "n2", "b", pt("http", 8080)),
+		),
+		wantLocal: eps(wantEP("10.0.0.1", "n1", "a", pt("http", 8080), isLocal)),
+	}, {
+		name:   "node without endpoints: cluster set, empty local set",
+		svc:    svc(),
+		slices: twoZones(),
+		nodes:  nodesOf("n1@a", "n2@b", "n3@a"),
+		at:     "n3",
+		wantCluster: eps(
+			wantEP("10.0.0.1", "n1", "a", pt("http", 8080)),
+			wantEP("10.0.0.2", "n2", "b", pt("http", 8080)),
+		),
+	}, {
+		name:        "zone hints filter the cluster set, not the local set",
+		svc:         svc(),
+		slices:      hintedSlices(newEP("10.0.0.3", "n1", "a", zones("b"))),
+		nodes:       topoNodes(),
+		at:          "n1",
+		wantCluster: eps(wantEP("10.0.0.1", "n1", "a", pt("http", 8080), isLocal)),
+		wantLocal: eps(
+			wantEP("10.0.0.1", "n1", "a", pt("http", 8080), isLocal),
+			wantEP("10.0.0.3", "n1", "a", pt("http", 8080), isLocal),
+		),
+	}, {
+		name:   "zone hints for a node without endpoints",
+		svc:    svc(),
+		slices: hintedSlices(newEP("10.0.0.3", "n1", "a", zones("b"))),
+		nodes:  topoNodes(),
+		at:     "n2",
+		wantCluster: eps(
+			wantEP("10.0.0.2", "n2", "b", pt("http", 8080), isLocal),
+			wantEP("10.0.0.3", "n1", "a", pt("http", 8080)),
+		),
+		wantLocal: eps(wantEP("10.0.0.2", "n2", "b", pt("http", 8080), isLocal)),
+	}, {
+		name: "serving-terminating only: both sets fall back",
+		svc:  svc(),
+		slices: []*model.EndpointSlice{newSlice("web", "web-a", httpPort,
+			newEP("10.0.0.1", "n1", "a", servingTerminating), newEP("10.0.0.2", "n2", "b", servingTerminating))},
+		nodes: nodesOf("n1@a", "n2@b"),
+		at:    "n1",
+		wantCluster: eps(
+			wantEP("10.0.0.1", "n1", "a", pt("http", 8080), wantTerminating, isLocal),
+			wantEP("10.0.0.2", "n2", "b", pt("http", 8080), wantTerminating),
+		),
+		wantLocal: eps(wantEP("10.0.0.1", "n1", "a", pt("http", 8080), wantTerminating, isLocal)),
+	}, {
+		name:             "nothing usable anywhere: has_any_endpoints false",
+		svc:              svc(),
+		slices:           []*model.EndpointSlice{newSlice("web", "web-a", httpPort, newEP("10.0.0.1", "n1", "a", deadTerminating))},
+		nodes:            nodesOf("n1@a"),
+		at:               "n1",
+		wantNoneAnywhere: true,
+	}})
+}
+
+// TestHasAnyEndpoints: has_any_endpoints is one bit per service, the same
+// in every variant of its view.
+func TestHasAnyEndpoints(t *testing.T) {
+	twoPorts := withPorts(tcp("http", 80), tcp("metrics", 9100))
+	runSelectCases(t, []selectCase{{
+		name:   "only serving-terminating endpoints count",
+		svc:    newSvc("web", withITPLocal()),
+		slices: []*model.EndpointSlice{newSlice("web", "web-a", httpPort, newEP("10.0.0.1", "n1", "a", servingTerminating))},
+		nodes:  nodesOf("n1@a", "n2@b"),
+		at:     "n2",
+	}, {
+		name: "a port with endpoints is enough, though another port has none",
+		svc:  newSvc("web", twoPorts),
+		slices: []*model.EndpointSlice{
+			newSlice("web", "web-a", []model.EndpointPort{slicePort("metrics", 9100)}, newEP("10.0.0.1", "n1", "")),
+		},
+		wantCluster: eps(wantEP("10.0.0.1", "n1", "", pt("metrics", 9100))),
+	}, {
+		name: "endpoints of a slice that serves no service port do not count",
+		svc:  newSvc("web"),
+		slices: []*model.EndpointSlice{
+			newSlice("web", "web-a", []model.EndpointPort{slicePort("other", 1)}, newEP("10.0.0.1", "n1", "")),
+		},
+		wantNoneAnywhere: true,
 	}})
 }
 

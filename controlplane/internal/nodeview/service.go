@@ -28,6 +28,11 @@ type ServiceViews struct {
 	// or its appearance or removal, requires recomputing the service; any
 	// other node change does not.
 	Nodes []string
+
+	// zoned: zone hints may apply, so the views of the nodes in Nodes
+	// depend on their zones. Without zone hints a node's zone is never
+	// consulted, and a zone change needs no recomputation.
+	zoned bool
 }
 
 // For returns the view node must program. A nil node, or a node the state
@@ -43,6 +48,12 @@ func (s *ServiceViews) at(name, zone string) *View {
 	if v, ok := s.ByNode[name]; ok {
 		return v
 	}
+	return s.inherited(zone)
+}
+
+// inherited returns the view a node of that zone gets unless it has a
+// view of its own.
+func (s *ServiceViews) inherited(zone string) *View {
 	if v, ok := s.ByZone[zone]; ok {
 		return v
 	}
@@ -60,7 +71,9 @@ func Service(svc *model.Service, epSlices map[model.SliceKey]*model.EndpointSlic
 	}
 	b := newBuilder(svc, mergeSlices(svc, epSlices))
 	out := &ServiceViews{Key: svc.Key, Default: b.view(place{})}
-	for _, zone := range b.hintedZones() {
+	zones := b.hintedZones()
+	out.zoned = len(zones) > 0
+	for _, zone := range zones {
 		v := b.view(place{zone: zone})
 		if v != out.Default {
 			if out.ByZone == nil {
@@ -91,10 +104,11 @@ type builder struct {
 	svc  *model.Service
 	name string
 	m    merged
-	// itpLocal: ClusterIP traffic goes to local endpoints only.
-	itpLocal bool
-	// usesLocal: some traffic is under a Local policy, so the view carries
-	// a local set and marks local endpoints.
+	// usesCluster: some traffic is under the Cluster policy, so the view
+	// carries a cluster set and topology applies (see policies).
+	usesCluster bool
+	// usesLocal: some traffic is under a Local policy, so the view
+	// carries a local set and marks local endpoints.
 	usesLocal bool
 	// base holds the node-independent fields, shared by every variant.
 	base *switchyardv1.ServiceView
@@ -109,16 +123,16 @@ type builder struct {
 }
 
 func newBuilder(svc *model.Service, m merged) *builder {
-	itpLocal := svc.InternalPolicy == model.PolicyLocal
+	usesCluster, usesLocal := policies(svc)
 	return &builder{
-		svc:       svc,
-		name:      text(svc.Key.String()),
-		m:         m,
-		itpLocal:  itpLocal,
-		usesLocal: itpLocal || svc.ExternalPolicy == model.PolicyLocal,
-		base:      baseView(svc, m),
-		portNames: portNames(svc),
-		seen:      map[string]*View{},
+		svc:         svc,
+		name:        text(svc.Key.String()),
+		m:           m,
+		usesCluster: usesCluster,
+		usesLocal:   usesLocal,
+		base:        baseView(svc, m),
+		portNames:   portNames(svc),
+		seen:        map[string]*View{},
 	}
 }
 
@@ -139,10 +153,9 @@ func (b *builder) view(p place) *View {
 		InternalTrafficPolicy:         b.base.InternalTrafficPolicy,
 		HealthCheckNodePort:           b.base.HealthCheckNodePort,
 		LastChangeTriggerTime:         b.base.LastChangeTriggerTime,
+		HasAnyEndpoints:               b.base.HasAnyEndpoints,
 	}
-	if b.itpLocal {
-		sv.ClusterEndpoints = b.endpoints(p, localSet)
-	} else {
+	if b.usesCluster {
 		sv.ClusterEndpoints = b.endpoints(p, clusterSet)
 	}
 	if b.usesLocal {
@@ -231,9 +244,9 @@ func (b *builder) fillEndpoint(dst *switchyardv1.Endpoint, ep *model.Endpoint, p
 }
 
 // hintedZones lists, sorted, the zones named by hints of ready candidates,
-// when topology can apply (internal policy Cluster).
+// when topology can apply (the view has a cluster set).
 func (b *builder) hintedZones() []string {
-	if b.itpLocal {
+	if !b.usesCluster {
 		return nil
 	}
 	var zones []string
@@ -249,16 +262,17 @@ func (b *builder) hintedZones() []string {
 
 // nodesOfInterest lists, sorted, the nodes whose view may differ from
 // their zone's: nodes hosting usable endpoints when a Local policy is in
-// use, and nodes named by node hints when topology can apply.
+// use, and nodes named by node hints when topology can apply (the view
+// has a cluster set).
 func (b *builder) nodesOfInterest() []string {
 	var names []string
 	for _, cands := range b.m.byPort {
 		for _, c := range cands {
 			ep := c.ep
-			if b.usesLocal && (ep.Ready || (ep.Serving && ep.Terminating)) {
+			if b.usesLocal && usable(ep) {
 				names = append(names, ep.NodeName)
 			}
-			if !b.itpLocal && ep.Ready {
+			if b.usesCluster && ep.Ready {
 				names = append(names, ep.HintNodes...)
 			}
 		}

@@ -225,6 +225,23 @@ func TestServiceVariants(t *testing.T) {
 			want: shape{Nodes: []string{"n1", "n2"}, Read: []string{"n1", "n2"}},
 		},
 		{
+			name: "ITP Local ClusterIP with node hints: hinted nodes are not read",
+			svc:  newSvc("web", withITPLocal()), slices: nodeHinted,
+			want: shape{Nodes: []string{"n1", "n2"}, Read: []string{"n1", "n2"}},
+		},
+		{
+			name: "ITP Local, ETP Cluster NodePort with zone hints: zone views and node views",
+			svc:  newSvc("web", withNodePort(), withITPLocal()), slices: zoneHinted,
+			want: shape{Zones: []string{"a", "b", "c"}, Nodes: []string{"n1", "n2"}, Read: []string{"n1", "n2"}},
+		},
+		{
+			// Reachable from outside, so it has a cluster set (upstream's
+			// UsesClusterEndpoints) and that set follows the zone hints.
+			name: "both Local with zone hints: zone views and node views",
+			svc:  newSvc("web", withETPLocal(1), withITPLocal()), slices: zoneHinted,
+			want: shape{Zones: []string{"a", "b", "c"}, Nodes: []string{"n1", "n2"}, Read: []string{"n1", "n2"}},
+		},
+		{
 			name: "ETP Local with zone hints: zone views and node views",
 			svc:  newSvc("web", withETPLocal(1)), slices: zoneHinted,
 			want: shape{Zones: []string{"a", "b", "c"}, Nodes: []string{"n1", "n2"}, Read: []string{"n1", "n2"}},

@@ -163,15 +163,11 @@ func TestTrafficDistribution(t *testing.T) {
 // TestTopologyWithPolicies: topology next to Local policies and per port.
 func TestTopologyWithPolicies(t *testing.T) {
 	runSelectCases(t, []selectCase{{
-		name:   "ITP Local ignores hints",
+		name:   "ITP Local ClusterIP: no cluster set, and hints never filter the local set",
 		svc:    newSvc("web", withITPLocal()),
 		slices: hintedSlices(newEP("10.0.0.3", "n1", "a", zones("b"))),
 		nodes:  topoNodes(),
 		at:     "n1",
-		wantCluster: eps(
-			wantEP("10.0.0.1", "n1", "a", pt("http", 8080), isLocal),
-			wantEP("10.0.0.3", "n1", "a", pt("http", 8080), isLocal),
-		),
 		wantLocal: eps(
 			wantEP("10.0.0.1", "n1", "a", pt("http", 8080), isLocal),
 			wantEP("10.0.0.3", "n1", "a", pt("http", 8080), isLocal),

@@ -59,9 +59,9 @@ func TestVersionPinned(t *testing.T) {
 		got[name] = version
 	}
 	want := map[string]string{
-		"system": "bd9a383c8bc72cab",
+		"system": "66cc9622376f4800",
 		"n1":     "55688d16beb49714",
-		"ns/web": "2ab8d977b8e6a502",
+		"ns/web": "c6a510c893fccb86",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("versions (-want +got):\n%s", diff)
@@ -173,9 +173,12 @@ func TestVersionChanges(t *testing.T) {
 			st.Nodes["n3"] = &model.Node{Name: "n3", Zone: "b"}
 		}},
 		{name: "ITP Local endpoint change on another node leaves this node unchanged", node: "n3", wantSame: true, mutate: func(st *model.State) {
-			notReady(firstEP(st, "itp"))
+			servingTerminating(firstEP(st, "itp"))
 		}},
 		{name: "ITP Local endpoint change on the hosting node changes it", node: "n2", mutate: func(st *model.State) {
+			servingTerminating(firstEP(st, "itp"))
+		}},
+		{name: "ITP Local: last usable endpoint gone changes has_any_endpoints everywhere", svc: "ns/itp", node: "n3", mutate: func(st *model.State) {
 			notReady(firstEP(st, "itp"))
 		}},
 		{name: "nothing changes", node: "n1", wantSame: true, mutate: func(*model.State) {}},
@@ -187,7 +190,7 @@ func TestVersionChanges(t *testing.T) {
 			tc.mutate(st)
 			after := NewIndex(st, Options{})
 			if tc.svc != "" {
-				b, a := before.shared.byName[tc.svc], after.shared.byName[tc.svc]
+				b, a := before.shared.byName(tc.svc), after.shared.byName(tc.svc)
 				if a.Version == b.Version {
 					t.Errorf("%s version unchanged: %s", tc.svc, a.Version)
 				}

@@ -258,8 +258,10 @@ type ServiceView struct {
 	// only for LoadBalancer services with externalTrafficPolicy Local.
 	HealthCheckNodePort uint32 `protobuf:"varint,13,opt,name=health_check_node_port,json=healthCheckNodePort,proto3" json:"health_check_node_port,omitempty"`
 	// Endpoints for traffic under a Cluster policy, topology already
-	// applied. Filled when internal_traffic_policy is CLUSTER, or when
-	// external_traffic_policy is CLUSTER for an externally reachable service.
+	// applied. Filled when internal_traffic_policy is CLUSTER or the service
+	// is externally reachable (node ports, external or load-balancer IPs),
+	// as kube-proxy's UsesClusterEndpoints: even with both policies LOCAL,
+	// traffic from inside the cluster to external addresses may use them.
 	//
 	// A dataplane sends internal traffic (cluster IPs) to local_endpoints when
 	// internal_traffic_policy is LOCAL and to cluster_endpoints otherwise, and

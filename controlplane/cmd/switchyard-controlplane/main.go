@@ -1,0 +1,146 @@
+// Command switchyard-controlplane watches Services, EndpointSlices and
+// Nodes once, computes every node's view and streams it to the node agents.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"k8s.io/klog/v2"
+
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/daemon"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+func main() {
+	if err := run(os.Args[1:], os.Stderr); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			os.Exit(0)
+		}
+		fmt.Fprintln(os.Stderr, "switchyard-controlplane:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stderr io.Writer) error {
+	o, logOpts, err := parseFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	logger, err := newLogger(stderr, logOpts)
+	if err != nil {
+		return err
+	}
+	// client-go logs through klog: route it into the same handler.
+	klog.SetSlogLogger(logger)
+	o.Logger = logger
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return daemon.Run(ctx, o)
+}
+
+type logOptions struct{ level, format string }
+
+func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error) {
+	var (
+		o                   daemon.Options
+		lo                  logOptions
+		mode, cidrs         string
+		minSync, syncPeriod time.Duration
+		fs                  = flag.NewFlagSet("switchyard-controlplane", flag.ContinueOnError)
+	)
+	fs.SetOutput(out)
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path to a kubeconfig; in-cluster configuration when empty")
+	fs.StringVar(&o.Listen, "listen", ":18000", "gRPC address for the discovery and admin services")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":10263", "HTTP address for /metrics; empty disables")
+	fs.StringVar(&o.HealthzAddr, "healthz-bind-address", ":10262", "HTTP address for /healthz and /readyz; empty disables")
+	fs.DurationVar(&o.CoalesceWindow, "coalesce-window", 100*time.Millisecond, "how long changes are batched per node before a response")
+	fs.IntVar(&o.MaxMessageBytes, "max-message-bytes", 4<<20, "largest gRPC message sent or received; larger batches are split")
+	fs.StringVar(&o.TLS.CertFile, "tls-cert-file", "", "PEM server certificate for gRPC")
+	fs.StringVar(&o.TLS.KeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file")
+	fs.StringVar(&o.TLS.ClientCAFile, "client-ca-file", "", "PEM CA for agent certificates: turns on mTLS, and a stream may only subscribe as the node its certificate names")
+	fs.BoolVar(&o.Insecure, "insecure", false, "serve plaintext gRPC (only when no TLS certificate is given; for tests and demos)")
+	fs.StringVar(&o.ID, "id", "", "name of this replica in responses; the hostname when empty")
+	fs.DurationVar(&o.Resync, "resync-period", 0, "informer resync period; 0 disables")
+	fs.StringVar(&mode, "mode", "", "dataplane mode every agent must use (iptables|ipvs|nftables|userspace|dry-run); empty leaves each agent's --mode")
+	fs.DurationVar(&minSync, "min-sync-period", 0, "agents' minimum time between syncs; 0 leaves the agents' own")
+	fs.DurationVar(&syncPeriod, "sync-period", 0, "agents' full resync period; 0 leaves the agents' own")
+	fs.StringVar(&o.Views.IPVSScheduler, "ipvs-scheduler", "", "IPVS scheduler for agents in ipvs mode: rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq (empty: rr)")
+	fs.StringVar(&cidrs, "cluster-cidr", "", "comma-separated pod CIDRs; service traffic from outside them is masqueraded")
+	fs.BoolVar(&o.Views.MasqueradeAll, "masquerade-all", false, "masquerade all service traffic")
+	fs.StringVar(&lo.level, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&lo.format, "log-format", "text", "text or json")
+	if err := fs.Parse(args); err != nil {
+		return o, lo, err
+	}
+	if fs.NArg() > 0 {
+		return o, lo, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	var err error
+	if o.Views.Mode, err = parseMode(mode); err != nil {
+		return o, lo, err
+	}
+	o.Views.MinSyncPeriod, o.Views.SyncPeriod = minSync, syncPeriod
+	if o.Views.ClusterCIDRs, err = parseCIDRs(cidrs); err != nil {
+		return o, lo, err
+	}
+	return o, lo, nil
+}
+
+func parseMode(s string) (switchyardv1.DataplaneMode, error) {
+	switch s {
+	case "":
+		return switchyardv1.DataplaneMode_DATAPLANE_MODE_UNSPECIFIED, nil
+	case "iptables":
+		return switchyardv1.DataplaneMode_DATAPLANE_MODE_IPTABLES, nil
+	case "ipvs":
+		return switchyardv1.DataplaneMode_DATAPLANE_MODE_IPVS, nil
+	case "nftables":
+		return switchyardv1.DataplaneMode_DATAPLANE_MODE_NFTABLES, nil
+	case "userspace":
+		return switchyardv1.DataplaneMode_DATAPLANE_MODE_USERSPACE, nil
+	case "dry-run":
+		return switchyardv1.DataplaneMode_DATAPLANE_MODE_DRY_RUN, nil
+	}
+	return 0, fmt.Errorf("--mode %q: want iptables, ipvs, nftables, userspace or dry-run", s)
+}
+
+func parseCIDRs(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			return nil, fmt.Errorf("--cluster-cidr: %w", err)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+func newLogger(w io.Writer, o logOptions) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(o.level)); err != nil {
+		return nil, fmt.Errorf("--log-level: %w", err)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch o.format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: want text or json", o.format)
+}

@@ -1,0 +1,198 @@
+package daemon
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/sync/errgroup"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/metrics"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/nodeview"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/translate"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/watch"
+)
+
+// Options is everything the control plane is configured with.
+type Options struct {
+	// Kubeconfig path; in-cluster configuration when empty.
+	Kubeconfig string
+	// RESTConfig, when set, is used instead of Kubeconfig (tests).
+	RESTConfig *rest.Config
+	// Listen is the gRPC address.
+	Listen string
+	// MetricsAddr and HealthzAddr are HTTP addresses; empty disables.
+	MetricsAddr string
+	HealthzAddr string
+	// ID names this replica in responses; the hostname when empty.
+	ID              string
+	CoalesceWindow  time.Duration
+	MaxMessageBytes int
+	TLS             TLSFiles
+	// Insecure serves plaintext gRPC; required when TLS files are absent.
+	Insecure bool
+	// Views holds the NodeConfig defaults sent to every agent.
+	Views  nodeview.Defaults
+	Resync time.Duration
+	Logger *slog.Logger
+	// Ready, if set, is called with the gRPC address once serving.
+	Ready func(grpcAddr string)
+}
+
+// TLSFiles names the PEM files for the gRPC server.
+type TLSFiles struct {
+	CertFile string
+	KeyFile  string
+	// ClientCAFile turns on mTLS: agents must present a certificate signed
+	// by it that names their node.
+	ClientCAFile string
+}
+
+// Run runs the control plane until ctx is cancelled.
+func Run(ctx context.Context, o Options) error {
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	tlsCfg, err := o.tlsConfig()
+	if err != nil {
+		return err
+	}
+	client, err := o.client()
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m, err := metrics.New(reg)
+	if err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
+	id := o.ID
+	if id == "" {
+		id, _ = os.Hostname()
+	}
+	c := cache.New()
+	srv := server.New(server.Config{
+		Listen: o.Listen, ControlPlaneID: id, CoalesceWindow: o.CoalesceWindow,
+		MaxMessageBytes: o.MaxMessageBytes, TLS: tlsCfg,
+	}, c, log, m)
+	w := watch.New(watch.Config{
+		Client: client, Resync: o.Resync, Publisher: c, Logger: log,
+		Views:    nodeview.Options{Defaults: o.Views},
+		Recorder: &translate.Counts{}, Observer: observer{m},
+	})
+
+	lis, err := net.Listen("tcp", o.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", o.Listen, err)
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return w.Run(ctx) })
+	g.Go(func() error { return srv.Serve(ctx, lis) })
+	g.Go(func() error {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.Ready():
+		}
+		srv.SetReady(true)
+		log.Info("control plane serving", "grpc", lis.Addr().String(), "replica", id)
+		if o.Ready != nil {
+			o.Ready(lis.Addr().String())
+		}
+		return nil
+	})
+	if o.MetricsAddr != "" {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+		g.Go(func() error { return serveHTTP(ctx, o.MetricsAddr, mux) })
+	}
+	if o.HealthzAddr != "" {
+		g.Go(func() error { return serveHTTP(ctx, o.HealthzAddr, healthMux(w.Ready())) })
+	}
+	err = g.Wait()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func (o Options) client() (kubernetes.Interface, error) {
+	cfg := o.RESTConfig
+	if cfg == nil {
+		var err error
+		if o.Kubeconfig == "" {
+			cfg, err = rest.InClusterConfig()
+		} else {
+			cfg, err = clientcmd.BuildConfigFromFlags("", o.Kubeconfig)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("kubernetes client config: %w", err)
+		}
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = "switchyard-controlplane"
+	// The watch is the only client: protobuf halves decode cost.
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	c, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return c, nil
+}
+
+func (o Options) tlsConfig() (*tls.Config, error) {
+	t := o.TLS
+	switch {
+	case t.CertFile == "" && t.KeyFile == "":
+		if t.ClientCAFile != "" {
+			return nil, errors.New("a client CA needs a server certificate and key")
+		}
+		if !o.Insecure {
+			return nil, errors.New("no TLS certificate given: set the certificate and key, or ask for plaintext explicitly (--insecure)")
+		}
+		return nil, nil
+	case t.CertFile == "" || t.KeyFile == "":
+		return nil, errors.New("TLS needs both a certificate and a key")
+	}
+	cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("load TLS key pair: %w", err)
+	}
+	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	if t.ClientCAFile != "" {
+		pem, err := os.ReadFile(t.ClientCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("read client CA: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("client CA %s: no PEM certificate", t.ClientCAFile)
+		}
+		cfg.ClientCAs = pool
+		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+	}
+	return cfg, nil
+}
+
+// observer feeds the watch loop's events into the control-plane metrics.
+type observer struct{ m *metrics.Metrics }
+
+func (o observer) InformerEvent(kind, typ string)  { o.m.InformerEvent(kind, typ) }
+func (o observer) Computed(d time.Duration, _ int) { o.m.ObserveCompute(d) }

@@ -1,0 +1,20 @@
+// Package watch is the control plane's one watch of the Kubernetes API:
+// Service, EndpointSlice and Node informers feed a Kubernetes-free
+// model.State, which is turned into per-node views (package nodeview) and
+// published to the cache that the gRPC servers stream from.
+//
+//	informers ──events──▶ dirty keys ──batch──▶ translate ──▶ model.State
+//	                                                         │ Index.Update(changed)
+//	                                                         ▼
+//	                               cache.Publish(node, view, changed names)
+//
+// Invariants:
+//   - Event handlers only record keys; the loop reads the newest object
+//     from the informer's store, so a burst of updates to one object costs
+//     one translation, and a slow batch never builds a backlog.
+//   - One goroutine (Run's loop) owns the model.State and the Index.
+//   - Objects are stripped of managedFields and unused annotations before
+//     they are cached, to keep the control plane's memory down.
+//   - Only nodes whose view may have changed are published, with the names
+//     that may have changed, so streams diff only those.
+package watch

@@ -1,0 +1,72 @@
+package watch
+
+import (
+	cpcache "github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/nodeview"
+)
+
+// Publisher is where node views go: the stream cache.
+type Publisher interface {
+	Publish(node string, nv cpcache.NodeView, changed []string)
+	Remove(node string)
+}
+
+var _ Publisher = (*cpcache.Cache)(nil)
+
+// publisher publishes an Index's node views, node by node.
+type publisher struct{ to Publisher }
+
+func newPublisher(to Publisher) publisher { return publisher{to: to} }
+
+// all publishes every known node's view with unknown changes.
+func (p publisher) all(ix *nodeview.Index, st *model.State) {
+	for name := range st.Nodes {
+		p.to.Publish(name, nodeView{ix.Node(name)}, nil)
+	}
+}
+
+// changed publishes the nodes whose view may have changed, each with the
+// names that may have changed, and removes deleted nodes.
+func (p publisher) changed(ix *nodeview.Index, st *model.State, ch nodeview.Changes, nodes []string) {
+	for _, name := range nodes {
+		if _, ok := st.Nodes[name]; !ok {
+			p.to.Remove(name)
+		}
+	}
+	for name, node := range st.Nodes {
+		names := ch.ForNode(name, node.Zone)
+		if len(names) == 0 {
+			continue
+		}
+		p.to.Publish(name, nodeView{ix.Node(name)}, names)
+	}
+}
+
+// nodeView adapts a *nodeview.NodeView to the cache's interface.
+type nodeView struct{ nv *nodeview.NodeView }
+
+var _ cpcache.NodeView = nodeView{}
+
+func (a nodeView) Version() string { return a.nv.Version() }
+func (a nodeView) Len() int        { return a.nv.Len() }
+
+func (a nodeView) Get(name string) (cpcache.View, bool) {
+	v := a.nv.Get(name)
+	if v == nil {
+		return nil, false
+	}
+	return view{v}, true
+}
+
+func (a nodeView) Range(fn func(cpcache.View) bool) {
+	a.nv.Range(func(v *nodeview.View) bool { return fn(view{v}) })
+}
+
+// view adapts a *nodeview.View; a one-pointer struct, so boxing it in an
+// interface does not allocate.
+type view struct{ v *nodeview.View }
+
+func (v view) Name() string    { return v.v.Name }
+func (v view) Version() string { return v.v.Version }
+func (v view) Encoded() []byte { return v.v.Bytes }

@@ -1,0 +1,163 @@
+package watch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/nodeview"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/translate"
+)
+
+// Observer receives what the watch loop does, for metrics.
+type Observer interface {
+	// InformerEvent counts one informer event: kind is Service,
+	// EndpointSlice or Node, typ is add, update or delete.
+	InformerEvent(kind, typ string)
+	// Computed reports one batch: how long translation and view
+	// computation took and how many services it recomputed.
+	Computed(d time.Duration, services int)
+}
+
+// Config configures a Watcher.
+type Config struct {
+	Client kubernetes.Interface
+	// Resync is the informers' resync period; 0 disables it.
+	Resync time.Duration
+	// Views configures view computation (NodeConfig defaults).
+	Views nodeview.Options
+	// Publisher receives every node's newest view (a *cache.Cache).
+	Publisher Publisher
+	// Recorder counts skipped and clamped input (may be nil).
+	Recorder translate.Recorder
+	// Observer receives metrics (may be nil).
+	Observer Observer
+	Logger   *slog.Logger
+}
+
+// Watcher runs the informers and keeps the published views current.
+type Watcher struct {
+	cfg   Config
+	dirty *dirty
+	ready chan struct{}
+}
+
+// New returns a Watcher; Run starts it.
+func New(cfg Config) *Watcher {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = nopObserver{}
+	}
+	return &Watcher{cfg: cfg, dirty: newDirty(), ready: make(chan struct{})}
+}
+
+// Ready is closed once the informers have synced and every node's first
+// view is published: the control plane may report itself serving.
+func (w *Watcher) Ready() <-chan struct{} { return w.ready }
+
+// Run watches until ctx is cancelled. It returns ctx's error on shutdown,
+// or an error if the caches cannot sync.
+func (w *Watcher) Run(ctx context.Context) error {
+	if w.cfg.Client == nil || w.cfg.Publisher == nil {
+		return errors.New("watch: Config needs a Client and a Publisher")
+	}
+	inf := newInformers(w.cfg.Client, w.cfg.Resync)
+	if err := w.register(inf); err != nil {
+		return err
+	}
+	inf.start(ctx.Done())
+	defer inf.shutdown()
+	if !cache.WaitForCacheSync(ctx.Done(), inf.synced()...) {
+		return fmt.Errorf("watch: informer caches did not sync: %w", context.Cause(ctx))
+	}
+	st := &store{
+		st: model.NewState(), rec: w.cfg.Recorder, log: w.cfg.Logger,
+		owner:    map[model.SliceKey]model.ServiceKey{},
+		services: inf.services.GetStore(), slices: inf.slices.GetStore(), nodes: inf.nodes.GetStore(),
+	}
+	pub := newPublisher(w.cfg.Publisher)
+	start := time.Now()
+	st.apply(w.dirty.take())
+	ix := nodeview.NewIndex(st.st, w.cfg.Views)
+	pub.all(ix, st.st)
+	w.cfg.Observer.Computed(time.Since(start), len(st.st.Services))
+	w.cfg.Logger.Info("initial views published", "services", len(st.st.Services),
+		"nodes", len(st.st.Nodes), "duration", time.Since(start))
+	close(w.ready)
+
+	for {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-w.dirty.wake:
+		}
+		b := w.dirty.take()
+		if b.empty() {
+			continue
+		}
+		start := time.Now()
+		ch := st.apply(b)
+		var changed nodeview.Changes
+		ix, changed = ix.Update(st.st, ch.services, ch.nodes)
+		pub.changed(ix, st.st, changed, ch.nodes)
+		w.cfg.Observer.Computed(time.Since(start), len(ch.services))
+	}
+}
+
+func (w *Watcher) register(inf *informerSet) error {
+	regs := []struct {
+		kind string
+		inf  cache.SharedIndexInformer
+		mark func(ns, name string)
+	}{
+		{"Service", inf.services, func(ns, name string) { w.dirty.addService(model.ServiceKey{Namespace: ns, Name: name}) }},
+		{"EndpointSlice", inf.slices, func(ns, name string) { w.dirty.addSlice(model.SliceKey{Namespace: ns, Name: name}) }},
+		{"Node", inf.nodes, func(_, name string) { w.dirty.addNode(name) }},
+	}
+	for _, r := range regs {
+		h := handler{kind: r.kind, mark: r.mark, obs: w.cfg.Observer, log: w.cfg.Logger}
+		if _, err := r.inf.AddEventHandler(h); err != nil {
+			return fmt.Errorf("watch: register %s handler: %w", r.kind, err)
+		}
+	}
+	return nil
+}
+
+// handler turns informer events into dirty keys.
+type handler struct {
+	kind string
+	mark func(ns, name string)
+	obs  Observer
+	log  *slog.Logger
+}
+
+func (h handler) OnAdd(obj any, _ bool) { h.on("add", obj) }
+func (h handler) OnUpdate(_, obj any)   { h.on("update", obj) }
+func (h handler) OnDelete(obj any)      { h.on("delete", obj) }
+func (h handler) on(typ string, obj any) {
+	h.obs.InformerEvent(h.kind, typ)
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		h.log.Warn("informer event without a key", "kind", h.kind, "err", err)
+		return
+	}
+	ns, name, found := strings.Cut(key, "/")
+	if !found {
+		ns, name = "", key
+	}
+	h.mark(ns, name)
+}
+
+type nopObserver struct{}
+
+func (nopObserver) InformerEvent(string, string) {}
+func (nopObserver) Computed(time.Duration, int)  {}
