@@ -60,6 +60,11 @@ func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error
 		fs                  = flag.NewFlagSet("switchyard-controlplane", flag.ContinueOnError)
 	)
 	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprint(out, "switchyard-controlplane watches Services, EndpointSlices and Nodes once,\n"+
+			"computes every node's view and streams it to the node agents over gRPC.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path to a kubeconfig; in-cluster configuration when empty")
 	fs.StringVar(&o.Listen, "listen", ":18000", "gRPC address for the discovery and admin services")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":10263", "HTTP address for /metrics; empty disables")
@@ -91,6 +96,11 @@ func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error
 		return o, lo, err
 	}
 	o.Views.MinSyncPeriod, o.Views.SyncPeriod = minSync, syncPeriod
+	switch o.Views.IPVSScheduler {
+	case "", "rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq":
+	default:
+		return o, lo, fmt.Errorf("--ipvs-scheduler %q: want rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed or nq", o.Views.IPVSScheduler)
+	}
 	if o.Views.ClusterCIDRs, err = parseCIDRs(cidrs); err != nil {
 		return o, lo, err
 	}
