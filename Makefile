@@ -6,8 +6,9 @@ SHELL := /bin/bash
 MODULES  := proto controlplane nodeagent dataplane e2e
 PKGS     := $(addsuffix /...,$(addprefix ./,$(MODULES)))
 BIN      := $(CURDIR)/bin
-# Same flags everywhere so the Go build cache is shared (see hack/testbed-build.sh).
-export CGO_ENABLED ?= 0
+# Binaries build with CGO_ENABLED=0 -trimpath everywhere, so the Go build
+# cache is shared (see hack/testbed-build.sh); -race needs cgo, so tests use it.
+NOCGO := CGO_ENABLED=0
 GOTEST_FLAGS ?= -count=1
 FUZZTIME ?= 5s
 
@@ -34,14 +35,14 @@ GRPCURL_VERSION := v1.9.4
 tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/grpcurl ## buf, protoc plugins (pinned in go.mod files), grpcurl
 
 $(BIN)/buf: hack/tools/go.mod
-	cd hack/tools && GOWORK=off go build -trimpath -o $(BIN)/buf github.com/bufbuild/buf/cmd/buf
+	cd hack/tools && GOWORK=off $(NOCGO) go build -trimpath -o $(BIN)/buf github.com/bufbuild/buf/cmd/buf
 
 $(BIN)/grpcurl:
-	GOBIN=$(BIN) go install -trimpath github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
+	GOBIN=$(BIN) $(NOCGO) go install -trimpath github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
 
 $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc: proto/go.mod
-	cd proto && go build -trimpath -o $(BIN)/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go
-	cd proto && go build -trimpath -o $(BIN)/protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc
+	cd proto && $(NOCGO) go build -trimpath -o $(BIN)/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go
+	cd proto && $(NOCGO) go build -trimpath -o $(BIN)/protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc
 
 testbed: ## build (or reuse from cache) etcd, kube-apiserver, kubectl
 	hack/testbed-build.sh
@@ -59,8 +60,8 @@ buf-breaking: tools ## buf breaking against main (or the previous commit when on
 
 build: ## build all binaries into ./bin
 	@for m in controlplane nodeagent; do \
-	  if [ -d $$m/cmd ]; then (cd $$m && go build -trimpath -o $(BIN)/ ./cmd/...); fi; done
-	go build $(PKGS)
+	  if [ -d $$m/cmd ]; then (cd $$m && $(NOCGO) go build -trimpath -o $(BIN)/ ./cmd/...); fi; done
+	$(NOCGO) go build -trimpath $(PKGS)
 
 fmt-check:
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
@@ -72,7 +73,7 @@ lint: fmt-check vet ## gofmt, go vet, buf lint
 	@if [ -x $(BIN)/buf ]; then $(BIN)/buf lint; else echo "buf not built: run make tools"; fi
 
 unit-test: ## go test -race over every module (root-only tests skip unless root)
-	go test -race $(GOTEST_FLAGS) $(PKGS)
+	CGO_ENABLED=1 go test -race $(GOTEST_FLAGS) $(PKGS)
 
 fuzz: ## run each fuzz target for $(FUZZTIME)
 	@for spec in controlplane/internal/translate:FuzzTranslate; do \
