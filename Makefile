@@ -10,7 +10,7 @@ BIN      := $(CURDIR)/bin
 # cache is shared (see hack/testbed-build.sh); -race needs cgo, so tests use it.
 NOCGO := CGO_ENABLED=0
 GOTEST_FLAGS ?= -count=1
-FUZZTIME ?= 5s
+FUZZTIME ?= 10s
 
 .PHONY: all deps apt-deps tools testbed proto proto-check buf-breaking build \
         lint fmt-check vet test unit-test fuzz bench demo clean help
@@ -79,7 +79,7 @@ fuzz: ## run each fuzz target for $(FUZZTIME)
 	@for spec in controlplane/internal/translate:FuzzTranslate; do \
 	  dir=$${spec%%:*}; fn=$${spec#*:}; \
 	  if grep -rqs "func $$fn(" $$dir; then \
-	    echo "fuzz $$dir $$fn ($(FUZZTIME))"; (cd $$dir && go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) .); fi; done
+	    echo "fuzz $$dir $$fn ($(FUZZTIME))"; (cd $$dir && go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 1s .); fi; done
 
 test: lint proto-check unit-test fuzz ## everything CI runs
 
