@@ -188,6 +188,21 @@ func TestControlPlaneAgainstRealAPIServer(t *testing.T) {
 		t.Errorf("reconnect with current versions got %v, want only node-b's config", got)
 	}
 
+	// Delete the EndpointSlice: the service stays, with no endpoints at
+	// all, so the dataplane must reject rather than drop.
+	if err := sc.Delete(ctx, ns, "front", "a"); err != nil {
+		t.Fatal(err)
+	}
+	empty := a.next()
+	if got := names(empty.GetResources()); !slices.Equal(got, []string{"web/front"}) {
+		t.Fatalf("after slice delete got resources %v, want only web/front", got)
+	}
+	for _, r := range empty.GetResources() {
+		if sv := r.GetService(); len(sv.GetClusterEndpoints()) != 0 || sv.GetHasAnyEndpoints() {
+			t.Fatalf("after slice delete web/front = %v, want no endpoints and has_any_endpoints false", sv)
+		}
+	}
+
 	// Delete the service: its name comes in removed_resources.
 	if err := api.Client().CoreV1().Services(ns).Delete(ctx, "front", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
