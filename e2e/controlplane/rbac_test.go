@@ -1,0 +1,168 @@
+package controlplane_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
+)
+
+const systemNS = "switchyard-system"
+
+// applyRBAC creates the objects of deploy/base/controlplane-rbac.yaml, as
+// kustomize would place them (namespace switchyard-system).
+func applyRBAC(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
+	root, err := apiserver.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(root, "deploy", "base", "controlplane-rbac.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNS}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	for _, doc := range bytes.Split(raw, []byte("\n---\n")) {
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			t.Fatal(err)
+		}
+		if err := create(ctx, cs, meta.Kind, doc); err != nil {
+			t.Fatalf("create %s: %v", meta.Kind, err)
+		}
+	}
+}
+
+func create(ctx context.Context, cs kubernetes.Interface, kind string, doc []byte) error {
+	switch kind {
+	case "ServiceAccount":
+		var o corev1.ServiceAccount
+		if err := yaml.UnmarshalStrict(doc, &o); err != nil {
+			return err
+		}
+		_, err := cs.CoreV1().ServiceAccounts(systemNS).Create(ctx, &o, metav1.CreateOptions{})
+		return err
+	case "ClusterRole":
+		var o rbacv1.ClusterRole
+		if err := yaml.UnmarshalStrict(doc, &o); err != nil {
+			return err
+		}
+		_, err := cs.RbacV1().ClusterRoles().Create(ctx, &o, metav1.CreateOptions{})
+		return err
+	case "ClusterRoleBinding":
+		var o rbacv1.ClusterRoleBinding
+		if err := yaml.UnmarshalStrict(doc, &o); err != nil {
+			return err
+		}
+		_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &o, metav1.CreateOptions{})
+		return err
+	}
+	return fmt.Errorf("unexpected kind %q in controlplane-rbac.yaml", kind)
+}
+
+// writeKubeconfig writes a token kubeconfig for cfg.
+func writeKubeconfig(t *testing.T, cfg *rest.Config, caFile string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "kubeconfig")
+	body := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: %q, certificate-authority: %q}}]
+users: [{name: u, user: {token: %q}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`, cfg.Host, caFile, cfg.BearerToken)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestDeployRBAC proves deploy/base's RBAC against the real API server:
+// the control plane, running with only its ServiceAccount's token, syncs
+// and serves; it can read nothing else and write nothing; the agent's
+// ServiceAccount can read nothing at all.
+func TestDeployRBAC(t *testing.T) {
+	api := apiserver.Start(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	fixture(ctx, t, api)
+	applyRBAC(ctx, t, api.Client())
+
+	cpCfg, err := api.ServiceAccountConfig(ctx, systemNS, "switchyard-controlplane")
+	if err != nil {
+		t.Fatal(err)
+	}
+	agentCfg, err := api.ServiceAccountConfig(ctx, systemNS, "switchyard-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpClient := kubernetes.NewForConfigOrDie(cpCfg)
+	agentClient := kubernetes.NewForConfigOrDie(agentCfg)
+
+	checks := []struct {
+		name    string
+		call    func() error
+		allowed bool
+	}{
+		{"controlplane lists services", func() error { _, err := cpClient.CoreV1().Services("").List(ctx, metav1.ListOptions{}); return err }, true},
+		{"controlplane lists endpointslices", func() error {
+			_, err := cpClient.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{})
+			return err
+		}, true},
+		{"controlplane lists nodes", func() error { _, err := cpClient.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); return err }, true},
+		{"controlplane cannot read secrets", func() error { _, err := cpClient.CoreV1().Secrets("").List(ctx, metav1.ListOptions{}); return err }, false},
+		{"controlplane cannot delete services", func() error {
+			return cpClient.CoreV1().Services(ns).Delete(ctx, "front", metav1.DeleteOptions{})
+		}, false},
+		{"agent cannot list services", func() error { _, err := agentClient.CoreV1().Services("").List(ctx, metav1.ListOptions{}); return err }, false},
+		{"agent cannot list endpointslices", func() error {
+			_, err := agentClient.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{})
+			return err
+		}, false},
+	}
+	for _, c := range checks {
+		err := c.call()
+		switch {
+		case c.allowed && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case !c.allowed && !apierrors.IsForbidden(err):
+			t.Errorf("%s: want Forbidden, got %v", c.name, err)
+		}
+	}
+
+	// The real binary, with nothing but its ServiceAccount token, syncs and
+	// serves the fixture's service.
+	cp := startControlPlane(t, api, "--kubeconfig", writeKubeconfig(t, cpCfg, api.CAFile()))
+	out := nodeResourceNames(ctx, t, cp.grpc)
+	if !strings.Contains(out, "web/front") {
+		t.Errorf("control plane under its own RBAC does not serve web/front:\n%s", out)
+	}
+}
+
+// nodeResourceNames returns the names in node-a's first delta response,
+// one per line.
+func nodeResourceNames(ctx context.Context, t *testing.T, addr string) string {
+	t.Helper()
+	c := openDelta(ctx, t, dial(t, addr), "node-a", nil)
+	var names []string
+	for _, r := range c.next().GetResources() {
+		names = append(names, r.GetName())
+	}
+	return strings.Join(names, "\n")
+}
