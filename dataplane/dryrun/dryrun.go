@@ -1,0 +1,126 @@
+package dryrun
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+var _ dataplane.Dataplane = (*Dataplane)(nil)
+
+// Dataplane prints each Apply to a writer.
+type Dataplane struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// New returns a dry-run dataplane printing to w.
+func New(w io.Writer) *Dataplane { return &Dataplane{w: w} }
+
+// Mode implements dataplane.Dataplane.
+func (d *Dataplane) Mode() string { return "dry-run" }
+
+// Apply implements dataplane.Dataplane: it prints st.
+func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, opts dataplane.ApplyOptions) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("dry-run apply: %w", err)
+	}
+	text := Render(st, opts)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, err := io.WriteString(d.w, text); err != nil {
+		return fmt.Errorf("dry-run apply: %w", err)
+	}
+	return nil
+}
+
+// Cleanup implements dataplane.Dataplane: it prints that it would clean up.
+func (d *Dataplane) Cleanup(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("dry-run cleanup: %w", err)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if _, err := io.WriteString(d.w, "cleanup\n"); err != nil {
+		return fmt.Errorf("dry-run cleanup: %w", err)
+	}
+	return nil
+}
+
+// Render returns the text Apply prints for st. It does no I/O.
+func Render(st *dataplane.State, opts dataplane.ApplyOptions) string {
+	var b strings.Builder
+	names := make([]string, 0, len(st.Services))
+	for name := range st.Services {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(&b, "apply full=%t services=%d\n", opts.Full, len(names))
+	if c := st.Config; c != nil {
+		fmt.Fprintf(&b, "config node=%s zone=%s mode=%s masqueradeAll=%t clusterCIDRs=%s nodeIPs=%s\n",
+			c.GetNodeName(), c.GetZone(), modeName(c.GetMode()), c.GetMasqueradeAll(),
+			strings.Join(c.GetClusterCidrs(), ","), strings.Join(c.GetNodeIps(), ","))
+	}
+	for _, name := range names {
+		renderService(&b, name, st.Services[name])
+	}
+	return b.String()
+}
+
+func renderService(b *strings.Builder, name string, sv *switchyardv1.ServiceView) {
+	fmt.Fprintf(b, "service %s type=%s clusterIPs=%s externalIPs=%s lbIPs=%s affinity=%s/%ds etp=%s itp=%s hcNodePort=%d hasEndpoints=%t\n",
+		name, trim(sv.GetType().String(), "SERVICE_TYPE_"),
+		list(sv.GetClusterIps()), list(sv.GetExternalIps()), list(sv.GetLoadBalancerIps()),
+		trim(sv.GetSessionAffinity().String(), "SESSION_AFFINITY_"), sv.GetSessionAffinityTimeoutSeconds(),
+		trim(sv.GetExternalTrafficPolicy().String(), "TRAFFIC_POLICY_"),
+		trim(sv.GetInternalTrafficPolicy().String(), "TRAFFIC_POLICY_"),
+		sv.GetHealthCheckNodePort(), sv.GetHasAnyEndpoints())
+	for _, p := range sv.GetPorts() {
+		fmt.Fprintf(b, "  port %s %s/%d nodePort=%d\n", portName(p.GetName()),
+			trim(p.GetProtocol().String(), "PROTOCOL_"), p.GetPort(), p.GetNodePort())
+	}
+	renderEndpoints(b, "cluster", sv.GetClusterEndpoints())
+	renderEndpoints(b, "local", sv.GetLocalEndpoints())
+}
+
+func renderEndpoints(b *strings.Builder, set string, eps []*switchyardv1.Endpoint) {
+	lines := make([]string, 0, len(eps))
+	for _, ep := range eps {
+		ports := make([]string, 0, len(ep.GetPorts()))
+		for _, p := range ep.GetPorts() {
+			ports = append(ports, fmt.Sprintf("%s:%d", portName(p.GetName()), p.GetPort()))
+		}
+		lines = append(lines, fmt.Sprintf("  endpoint %s %s ports=%s ready=%t serving=%t terminating=%t local=%t\n",
+			set, ep.GetAddress(), list(ports), ep.GetReady(), ep.GetServing(), ep.GetTerminating(), ep.GetIsLocal()))
+	}
+	sort.Strings(lines)
+	for _, l := range lines {
+		b.WriteString(l)
+	}
+}
+
+func modeName(m switchyardv1.DataplaneMode) string {
+	return strings.ToLower(strings.ReplaceAll(trim(m.String(), "DATAPLANE_MODE_"), "_", "-"))
+}
+
+func trim(s, prefix string) string { return strings.TrimPrefix(s, prefix) }
+
+func portName(n string) string {
+	if n == "" {
+		return "-"
+	}
+	return n
+}
+
+func list(s []string) string {
+	if len(s) == 0 {
+		return "-"
+	}
+	return strings.Join(s, ",")
+}

@@ -1,0 +1,177 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Config is the agent's configuration: the --config YAML file (in the
+// spirit of KubeProxyConfiguration) has the same fields as the flags, and
+// flags given on the command line override it.
+type Config struct {
+	ControlPlanes          []string `json:"controlPlanes,omitempty"`
+	NodeName               string   `json:"nodeName,omitempty"`
+	Mode                   string   `json:"mode,omitempty"`
+	StateDir               string   `json:"stateDir,omitempty"`
+	HealthzBindAddress     string   `json:"healthzBindAddress,omitempty"`
+	MetricsBindAddress     string   `json:"metricsBindAddress,omitempty"`
+	HealthCheckBindAddress string   `json:"healthCheckBindAddress,omitempty"`
+	CAFile                 string   `json:"caFile,omitempty"`
+	CertFile               string   `json:"certFile,omitempty"`
+	KeyFile                string   `json:"keyFile,omitempty"`
+	Insecure               bool     `json:"insecure,omitempty"`
+	MinSyncPeriod          Duration `json:"minSyncPeriod,omitzero"`
+	SyncPeriod             Duration `json:"syncPeriod,omitzero"`
+	LogLevel               string   `json:"logLevel,omitempty"`
+	LogFormat              string   `json:"logFormat,omitempty"`
+}
+
+// Duration is a time.Duration written as "1s" in the config file.
+type Duration struct{ time.Duration }
+
+// UnmarshalJSON parses a Go duration string.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration: %w", err)
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("duration: %w", err)
+	}
+	d.Duration = v
+	return nil
+}
+
+// MarshalJSON writes a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+func defaults(env func(string) string) Config {
+	return Config{
+		NodeName:           env("NODE_NAME"),
+		Mode:               "iptables",
+		StateDir:           "/var/lib/switchyard-agent",
+		HealthzBindAddress: "0.0.0.0:10256",
+		MetricsBindAddress: "127.0.0.1:10249",
+		MinSyncPeriod:      Duration{time.Second},
+		SyncPeriod:         Duration{30 * time.Second},
+		LogLevel:           "info",
+		LogFormat:          "text",
+	}
+}
+
+// addresses is a repeatable, comma-separated flag. The first Set on the
+// command line replaces what the config file said.
+type addresses struct {
+	list *[]string
+	set  bool
+}
+
+func (a *addresses) String() string {
+	if a.list == nil {
+		return ""
+	}
+	return strings.Join(*a.list, ",")
+}
+
+func (a *addresses) Set(v string) error {
+	if !a.set {
+		*a.list, a.set = nil, true
+	}
+	for s := range strings.SplitSeq(v, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			*a.list = append(*a.list, s)
+		}
+	}
+	return nil
+}
+
+func bind(fs *flag.FlagSet, c *Config, configFile *string) {
+	fs.StringVar(configFile, "config", "", "YAML file with the same fields as these flags (controlPlanes, nodeName, mode, stateDir, healthzBindAddress, metricsBindAddress, healthCheckBindAddress, caFile, certFile, keyFile, insecure, minSyncPeriod, syncPeriod, logLevel, logFormat); flags override it")
+	fs.Var(&addresses{list: &c.ControlPlanes}, "control-plane", "control-plane gRPC address host:port; repeat the flag or separate with commas; the agent fails over between them")
+	fs.StringVar(&c.NodeName, "node-name", c.NodeName, "name of this Kubernetes node (default $NODE_NAME, as the DaemonSet's downward API sets it)")
+	fs.StringVar(&c.Mode, "mode", c.Mode, "dataplane mode: iptables|ipvs|nftables|userspace|dry-run; a NodeConfig from the control plane overrides it")
+	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "directory where the last applied view is persisted and restored from on start")
+	fs.StringVar(&c.HealthzBindAddress, "healthz-bind-address", c.HealthzBindAddress, "address for /healthz and /livez; empty disables")
+	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "address for /metrics; empty disables")
+	fs.StringVar(&c.HealthCheckBindAddress, "health-check-bind-address", c.HealthCheckBindAddress, "IP the load-balancer health-check node ports listen on; empty means all addresses")
+	fs.StringVar(&c.CAFile, "ca-file", c.CAFile, "PEM CA bundle that verifies the control plane's certificate")
+	fs.StringVar(&c.CertFile, "cert-file", c.CertFile, "PEM client certificate naming this node (mTLS)")
+	fs.StringVar(&c.KeyFile, "key-file", c.KeyFile, "PEM private key of --cert-file")
+	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "talk plaintext gRPC to the control plane; only when no TLS file is given (tests and demos)")
+	fs.DurationVar(&c.MinSyncPeriod.Duration, "min-sync-period", c.MinSyncPeriod.Duration, "shortest time between two syncs; bursts of changes are coalesced")
+	fs.DurationVar(&c.SyncPeriod.Duration, "sync-period", c.SyncPeriod.Duration, "time between full resyncs that repair drift")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug|info|warn|error")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: text|json")
+}
+
+// parseConfig builds the configuration: defaults, then the --config file,
+// then the flags given.
+func parseConfig(args []string, out io.Writer, env func(string) string) (Config, error) {
+	// First pass: find --config only.
+	var configFile string
+	scratch := defaults(env)
+	pre := flag.NewFlagSet("switchyard-agent", flag.ContinueOnError)
+	pre.SetOutput(io.Discard)
+	bind(pre, &scratch, &configFile)
+	_ = pre.Parse(args) // errors are reported by the second pass
+
+	c := defaults(env)
+	if configFile != "" {
+		data, err := os.ReadFile(configFile)
+		if err != nil {
+			return Config{}, fmt.Errorf("config file: %w", err)
+		}
+		if err := yaml.UnmarshalStrict(data, &c); err != nil {
+			return Config{}, fmt.Errorf("config file %s: %w", configFile, err)
+		}
+	}
+	fs := flag.NewFlagSet("switchyard-agent", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.Usage = func() {
+		fmt.Fprintln(out, "Usage: switchyard-agent [flags]\n\nSwitchyard node agent: receives this node's view from the control plane and programs the dataplane.\n\nFlags:")
+		fs.PrintDefaults()
+	}
+	bind(fs, &c, &configFile)
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	return c, c.validate()
+}
+
+func (c *Config) validate() error {
+	var errs []error
+	if len(c.ControlPlanes) == 0 {
+		errs = append(errs, errors.New("--control-plane is required"))
+	}
+	if c.NodeName == "" {
+		errs = append(errs, errors.New("--node-name is required (or set NODE_NAME)"))
+	}
+	tls := c.CAFile != "" || c.CertFile != "" || c.KeyFile != ""
+	switch {
+	case c.Insecure && tls:
+		errs = append(errs, errors.New("--insecure cannot be combined with --ca-file, --cert-file or --key-file"))
+	case !c.Insecure && c.CAFile == "":
+		errs = append(errs, errors.New("--ca-file is required (plaintext only with --insecure)"))
+	case (c.CertFile == "") != (c.KeyFile == ""):
+		errs = append(errs, errors.New("--cert-file and --key-file go together"))
+	}
+	if c.SyncPeriod.Duration <= 0 {
+		errs = append(errs, errors.New("--sync-period must be positive"))
+	}
+	if c.MinSyncPeriod.Duration < 0 {
+		errs = append(errs, errors.New("--min-sync-period must not be negative"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+func TestParseConfig(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "agent.yaml")
+	if err := os.WriteFile(file, []byte("controlPlanes: [cp-a:18000, cp-b:18000]\nmode: dry-run\nsyncPeriod: 1m\ninsecure: true\nstateDir: /from/file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := defaults(env(map[string]string{"NODE_NAME": "node-env"}))
+	tests := []struct {
+		name string
+		args []string
+		want func(c *Config)
+	}{
+		{"flags only, repeated and comma-separated", []string{"--control-plane", "a:1,b:2", "--control-plane=c:3", "--insecure"}, func(c *Config) {
+			c.ControlPlanes, c.Insecure = []string{"a:1", "b:2", "c:3"}, true
+		}},
+		{"file", []string{"--config", file}, func(c *Config) {
+			c.ControlPlanes, c.Mode, c.SyncPeriod, c.Insecure, c.StateDir = []string{"cp-a:18000", "cp-b:18000"}, "dry-run", Duration{time.Minute}, true, "/from/file"
+		}},
+		{"flags override file", []string{"--config", file, "--control-plane", "x:1", "--sync-period", "5s", "--node-name", "node-flag"}, func(c *Config) {
+			c.ControlPlanes, c.Mode, c.SyncPeriod, c.Insecure, c.StateDir, c.NodeName = []string{"x:1"}, "dry-run", Duration{5 * time.Second}, true, "/from/file", "node-flag"
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			want := base
+			tt.want(&want)
+			got, err := parseConfig(tt.args, &bytes.Buffer{}, env(map[string]string{"NODE_NAME": "node-env"}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("config (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no control plane", []string{"--insecure", "--node-name", "n"}, "--control-plane is required"},
+		{"no node name", []string{"--insecure", "--control-plane", "a:1"}, "--node-name is required"},
+		{"plaintext not asked", []string{"--control-plane", "a:1", "--node-name", "n"}, "--ca-file is required"},
+		{"insecure with TLS", []string{"--control-plane", "a:1", "--node-name", "n", "--insecure", "--ca-file", "ca.pem"}, "cannot be combined"},
+		{"cert without key", []string{"--control-plane", "a:1", "--node-name", "n", "--ca-file", "ca.pem", "--cert-file", "c.pem"}, "go together"},
+		{"unknown field in file", []string{"--config", "testdata/unknown.yaml"}, "unknown field"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := parseConfig(tt.args, &bytes.Buffer{}, env(nil))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestHelpDocumentsEveryFlag(t *testing.T) {
+	var out bytes.Buffer
+	_, err := parseConfig([]string{"--help"}, &out, env(nil))
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("err = %v, want flag.ErrHelp", err)
+	}
+	for _, name := range []string{"control-plane", "node-name", "mode", "config", "state-dir", "healthz-bind-address", "metrics-bind-address",
+		"ca-file", "cert-file", "key-file", "insecure", "min-sync-period", "sync-period", "log-level", "log-format", "health-check-bind-address"} {
+		if !strings.Contains(out.String(), "-"+name) {
+			t.Errorf("--help lacks --%s", name)
+		}
+	}
+	if !strings.Contains(out.String(), "0.0.0.0:10256") || !strings.Contains(out.String(), "127.0.0.1:10249") {
+		t.Errorf("--help lacks the default bind addresses:\n%s", out.String())
+	}
+}
+
+func TestUnavailableModes(t *testing.T) {
+	newDP := dataplanes(&bytes.Buffer{})
+	for _, name := range []string{"iptables", "ipvs", "nftables", "userspace"} {
+		t.Run(name, func(t *testing.T) {
+			err := run(t.Context(), []string{"--mode", name, "--insecure", "--control-plane", "a:1", "--node-name", "n", "--state-dir", t.TempDir()}, &bytes.Buffer{}, &bytes.Buffer{})
+			if want := "mode " + name + " is not available yet"; err == nil || err.Error() != want {
+				t.Errorf("run err = %v, want %q", err, want)
+			}
+			m, err := parseMode(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := newDP(m); err == nil {
+				t.Errorf("dataplane for %s built", name)
+			}
+		})
+	}
+	if _, err := parseMode("bogus"); err == nil {
+		t.Error("bogus mode accepted")
+	}
+}

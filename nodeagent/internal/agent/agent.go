@@ -1,0 +1,231 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+	"k8s.io/utils/clock"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/discovery"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/health"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/healthcheck"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/metrics"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/persist"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/syncer"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/view"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+var (
+	_ discovery.Applier  = (*syncer.Syncer)(nil)
+	_ discovery.Observer = (*metrics.Metrics)(nil)
+)
+
+// Options configure an Agent.
+type Options struct {
+	NodeName     string
+	AgentVersion string
+	// ControlPlanes are the control-plane addresses, tried in turn.
+	ControlPlanes []string
+	// DialOptions carry the transport credentials.
+	DialOptions []grpc.DialOption
+	// Mode is the dataplane mode unless a NodeConfig overrides it.
+	Mode switchyardv1.DataplaneMode
+	// NewDataplane builds the dataplane of a mode.
+	NewDataplane func(mode switchyardv1.DataplaneMode) (dataplane.Dataplane, error)
+	// StateDir holds the persisted view.
+	StateDir string
+	// HealthzAddr serves /healthz and /livez; MetricsAddr serves /metrics.
+	// Empty disables.
+	HealthzAddr, MetricsAddr string
+	// HealthCheckBindIP is the address health-check node ports bind to.
+	HealthCheckBindIP string
+	// HealthCheckListen overrides how health-check ports are opened (tests).
+	HealthCheckListen func(port uint32) (net.Listener, error)
+	MinSyncPeriod     time.Duration
+	SyncPeriod        time.Duration
+	// HealthTimeout is how long an update may stay queued while healthy;
+	// twice the sync period when zero, as kube-proxy.
+	HealthTimeout time.Duration
+	Backoff       discovery.Backoff
+	// Clock is the real clock when nil.
+	Clock  clock.Clock
+	Logger *slog.Logger
+}
+
+// Agent is a configured node agent.
+type Agent struct {
+	o         Options
+	metrics   *metrics.Metrics
+	health    *health.Tracker
+	hc        *healthcheck.Servers
+	syncer    *syncer.Syncer
+	client    *discovery.Client
+	store     *persist.Store
+	listeners map[string]net.Listener
+}
+
+// New restores the persisted view, builds the components and opens the
+// HTTP listeners, so address errors surface before Run.
+func New(o Options) (*Agent, error) {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.SyncPeriod <= 0 {
+		o.SyncPeriod = 30 * time.Second
+	}
+	if o.HealthTimeout <= 0 {
+		o.HealthTimeout = 2 * o.SyncPeriod
+	}
+	a := &Agent{o: o, metrics: metrics.New(), listeners: map[string]net.Listener{}}
+	a.health = health.NewTracker(o.Clock, o.NodeName, o.HealthTimeout)
+	a.hc = healthcheck.New(healthcheck.Config{Logger: o.Logger.With("component", "healthcheck"), Listen: o.HealthCheckListen,
+		BindIP: o.HealthCheckBindIP, ProxyHealthy: a.health.Healthy})
+	restored, found, err := a.restore()
+	if err != nil {
+		return nil, err
+	}
+	if a.syncer, err = syncer.New(a.syncerConfig(), restored, found); err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	a.client, err = discovery.New(discovery.Config{
+		Addresses:   o.ControlPlanes,
+		Node:        &switchyardv1.Node{Name: o.NodeName, AgentVersion: o.AgentVersion, Mode: o.Mode},
+		DialOptions: o.DialOptions,
+		Backoff:     o.Backoff,
+		Applier:     a.syncer,
+		Logger:      o.Logger.With("component", "discovery"),
+		Clock:       o.Clock,
+		Observer:    a.metrics,
+		CurrentMode: a.syncer.Mode,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agent: %w", err)
+	}
+	if err := a.listen(); err != nil {
+		a.closeListeners()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *Agent) syncerConfig() syncer.Config {
+	return syncer.Config{
+		Logger:        a.o.Logger.With("component", "syncer"),
+		Clock:         a.o.Clock,
+		MinSyncPeriod: a.o.MinSyncPeriod,
+		SyncPeriod:    a.o.SyncPeriod,
+		Mode:          a.o.Mode,
+		NewDataplane:  a.o.NewDataplane,
+		Saver:         a.store,
+		Metrics:       a.metrics,
+		Health:        a.health,
+		OnApplied: func(v *view.View) {
+			if err := a.hc.Sync(healthcheck.Services(v)); err != nil {
+				a.o.Logger.Error("health-check servers", "err", err)
+			}
+		},
+	}
+}
+
+// restore loads the persisted view. A corrupt file is logged and ignored:
+// the kernel keeps its rules and the control plane sends the whole view.
+func (a *Agent) restore() (*view.View, bool, error) {
+	store, err := persist.New(a.o.StateDir)
+	if err != nil {
+		return nil, false, fmt.Errorf("agent: %w", err)
+	}
+	a.store = store
+	v, found, err := store.Load()
+	if err != nil {
+		a.o.Logger.Error("ignoring unreadable persisted view", "path", store.Path(), "err", err)
+		return nil, false, nil
+	}
+	if found {
+		a.o.Logger.Info("restored persisted view", "systemVersion", v.SystemVersion, "resources", len(v.Resources))
+	}
+	return v, found, nil
+}
+
+func (a *Agent) listen() error {
+	for name, addr := range map[string]string{"healthz": a.o.HealthzAddr, "metrics": a.o.MetricsAddr} {
+		if addr == "" {
+			continue
+		}
+		l, err := net.Listen("tcp", addr)
+		if err != nil {
+			return fmt.Errorf("agent: %s address: %w", name, err)
+		}
+		a.listeners[name] = l
+	}
+	return nil
+}
+
+func (a *Agent) closeListeners() {
+	for _, l := range a.listeners {
+		_ = l.Close()
+	}
+}
+
+// HealthzAddr is the address /healthz listens on; empty when disabled.
+func (a *Agent) HealthzAddr() string { return a.addr("healthz") }
+
+// MetricsAddr is the address /metrics listens on; empty when disabled.
+func (a *Agent) MetricsAddr() string { return a.addr("metrics") }
+
+func (a *Agent) addr(name string) string {
+	if l, ok := a.listeners[name]; ok {
+		return l.Addr().String()
+	}
+	return ""
+}
+
+// Run runs the agent until ctx is done. The stream is closed then and the
+// rules stay in place.
+func (a *Agent) Run(ctx context.Context) error {
+	defer a.hc.Close()
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return a.syncer.Run(ctx) })
+	g.Go(func() error { return a.client.Run(ctx) })
+	handlers := map[string]http.Handler{"healthz": a.health.Mux(), "metrics": metricsMux(a.metrics)}
+	for name, l := range a.listeners {
+		srv := &http.Server{Handler: handlers[name], ReadHeaderTimeout: 5 * time.Second}
+		g.Go(func() error {
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				return fmt.Errorf("%s server: %w", name, err)
+			}
+			return nil
+		})
+		g.Go(func() error {
+			<-ctx.Done()
+			// The parent ctx is done: give connections a moment to finish.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			defer cancel()
+			if err := srv.Shutdown(sctx); err != nil {
+				return errors.Join(err, srv.Close())
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	return nil
+}
+
+func metricsMux(m *metrics.Metrics) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", m.Handler())
+	return mux
+}

@@ -1,0 +1,285 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"k8s.io/utils/clock"
+
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/view"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+// Applier applies complete batches. The syncer implements it.
+type Applier interface {
+	// Versions returns the versions of the applied resources by name.
+	Versions() map[string]string
+	// Apply programs the current view with u applied and returns once the
+	// kernel change returned. On error the previous state is kept.
+	Apply(ctx context.Context, u *view.Update) (view.Applied, error)
+}
+
+// Observer is told about stream events, e.g. for metrics. Optional.
+type Observer interface {
+	// Connected reports that a stream to addr opened (up) or ended.
+	Connected(addr string, up bool)
+	// Nacked reports a NACK sent.
+	Nacked()
+}
+
+// Backoff bounds the wait between reconnects.
+type Backoff struct {
+	// Initial is the first wait; the wait doubles per failed attempt.
+	Initial time.Duration
+	// Max caps the wait.
+	Max time.Duration
+}
+
+// Config configures a Client.
+type Config struct {
+	// Addresses of control-plane replicas, tried in turn.
+	Addresses []string
+	// Node identifies the agent on every stream.
+	Node *switchyardv1.Node
+	// DialOptions carry the transport credentials.
+	DialOptions []grpc.DialOption
+	Backoff     Backoff
+	Applier     Applier
+	Logger      *slog.Logger
+	// Clock times the backoff; the real clock when nil.
+	Clock clock.Clock
+	// Rand returns a number in [0, 1) for jitter; math/rand/v2 when nil.
+	Rand func() float64
+	// Observer is optional.
+	Observer Observer
+	// CurrentMode, when set, gives the mode sent in Node.mode on each new
+	// stream (the mode the agent programs right now); optional.
+	CurrentMode func() switchyardv1.DataplaneMode
+}
+
+// Client holds one DeltaSnapshots stream at a time.
+type Client struct {
+	cfg Config
+}
+
+// New checks cfg and returns a Client.
+func New(cfg Config) (*Client, error) {
+	if len(cfg.Addresses) == 0 {
+		return nil, errors.New("discovery client: no control-plane address")
+	}
+	if cfg.Node.GetName() == "" {
+		return nil, errors.New("discovery client: empty node name")
+	}
+	if cfg.Applier == nil {
+		return nil, errors.New("discovery client: no applier")
+	}
+	if cfg.Backoff.Initial <= 0 {
+		cfg.Backoff.Initial = 500 * time.Millisecond
+	}
+	if cfg.Backoff.Max < cfg.Backoff.Initial {
+		cfg.Backoff.Max = max(30*time.Second, cfg.Backoff.Initial)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.Rand == nil {
+		cfg.Rand = rand.Float64
+	}
+	return &Client{cfg: cfg}, nil
+}
+
+// Run holds a stream until ctx is done, reconnecting and failing over as
+// needed. It returns nil when ctx is canceled: the stream is closed and the
+// applied rules stay in place.
+func (c *Client) Run(ctx context.Context) error {
+	attempt := 0
+	for i := 0; ; i = (i + 1) % len(c.cfg.Addresses) {
+		addr := c.cfg.Addresses[i]
+		received, err := c.runStream(ctx, addr)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if received {
+			attempt = 0
+		}
+		wait := c.backoff(attempt)
+		attempt++
+		c.cfg.Logger.Info("control-plane stream ended", "address", addr, "err", err, "retryIn", wait)
+		if !c.sleep(ctx, wait) {
+			return nil
+		}
+	}
+}
+
+// backoff returns the wait before the reconnect after attempt failures: the
+// capped exponential in [d/2, d).
+func (c *Client) backoff(attempt int) time.Duration {
+	d := c.cfg.Backoff.Initial
+	for range attempt {
+		d *= 2
+		if d >= c.cfg.Backoff.Max {
+			d = c.cfg.Backoff.Max
+			break
+		}
+	}
+	return d/2 + time.Duration(c.cfg.Rand()*float64(d/2))
+}
+
+func (c *Client) sleep(ctx context.Context, d time.Duration) bool {
+	t := c.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+		return true
+	}
+}
+
+// runStream holds one stream to addr. received reports whether any
+// response arrived.
+func (c *Client) runStream(ctx context.Context, addr string) (received bool, err error) {
+	conn, err := grpc.NewClient(addr, c.cfg.DialOptions...)
+	if err != nil {
+		return false, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	defer conn.Close()
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stream, err := switchyardv1.NewDiscoveryServiceClient(conn).DeltaSnapshots(sctx)
+	if err != nil {
+		return false, fmt.Errorf("open stream to %s: %w", addr, err)
+	}
+	node := proto.CloneOf(c.cfg.Node)
+	if c.cfg.CurrentMode != nil {
+		node.Mode = c.cfg.CurrentMode()
+	}
+	first := &switchyardv1.DeltaSnapshotsRequest{
+		Node:                    node,
+		InitialResourceVersions: c.cfg.Applier.Versions(),
+	}
+	if err := stream.Send(first); err != nil {
+		return false, fmt.Errorf("send to %s: %w", addr, recvErr(stream, err))
+	}
+	if c.cfg.Observer != nil {
+		c.cfg.Observer.Connected(addr, true)
+		defer c.cfg.Observer.Connected(addr, false)
+	}
+	c.cfg.Logger.Info("control-plane stream open", "address", addr, "initialResources", len(first.InitialResourceVersions))
+	var b batch
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return received, fmt.Errorf("receive from %s: %w", addr, err)
+		}
+		received = true
+		req := c.handle(ctx, &b, resp)
+		if ctx.Err() != nil {
+			return received, ctx.Err()
+		}
+		if err := stream.Send(req); err != nil {
+			return received, fmt.Errorf("send to %s: %w", addr, recvErr(stream, err))
+		}
+	}
+}
+
+// recvErr returns the stream's status when a Send failed with io.EOF (the
+// server ended the stream), err otherwise.
+func recvErr(stream grpc.BidiStreamingClient[switchyardv1.DeltaSnapshotsRequest, switchyardv1.DeltaSnapshotsResponse], err error) error {
+	if !errors.Is(err, io.EOF) {
+		return err
+	}
+	if _, rerr := stream.Recv(); rerr != nil {
+		return rerr
+	}
+	return err
+}
+
+// handle answers one response: ACK of a partial part, or apply and ACK or
+// NACK of a complete batch.
+func (c *Client) handle(ctx context.Context, b *batch, resp *switchyardv1.DeltaSnapshotsResponse) *switchyardv1.DeltaSnapshotsRequest {
+	req := &switchyardv1.DeltaSnapshotsRequest{ResponseNonce: resp.GetNonce()}
+	if err := validate(resp); err != nil {
+		// A NACK of any part abandons the whole batch.
+		*b = batch{}
+		c.cfg.Logger.Warn("invalid response; NACK, last good state kept", "nonce", resp.GetNonce(), "err", err)
+		req.ErrorDetail = status.New(codes.InvalidArgument, err.Error()).Proto()
+		if c.cfg.Observer != nil {
+			c.cfg.Observer.Nacked()
+		}
+		return req
+	}
+	b.add(resp)
+	if resp.GetSystemVersion() == "" {
+		c.cfg.Logger.Debug("buffered part of a split batch", "nonce", resp.GetNonce(), "resources", len(resp.GetResources()))
+		return req
+	}
+	u := b.take(resp.GetSystemVersion())
+	applied, err := c.cfg.Applier.Apply(ctx, u)
+	if err != nil {
+		c.cfg.Logger.Warn("apply failed; NACK, last good state kept", "systemVersion", u.SystemVersion, "nonce", resp.GetNonce(), "err", err)
+		req.ErrorDetail = status.New(codes.Internal, err.Error()).Proto()
+		if c.cfg.Observer != nil {
+			c.cfg.Observer.Nacked()
+		}
+		return req
+	}
+	req.AppliedVersion = u.SystemVersion
+	req.Report = &switchyardv1.ApplyReport{ApplyDuration: durationpb.New(applied.Duration)}
+	if applied.HasLatency {
+		req.Report.ProgrammingLatency = durationpb.New(applied.ProgrammingLatency)
+	}
+	c.cfg.Logger.Debug("applied; ACK", "systemVersion", u.SystemVersion, "nonce", resp.GetNonce(), "applyDuration", applied.Duration)
+	return req
+}
+
+// batch accumulates the parts of a split batch.
+type batch struct {
+	resources map[string]*switchyardv1.Resource
+	removed   []string
+}
+
+func (b *batch) add(resp *switchyardv1.DeltaSnapshotsResponse) {
+	if b.resources == nil {
+		b.resources = make(map[string]*switchyardv1.Resource, len(resp.GetResources()))
+	}
+	for _, r := range resp.GetResources() {
+		b.resources[r.GetName()] = r
+	}
+	b.removed = append(b.removed, resp.GetRemovedResources()...)
+}
+
+func (b *batch) take(systemVersion string) *view.Update {
+	u := &view.Update{SystemVersion: systemVersion, Resources: b.resources, Removed: b.removed}
+	if u.Resources == nil {
+		u.Resources = map[string]*switchyardv1.Resource{}
+	}
+	*b = batch{}
+	return u
+}
+
+// validate rejects resources the agent cannot apply: no name, or no body.
+func validate(resp *switchyardv1.DeltaSnapshotsResponse) error {
+	for i, r := range resp.GetResources() {
+		switch {
+		case r.GetName() == "":
+			return fmt.Errorf("resource %d has no name", i)
+		case r.GetService() == nil && r.GetNodeConfig() == nil:
+			return fmt.Errorf("resource %q has no body", r.GetName())
+		}
+	}
+	return nil
+}

@@ -1,0 +1,308 @@
+package discovery_test
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"go.uber.org/goleak"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/discovery"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/discovery/cptest"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/view"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// applier is a test Applier over a view.View with an injectable failure.
+type applier struct {
+	mu      sync.Mutex
+	v       *view.View
+	fail    error
+	applied []*view.Update
+}
+
+func newApplier() *applier {
+	return &applier{v: &view.View{Resources: map[string]*switchyardv1.Resource{}}}
+}
+
+func (a *applier) Versions() map[string]string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.v.Versions()
+}
+
+func (a *applier) Apply(_ context.Context, u *view.Update) (view.Applied, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.fail != nil {
+		return view.Applied{}, a.fail
+	}
+	a.v = a.v.With(u)
+	a.applied = append(a.applied, u)
+	res := view.Applied{Duration: time.Millisecond}
+	if t, ok := u.OldestTrigger(); ok {
+		res.ProgrammingLatency, res.HasLatency = time.Since(t), true
+	}
+	return res, nil
+}
+
+func (a *applier) setFail(err error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.fail = err
+}
+
+func (a *applier) versions() map[string]string { return a.Versions() }
+
+func svc(name, version string) *switchyardv1.Resource {
+	return &switchyardv1.Resource{Name: name, Version: version, Body: &switchyardv1.Resource_Service{Service: &switchyardv1.ServiceView{}}}
+}
+
+func start(t *testing.T, a discovery.Applier, clk *clocktesting.FakeClock, addrs ...string) {
+	t.Helper()
+	cfg := discovery.Config{
+		Addresses:   addrs,
+		Node:        &switchyardv1.Node{Name: "node-a", AgentVersion: "test"},
+		DialOptions: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
+		Backoff:     discovery.Backoff{Initial: 10 * time.Millisecond, Max: 40 * time.Millisecond},
+		Applier:     a,
+		Logger:      slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Rand:        func() float64 { return 0.5 },
+	}
+	if clk != nil {
+		cfg.Clock = clk
+	}
+	c, err := discovery.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+}
+
+func TestAckAfterApplyAndNack(t *testing.T) {
+	cp := cptest.New(t)
+	a := newApplier()
+	start(t, a, nil, cp.Addr())
+
+	first := cp.Next()
+	if first.GetNode().GetName() != "node-a" || len(first.GetInitialResourceVersions()) != 0 || first.GetResponseNonce() != "" {
+		t.Fatalf("first request = %v", first)
+	}
+	trigger := time.Now().Add(-time.Second)
+	r := svc("ns/a", "1")
+	r.GetService().LastChangeTriggerTime = timestamppb.New(trigger)
+	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s1", Nonce: "n1", Resources: []*switchyardv1.Resource{r}})
+	ack := cp.Next()
+	if ack.GetResponseNonce() != "n1" || ack.GetAppliedVersion() != "s1" || ack.GetErrorDetail() != nil {
+		t.Fatalf("ACK = %v", ack)
+	}
+	if got := ack.GetReport().GetApplyDuration().AsDuration(); got != time.Millisecond {
+		t.Errorf("apply_duration = %v, want 1ms", got)
+	}
+	if got := ack.GetReport().GetProgrammingLatency().AsDuration(); got < time.Second {
+		t.Errorf("programming_latency = %v, want >= 1s", got)
+	}
+	// The ACK came after the apply: the applier already holds the version.
+	if diff := cmp.Diff(map[string]string{"ns/a": "1"}, a.versions()); diff != "" {
+		t.Errorf("applied (-want +got):\n%s", diff)
+	}
+
+	a.setFail(errors.New("iptables-restore: exit status 1"))
+	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s2", Nonce: "n2", Resources: []*switchyardv1.Resource{svc("ns/a", "2")}})
+	nack := cp.Next()
+	if nack.GetResponseNonce() != "n2" || nack.GetAppliedVersion() != "" || nack.GetErrorDetail() == nil {
+		t.Fatalf("NACK = %v", nack)
+	}
+	if got := codes.Code(nack.GetErrorDetail().GetCode()); got != codes.Internal {
+		t.Errorf("NACK code = %v", got)
+	}
+	if diff := cmp.Diff(map[string]string{"ns/a": "1"}, a.versions()); diff != "" {
+		t.Errorf("after NACK, applied (-want +got):\n%s", diff)
+	}
+}
+
+func TestSplitBatch(t *testing.T) {
+	cp := cptest.New(t)
+	a := newApplier()
+	start(t, a, nil, cp.Addr())
+	cp.Next()
+	cp.Push(&switchyardv1.DeltaSnapshotsResponse{Nonce: "p1", Resources: []*switchyardv1.Resource{svc("ns/a", "1")}})
+	if r := cp.Next(); r.GetResponseNonce() != "p1" || r.GetAppliedVersion() != "" || r.GetErrorDetail() != nil || r.GetReport() != nil {
+		t.Fatalf("ACK of part 1 = %v", r)
+	}
+	if len(a.versions()) != 0 {
+		t.Fatalf("a partial part was applied: %v", a.versions())
+	}
+	cp.Push(&switchyardv1.DeltaSnapshotsResponse{Nonce: "p2", Resources: []*switchyardv1.Resource{svc("ns/b", "1")}})
+	if r := cp.Next(); r.GetResponseNonce() != "p2" || r.GetAppliedVersion() != "" {
+		t.Fatalf("ACK of part 2 = %v", r)
+	}
+	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s1", Nonce: "p3", Resources: []*switchyardv1.Resource{svc("ns/c", "1")}})
+	if r := cp.Next(); r.GetResponseNonce() != "p3" || r.GetAppliedVersion() != "s1" {
+		t.Fatalf("ACK of last part = %v", r)
+	}
+	if diff := cmp.Diff(map[string]string{"ns/a": "1", "ns/b": "1", "ns/c": "1"}, a.versions()); diff != "" {
+		t.Errorf("applied (-want +got):\n%s", diff)
+	}
+	a.mu.Lock()
+	n := len(a.applied)
+	a.mu.Unlock()
+	if n != 1 {
+		t.Errorf("applies = %d, want 1 (the union of the parts)", n)
+	}
+}
+
+func TestSplitBatchAbandonedOnDisconnect(t *testing.T) {
+	cp := cptest.New(t)
+	a := newApplier()
+	start(t, a, nil, cp.Addr())
+	cp.Next()
+	cp.Push(&switchyardv1.DeltaSnapshotsResponse{Nonce: "p1", Resources: []*switchyardv1.Resource{svc("ns/a", "1")}})
+	cp.Next()
+	cp.EndStream(status.Error(codes.Aborted, "replaced by a newer stream"))
+	again := cp.Next()
+	if again.Stream != 2 || len(again.GetInitialResourceVersions()) != 0 {
+		t.Fatalf("reconnect request = %v", again)
+	}
+	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s1", Nonce: "n2", Resources: []*switchyardv1.Resource{svc("ns/b", "1")}})
+	cp.Next()
+	if diff := cmp.Diff(map[string]string{"ns/b": "1"}, a.versions()); diff != "" {
+		t.Errorf("applied (-want +got):\n%s", diff)
+	}
+}
+
+func TestReconnectSendsInitialVersions(t *testing.T) {
+	cp := cptest.New(t)
+	a := newApplier()
+	start(t, a, nil, cp.Addr())
+	cp.Next()
+	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s1", Nonce: "n1", Resources: []*switchyardv1.Resource{svc("ns/a", "1"), svc("ns/b", "1")}})
+	cp.Next()
+	cp.EndStream(status.Error(codes.Aborted, "replaced by a newer stream"))
+	again := cp.Next()
+	if again.Stream != 2 || again.GetNode().GetName() != "node-a" {
+		t.Fatalf("reconnect request = %v", again)
+	}
+	if diff := cmp.Diff(map[string]string{"ns/a": "1", "ns/b": "1"}, again.GetInitialResourceVersions()); diff != "" {
+		t.Errorf("initial_resource_versions (-want +got):\n%s", diff)
+	}
+	// The server sends only the difference; the agent merges it.
+	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s2", Nonce: "n2", Resources: []*switchyardv1.Resource{svc("ns/b", "2")}, RemovedResources: []string{"ns/a"}})
+	if r := cp.Next(); r.GetAppliedVersion() != "s2" {
+		t.Fatalf("ACK = %v", r)
+	}
+	if diff := cmp.Diff(map[string]string{"ns/b": "2"}, a.versions()); diff != "" {
+		t.Errorf("applied (-want +got):\n%s", diff)
+	}
+}
+
+func TestFailover(t *testing.T) {
+	// A loopback address with nothing listening.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := l.Addr().String()
+	l.Close()
+	cp := cptest.New(t)
+	a := newApplier()
+	start(t, a, nil, dead, cp.Addr())
+	r := cp.Next()
+	if r.GetNode().GetName() != "node-a" {
+		t.Fatalf("first request on the second address = %v", r)
+	}
+	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s1", Nonce: "n1", Resources: []*switchyardv1.Resource{svc("ns/a", "1")}})
+	if r := cp.Next(); r.GetAppliedVersion() != "s1" {
+		t.Fatalf("ACK = %v", r)
+	}
+}
+
+func TestBackoffWaitsOnClockWhileControlPlaneGone(t *testing.T) {
+	cp := cptest.New(t)
+	a := newApplier()
+	clk := clocktesting.NewFakeClock(time.Now())
+	start(t, a, clk, cp.Addr())
+	cp.Next()
+	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s1", Nonce: "n1", Resources: []*switchyardv1.Resource{svc("ns/a", "1")}})
+	cp.Next()
+	cp.Stop()
+	// 30 s of fake time without a control plane: each attempt waits on the
+	// clock (never a tight loop), and nothing is applied.
+	for elapsed := time.Duration(0); elapsed < 30*time.Second; elapsed += 40 * time.Millisecond {
+		waitFor(t, clk.HasWaiters)
+		clk.Step(40 * time.Millisecond)
+	}
+	if streams := cp.Streams(); streams != 1 {
+		t.Errorf("streams = %d, want 1", streams)
+	}
+	if diff := cmp.Diff(map[string]string{"ns/a": "1"}, a.versions()); diff != "" {
+		t.Errorf("applied (-want +got):\n%s", diff)
+	}
+	cp.Restart()
+	var again cptest.Request
+	for again.DeltaSnapshotsRequest == nil {
+		waitFor(t, func() bool { return clk.HasWaiters() || cp.Streams() == 2 })
+		if cp.Streams() == 2 {
+			again = cp.Next()
+			break
+		}
+		clk.Step(40 * time.Millisecond)
+	}
+	if diff := cmp.Diff(map[string]string{"ns/a": "1"}, again.GetInitialResourceVersions()); diff != "" {
+		t.Errorf("initial_resource_versions (-want +got):\n%s", diff)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(cptest.Timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met before the deadline")
+		}
+		time.Sleep(time.Millisecond) // poll for the condition
+	}
+}
+
+func TestInvalidPartAbandonsBatch(t *testing.T) {
+	cp := cptest.New(t)
+	a := newApplier()
+	start(t, a, nil, cp.Addr())
+	cp.Next()
+	cp.Push(&switchyardv1.DeltaSnapshotsResponse{Nonce: "p1", Resources: []*switchyardv1.Resource{svc("ns/a", "1")}})
+	cp.Next()
+	cp.Push(&switchyardv1.DeltaSnapshotsResponse{Nonce: "p2", Resources: []*switchyardv1.Resource{{Name: "ns/b", Version: "1"}}})
+	nack := cp.Next()
+	if nack.GetResponseNonce() != "p2" || codes.Code(nack.GetErrorDetail().GetCode()) != codes.InvalidArgument {
+		t.Fatalf("want NACK of p2, got %v", nack)
+	}
+	// The next complete batch does not carry the abandoned part.
+	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s1", Nonce: "n3", Resources: []*switchyardv1.Resource{svc("ns/c", "1")}})
+	if r := cp.Next(); r.GetAppliedVersion() != "s1" {
+		t.Fatalf("ACK = %v", r)
+	}
+	if diff := cmp.Diff(map[string]string{"ns/c": "1"}, a.versions()); diff != "" {
+		t.Errorf("applied (-want +got):\n%s", diff)
+	}
+}

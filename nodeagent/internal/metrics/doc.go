@@ -1,0 +1,28 @@
+// Package metrics defines the agent's Prometheus metrics on a private
+// registry.
+//
+// Names: where kube-proxy has a metric for the same thing, the agent uses
+// kube-proxy's exact name (subsystem "kubeproxy"), so existing dashboards
+// and alerts keep working:
+//
+//	kubeproxy_sync_proxy_rules_duration_seconds
+//	kubeproxy_sync_full_proxy_rules_duration_seconds
+//	kubeproxy_sync_partial_proxy_rules_duration_seconds
+//	kubeproxy_sync_proxy_rules_last_timestamp_seconds
+//	kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds
+//	kubeproxy_network_programming_duration_seconds
+//	kubeproxy_sync_proxy_rules_endpoint_changes_total
+//	kubeproxy_sync_proxy_rules_service_changes_total
+//
+// Agent-only metrics use the switchyard_agent_ prefix:
+//
+//	switchyard_agent_applied_version{version}   1 for the applied system version
+//	switchyard_agent_applied_resources          resources in the applied view
+//	switchyard_agent_sync_errors_total          failed applies
+//	switchyard_agent_nacks_total                NACKs sent
+//	switchyard_agent_control_plane_connected{address}
+//	switchyard_agent_mode_switches_total
+//
+// All methods are safe on a nil *Metrics (no-ops), so components work
+// without metrics in tests.
+package metrics

@@ -1,0 +1,167 @@
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics holds the agent's collectors.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	syncDuration        prometheus.Histogram
+	syncFullDuration    prometheus.Histogram
+	syncPartialDuration prometheus.Histogram
+	lastSync            prometheus.Gauge
+	lastQueued          prometheus.Gauge
+	programming         prometheus.Histogram
+	endpointChanges     prometheus.Counter
+	serviceChanges      prometheus.Counter
+	appliedVersion      *prometheus.GaugeVec
+	appliedResources    prometheus.Gauge
+	syncErrors          prometheus.Counter
+	nacks               prometheus.Counter
+	connected           *prometheus.GaugeVec
+	modeSwitches        prometheus.Counter
+}
+
+func programmingBuckets() []float64 {
+	// kube-proxy's buckets for network_programming_duration_seconds.
+	b := prometheus.LinearBuckets(0.25, 0.25, 2)
+	b = append(b, prometheus.LinearBuckets(1, 1, 59)...)
+	b = append(b, prometheus.LinearBuckets(60, 5, 12)...)
+	return append(b, prometheus.LinearBuckets(120, 30, 7)...)
+}
+
+// New registers the agent's metrics, with Go and process collectors, on a
+// new registry.
+func New() *Metrics {
+	syncBuckets := prometheus.ExponentialBuckets(0.001, 2, 15)
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		syncDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "kubeproxy", Name: "sync_proxy_rules_duration_seconds",
+			Help: "SyncProxyRules latency in seconds", Buckets: syncBuckets}),
+		syncFullDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "kubeproxy", Name: "sync_full_proxy_rules_duration_seconds",
+			Help: "SyncProxyRules latency in seconds for full resyncs", Buckets: syncBuckets}),
+		syncPartialDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "kubeproxy", Name: "sync_partial_proxy_rules_duration_seconds",
+			Help: "SyncProxyRules latency in seconds for partial resyncs", Buckets: syncBuckets}),
+		lastSync: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "kubeproxy", Name: "sync_proxy_rules_last_timestamp_seconds",
+			Help: "The last time proxy rules were successfully synced"}),
+		lastQueued: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: "kubeproxy", Name: "sync_proxy_rules_last_queued_timestamp_seconds",
+			Help: "The last time a sync of proxy rules was queued"}),
+		programming: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "kubeproxy", Name: "network_programming_duration_seconds",
+			Help: "In Cluster Network Programming Latency in seconds", Buckets: programmingBuckets()}),
+		endpointChanges: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "kubeproxy", Name: "sync_proxy_rules_endpoint_changes_total",
+			Help: "Cumulative proxy rules Endpoint changes"}),
+		serviceChanges: prometheus.NewCounter(prometheus.CounterOpts{Namespace: "kubeproxy", Name: "sync_proxy_rules_service_changes_total",
+			Help: "Cumulative proxy rules Service changes"}),
+		appliedVersion: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "switchyard_agent_applied_version",
+			Help: "1 for the system version of the view the agent applied last"}, []string{"version"}),
+		appliedResources: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchyard_agent_applied_resources",
+			Help: "Resources in the applied view"}),
+		syncErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchyard_agent_sync_errors_total",
+			Help: "Applies that failed; the last good state was kept"}),
+		nacks: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchyard_agent_nacks_total",
+			Help: "NACKs sent to the control plane"}),
+		connected: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "switchyard_agent_control_plane_connected",
+			Help: "1 while a stream to the control-plane address is open"}, []string{"address"}),
+		modeSwitches: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchyard_agent_mode_switches_total",
+			Help: "Dataplane mode switches"}),
+	}
+	m.reg.MustRegister(m.syncDuration, m.syncFullDuration, m.syncPartialDuration, m.lastSync, m.lastQueued,
+		m.programming, m.endpointChanges, m.serviceChanges, m.appliedVersion, m.appliedResources,
+		m.syncErrors, m.nacks, m.connected, m.modeSwitches,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the registry in the Prometheus text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// Registry returns the registry, e.g. for tests.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// Synced records a successful sync.
+func (m *Metrics) Synced(full bool, d time.Duration, at time.Time, version string, resources int) {
+	if m == nil {
+		return
+	}
+	m.syncDuration.Observe(d.Seconds())
+	if full {
+		m.syncFullDuration.Observe(d.Seconds())
+	} else {
+		m.syncPartialDuration.Observe(d.Seconds())
+	}
+	m.lastSync.Set(float64(at.UnixNano()) / 1e9)
+	m.appliedVersion.Reset()
+	m.appliedVersion.WithLabelValues(version).Set(1)
+	m.appliedResources.Set(float64(resources))
+}
+
+// Queued records that an update was queued at t.
+func (m *Metrics) Queued(t time.Time) {
+	if m == nil {
+		return
+	}
+	m.lastQueued.Set(float64(t.UnixNano()) / 1e9)
+}
+
+// Changes counts service and endpoint changes applied.
+func (m *Metrics) Changes(services, endpoints int) {
+	if m == nil {
+		return
+	}
+	m.serviceChanges.Add(float64(services))
+	m.endpointChanges.Add(float64(endpoints))
+}
+
+// ProgrammingLatency observes one network programming latency.
+func (m *Metrics) ProgrammingLatency(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.programming.Observe(d.Seconds())
+}
+
+// SyncFailed counts a failed apply.
+func (m *Metrics) SyncFailed() {
+	if m == nil {
+		return
+	}
+	m.syncErrors.Inc()
+}
+
+// ModeSwitched counts a mode switch.
+func (m *Metrics) ModeSwitched() {
+	if m == nil {
+		return
+	}
+	m.modeSwitches.Inc()
+}
+
+// Nacked counts a NACK; it implements discovery.Observer.
+func (m *Metrics) Nacked() {
+	if m == nil {
+		return
+	}
+	m.nacks.Inc()
+}
+
+// Connected records a stream opening or ending; it implements
+// discovery.Observer.
+func (m *Metrics) Connected(addr string, up bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if up {
+		v = 1
+	}
+	m.connected.WithLabelValues(addr).Set(v)
+}

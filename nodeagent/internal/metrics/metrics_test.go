@@ -1,0 +1,60 @@
+package metrics
+
+import (
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func TestNames(t *testing.T) {
+	m := New()
+	at := time.Unix(1700000000, 0)
+	m.Synced(true, 20*time.Millisecond, at, "v1", 3)
+	m.Synced(false, 10*time.Millisecond, at, "v2", 4)
+	m.Changes(2, 1)
+	m.ProgrammingLatency(time.Second)
+	m.Connected("cp:18000", true)
+	m.Nacked()
+
+	if got := testutil.ToFloat64(m.appliedVersion.WithLabelValues("v2")); got != 1 {
+		t.Errorf("applied_version{v2} = %v", got)
+	}
+	if got := testutil.CollectAndCount(m.appliedVersion); got != 1 {
+		t.Errorf("applied_version series = %d, want 1 (old version removed)", got)
+	}
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, name := range []string{
+		"kubeproxy_sync_proxy_rules_duration_seconds_count 2",
+		"kubeproxy_sync_full_proxy_rules_duration_seconds_count 1",
+		"kubeproxy_sync_partial_proxy_rules_duration_seconds_count 1",
+		"kubeproxy_sync_proxy_rules_last_timestamp_seconds 1.7e+09",
+		"kubeproxy_network_programming_duration_seconds_count 1",
+		"kubeproxy_sync_proxy_rules_endpoint_changes_total 1",
+		"kubeproxy_sync_proxy_rules_service_changes_total 2",
+		`switchyard_agent_applied_version{version="v2"} 1`,
+		"switchyard_agent_applied_resources 4",
+		`switchyard_agent_control_plane_connected{address="cp:18000"} 1`,
+		"switchyard_agent_nacks_total 1",
+	} {
+		if !strings.Contains(body, name+"\n") {
+			t.Errorf("/metrics lacks %q", name)
+		}
+	}
+}
+
+func TestNilIsNoop(t *testing.T) {
+	var m *Metrics
+	m.Synced(true, 0, time.Time{}, "", 0)
+	m.Queued(time.Time{})
+	m.Changes(1, 1)
+	m.ProgrammingLatency(0)
+	m.SyncFailed()
+	m.ModeSwitched()
+	m.Nacked()
+	m.Connected("x", true)
+}

@@ -1,0 +1,155 @@
+package syncer
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/view"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+// sync programs the applied view with the pending updates merged in, and
+// answers every pending request. full forces ApplyOptions.Full; the first
+// sync of a Syncer is always full.
+func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
+	prev := s.Applied()
+	next := prev
+	for _, p := range pending {
+		next = next.With(p.u)
+	}
+	full = full || !s.synced
+	start := s.cfg.Clock.Now()
+	err := s.program(ctx, next, full)
+	end := s.cfg.Clock.Now()
+	s.lastSync = end
+	if err != nil {
+		s.cfg.Metrics.SyncFailed()
+		if len(pending) == 0 {
+			// No caller gets this error back (resync, reconcile): log it.
+			s.cfg.Logger.Warn("sync failed; last good state kept", "full", full, "systemVersion", next.SystemVersion, "err", err)
+		}
+		for _, p := range pending {
+			p.result <- result{err: err}
+		}
+		return
+	}
+	s.synced = true
+	s.mu.Lock()
+	s.applied = next
+	s.mu.Unlock()
+	d := end.Sub(start)
+	s.cfg.Metrics.Synced(full, d, end, next.SystemVersion, len(next.Resources))
+	s.cfg.Health.Updated()
+	s.cfg.Logger.Debug("synced", "full", full, "systemVersion", next.SystemVersion, "resources", len(next.Resources), "duration", d)
+	if s.cfg.Saver != nil && len(pending) > 0 {
+		if err := s.cfg.Saver.Save(next); err != nil {
+			// The kernel is programmed; a restart would reconcile from an
+			// older view and the control plane sends the difference.
+			s.cfg.Logger.Error("persisting the applied view failed", "err", err)
+		}
+	}
+	if s.cfg.OnApplied != nil {
+		s.cfg.OnApplied(next)
+	}
+	for _, p := range pending {
+		s.observe(prev, p.u, end)
+		p.result <- result{applied: report(p.u, d, end)}
+		prev = prev.With(p.u)
+	}
+}
+
+func report(u *view.Update, d time.Duration, end time.Time) view.Applied {
+	a := view.Applied{Duration: d}
+	if t, ok := u.OldestTrigger(); ok {
+		a.ProgrammingLatency, a.HasLatency = max(end.Sub(t), 0), true
+	}
+	return a
+}
+
+// observe records the changes of u against prev and their latencies.
+func (s *Syncer) observe(prev *view.View, u *view.Update, end time.Time) {
+	services, endpoints := 0, 0
+	for name, r := range u.Resources {
+		sv := r.GetService()
+		if sv == nil {
+			continue
+		}
+		services++
+		old := prev.Resources[name].GetService()
+		if !sameEndpoints(old, sv) {
+			endpoints++
+		}
+	}
+	for _, name := range u.Removed {
+		if old := prev.Resources[name].GetService(); old != nil {
+			services++
+			if len(old.GetClusterEndpoints())+len(old.GetLocalEndpoints()) > 0 {
+				endpoints++
+			}
+		}
+	}
+	s.cfg.Metrics.Changes(services, endpoints)
+	for _, t := range u.Triggers() {
+		if d := end.Sub(t); d >= 0 {
+			s.cfg.Metrics.ProgrammingLatency(d)
+		}
+	}
+}
+
+func sameEndpoints(a, b *switchyardv1.ServiceView) bool {
+	eq := func(x, y []*switchyardv1.Endpoint) bool {
+		if len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !proto.Equal(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	}
+	return eq(a.GetClusterEndpoints(), b.GetClusterEndpoints()) && eq(a.GetLocalEndpoints(), b.GetLocalEndpoints())
+}
+
+// program applies v through the dataplane its mode selects, switching modes
+// when it changed: the new mode first, then Cleanup of the old one.
+func (s *Syncer) program(ctx context.Context, v *view.View, full bool) error {
+	mode := s.cfg.Mode
+	if m := v.NodeConfig().GetMode(); m != switchyardv1.DataplaneMode_DATAPLANE_MODE_UNSPECIFIED {
+		mode = m
+	}
+	st := v.State()
+	if s.dp != nil && mode == s.mode {
+		if err := s.dp.Apply(ctx, st, dataplane.ApplyOptions{Full: full}); err != nil {
+			return fmt.Errorf("apply %s: %w", s.dp.Mode(), err)
+		}
+		return nil
+	}
+	dp, err := s.cfg.NewDataplane(mode)
+	if err != nil {
+		return fmt.Errorf("dataplane for mode %s: %w", mode, err)
+	}
+	if err := dp.Apply(ctx, st, dataplane.ApplyOptions{Full: true}); err != nil {
+		return fmt.Errorf("apply %s: %w", dp.Mode(), err)
+	}
+	old := s.dp
+	s.dp = dp
+	s.mu.Lock()
+	s.mode = mode
+	s.mu.Unlock()
+	if old == nil {
+		return nil
+	}
+	s.cfg.Metrics.ModeSwitched()
+	s.cfg.Logger.Info("dataplane mode switched", "from", old.Mode(), "to", dp.Mode())
+	if err := old.Cleanup(ctx); err != nil {
+		// The new mode forwards; leftovers of the old one are logged, not
+		// a failure of this sync.
+		s.cfg.Logger.Error("cleaning up the previous dataplane failed", "mode", old.Mode(), "err", err)
+	}
+	return nil
+}

@@ -1,0 +1,220 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"k8s.io/utils/clock"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/health"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/metrics"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/view"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+// ErrStopped is returned by Apply once Run has returned.
+var ErrStopped = errors.New("syncer stopped")
+
+// Saver persists an applied view.
+type Saver interface {
+	Save(v *view.View) error
+}
+
+// Config configures a Syncer.
+type Config struct {
+	Logger *slog.Logger
+	// Clock times syncs; the real clock when nil.
+	Clock clock.Clock
+	// MinSyncPeriod is the shortest time between two syncs; a NodeConfig's
+	// sync settings override it.
+	MinSyncPeriod time.Duration
+	// SyncPeriod is the time between full resyncs; a NodeConfig's sync
+	// settings override it.
+	SyncPeriod time.Duration
+	// Mode is the dataplane mode unless a NodeConfig overrides it.
+	Mode switchyardv1.DataplaneMode
+	// NewDataplane builds the dataplane of a mode.
+	NewDataplane func(mode switchyardv1.DataplaneMode) (dataplane.Dataplane, error)
+	// Saver persists each applied view; optional.
+	Saver Saver
+	// Metrics and Health are optional.
+	Metrics *metrics.Metrics
+	Health  *health.Tracker
+	// OnApplied is called after each successful sync with the applied view
+	// (e.g. to start and stop health-check servers); optional.
+	OnApplied func(v *view.View)
+}
+
+// Syncer applies views through a dataplane.
+type Syncer struct {
+	cfg       Config
+	reqs      chan *request
+	stopped   chan struct{}
+	reconcile bool
+	// queued counts received requests, for tests.
+	queued atomic.Int64
+
+	mu      sync.Mutex
+	applied *view.View
+
+	// mode is the mode of dp; written by Run under mu.
+	mode switchyardv1.DataplaneMode
+
+	// Owned by the Run goroutine.
+	dp       dataplane.Dataplane
+	lastSync time.Time
+	synced   bool
+}
+
+type request struct {
+	u      *view.Update
+	result chan result
+}
+
+type result struct {
+	applied view.Applied
+	err     error
+}
+
+// New returns a Syncer holding restored as its applied view. When reconcile
+// is true (restored was loaded from disk), Run starts with a full Apply of
+// it.
+func New(cfg Config, restored *view.View, reconcile bool) (*Syncer, error) {
+	if cfg.NewDataplane == nil {
+		return nil, errors.New("syncer: no dataplane constructor")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	if cfg.SyncPeriod <= 0 {
+		cfg.SyncPeriod = 30 * time.Second
+	}
+	if restored == nil {
+		restored = &view.View{Resources: map[string]*switchyardv1.Resource{}}
+	}
+	return &Syncer{cfg: cfg, reqs: make(chan *request), stopped: make(chan struct{}), reconcile: reconcile, applied: restored}, nil
+}
+
+// Versions returns the versions of the applied resources; it implements
+// discovery.Applier.
+func (s *Syncer) Versions() map[string]string {
+	return s.Applied().Versions()
+}
+
+// Mode returns the mode programmed now: the configured one until a first
+// successful sync.
+func (s *Syncer) Mode() switchyardv1.DataplaneMode {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mode == switchyardv1.DataplaneMode_DATAPLANE_MODE_UNSPECIFIED {
+		return s.cfg.Mode
+	}
+	return s.mode
+}
+
+// Applied returns the applied view.
+func (s *Syncer) Applied() *view.View {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.applied
+}
+
+// Apply queues u and waits for the sync that programs it; it implements
+// discovery.Applier.
+func (s *Syncer) Apply(ctx context.Context, u *view.Update) (view.Applied, error) {
+	req := &request{u: u, result: make(chan result, 1)}
+	select {
+	case s.reqs <- req:
+	case <-s.stopped:
+		return view.Applied{}, ErrStopped
+	case <-ctx.Done():
+		return view.Applied{}, fmt.Errorf("queue update: %w", ctx.Err())
+	}
+	select {
+	case r := <-req.result:
+		return r.applied, r.err
+	case <-ctx.Done():
+		return view.Applied{}, fmt.Errorf("wait for sync: %w", ctx.Err())
+	}
+}
+
+// periods returns the min sync and sync periods, a NodeConfig's first.
+func (s *Syncer) periods() (minSync, full time.Duration) {
+	minSync, full = s.cfg.MinSyncPeriod, s.cfg.SyncPeriod
+	ss := s.Applied().NodeConfig().GetSync()
+	if d := ss.GetMinSyncPeriod(); d != nil && d.AsDuration() > 0 {
+		minSync = d.AsDuration()
+	}
+	if d := ss.GetSyncPeriod(); d != nil && d.AsDuration() > 0 {
+		full = d.AsDuration()
+	}
+	return minSync, full
+}
+
+// Run syncs until ctx is done. It returns nil then; the rules stay.
+func (s *Syncer) Run(ctx context.Context) error {
+	defer close(s.stopped)
+	if s.reconcile {
+		s.cfg.Logger.Info("reconciling restored view", "systemVersion", s.Applied().SystemVersion, "resources", len(s.Applied().Resources))
+		s.sync(ctx, nil, true)
+	}
+	_, period := s.periods()
+	full := s.cfg.Clock.NewTimer(period)
+	defer full.Stop()
+	var (
+		pending []*request
+		minT    clock.Timer
+		minC    <-chan time.Time
+	)
+	stopMin := func() {
+		if minT != nil {
+			minT.Stop()
+		}
+		minT, minC = nil, nil
+	}
+	defer stopMin()
+	for {
+		if len(pending) > 0 && minC == nil {
+			minSync, _ := s.periods()
+			wait := s.lastSync.Add(minSync).Sub(s.cfg.Clock.Now())
+			if !s.synced || wait <= 0 {
+				s.sync(ctx, pending, false)
+				pending = nil
+				continue
+			}
+			minT = s.cfg.Clock.NewTimer(wait)
+			minC = minT.C()
+		}
+		select {
+		case <-ctx.Done():
+			for _, p := range pending {
+				p.result <- result{err: fmt.Errorf("sync: %w", ctx.Err())}
+			}
+			return nil
+		case r := <-s.reqs:
+			s.cfg.Health.QueuedUpdate()
+			s.cfg.Metrics.Queued(s.cfg.Clock.Now())
+			pending = append(pending, r)
+			s.queued.Add(1)
+		case <-minC:
+			stopMin()
+			s.sync(ctx, pending, false)
+			pending = nil
+		case <-full.C():
+			stopMin()
+			s.sync(ctx, pending, true)
+			pending = nil
+			_, period := s.periods()
+			full.Reset(period)
+		}
+	}
+}

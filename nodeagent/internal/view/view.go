@@ -1,0 +1,125 @@
+package view
+
+import (
+	"maps"
+	"sort"
+	"time"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+// View is a node view as the agent holds it. Treat it as immutable.
+type View struct {
+	// SystemVersion is the control plane's version of the whole view; empty
+	// when nothing was received yet.
+	SystemVersion string
+	// Resources by name.
+	Resources map[string]*switchyardv1.Resource
+}
+
+// Update is one complete batch from the control plane (the union of the
+// parts of a split batch).
+type Update struct {
+	SystemVersion string
+	// Changed or added resources by name.
+	Resources map[string]*switchyardv1.Resource
+	// Names of removed resources.
+	Removed []string
+}
+
+// Versions returns the version of every resource by name, as sent in
+// initial_resource_versions.
+func (v *View) Versions() map[string]string {
+	out := make(map[string]string, len(v.Resources))
+	for name, r := range v.Resources {
+		out[name] = r.GetVersion()
+	}
+	return out
+}
+
+// With returns a new View: v with u applied. v is not modified.
+func (v *View) With(u *Update) *View {
+	res := make(map[string]*switchyardv1.Resource, len(v.Resources)+len(u.Resources))
+	maps.Copy(res, v.Resources)
+	for _, name := range u.Removed {
+		delete(res, name)
+	}
+	maps.Copy(res, u.Resources)
+	return &View{SystemVersion: u.SystemVersion, Resources: res}
+}
+
+// Names returns the sorted resource names.
+func (v *View) Names() []string {
+	out := make([]string, 0, len(v.Resources))
+	for name := range v.Resources {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// NodeConfig returns the view's NodeConfig, nil when it has none.
+func (v *View) NodeConfig() *switchyardv1.NodeConfig {
+	for _, r := range v.Resources {
+		if c := r.GetNodeConfig(); c != nil {
+			return c
+		}
+	}
+	return nil
+}
+
+// State returns the dataplane state of v.
+func (v *View) State() *dataplane.State {
+	st := &dataplane.State{Services: make(map[string]*switchyardv1.ServiceView, len(v.Resources))}
+	for name, r := range v.Resources {
+		switch {
+		case r.GetService() != nil:
+			st.Services[name] = r.GetService()
+		case r.GetNodeConfig() != nil:
+			st.Config = r.GetNodeConfig()
+		}
+	}
+	return st
+}
+
+// OldestTrigger returns the oldest last_change_trigger_time among the
+// service views of u (the changed ones), and false when none carries one:
+// the ACK reports the largest programming latency of the batch, as the
+// ApplyReport contract says.
+func (u *Update) OldestTrigger() (time.Time, bool) {
+	var oldest time.Time
+	for _, r := range u.Resources {
+		ts := r.GetService().GetLastChangeTriggerTime()
+		if ts == nil {
+			continue
+		}
+		if t := ts.AsTime(); oldest.IsZero() || t.Before(oldest) {
+			oldest = t
+		}
+	}
+	return oldest, !oldest.IsZero()
+}
+
+// Triggers returns the last_change_trigger_time of every service view of u
+// that carries one.
+func (u *Update) Triggers() []time.Time {
+	var out []time.Time
+	for _, r := range u.Resources {
+		if ts := r.GetService().GetLastChangeTriggerTime(); ts != nil {
+			out = append(out, ts.AsTime())
+		}
+	}
+	return out
+}
+
+// Applied is what an apply reports back, for the ACK's ApplyReport.
+type Applied struct {
+	// Duration is the time the dataplane spent programming.
+	Duration time.Duration
+	// ProgrammingLatency is the time from the oldest last_change_trigger_time
+	// among the applied (changed) service views to the moment the kernel change
+	// returned; valid only when HasLatency.
+	ProgrammingLatency time.Duration
+	HasLatency         bool
+}
