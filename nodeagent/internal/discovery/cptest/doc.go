@@ -2,5 +2,5 @@
 // the agent: a test pushes responses onto the current stream and reads the
 // requests the agent sent, with their stream number. It can end the
 // current stream with a status (e.g. ABORTED), stop serving, and serve
-// again on the same address.
+// again on the same address. WithTLS serves it over TLS or mTLS.
 package cptest

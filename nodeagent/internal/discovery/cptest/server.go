@@ -1,12 +1,15 @@
 package cptest
 
 import (
+	"crypto/tls"
 	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
 
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -18,7 +21,21 @@ const Timeout = 10 * time.Second
 type Request struct {
 	// Stream numbers the streams this server accepted, from 1.
 	Stream int
+	// Peer is the connection the request came on; with TLS its AuthInfo
+	// is a credentials.TLSInfo holding the verified client certificate.
+	Peer *peer.Peer
 	*switchyardv1.DeltaSnapshotsRequest
+}
+
+// Option configures a Server.
+type Option func(*Server)
+
+// WithTLS serves TLS with cfg; set cfg.ClientAuth to
+// tls.RequireAndVerifyClientCert (and cfg.ClientCAs) for mTLS.
+func WithTLS(cfg *tls.Config) Option {
+	return func(s *Server) {
+		s.opts = append(s.opts, grpc.Creds(credentials.NewTLS(cfg)))
+	}
 }
 
 // Server is a scripted control plane.
@@ -26,6 +43,7 @@ type Server struct {
 	switchyardv1.UnimplementedDiscoveryServiceServer
 	t    testing.TB
 	addr string
+	opts []grpc.ServerOption
 
 	reqs chan Request
 
@@ -42,14 +60,18 @@ type stream struct {
 	kill chan error
 }
 
-// New serves on a free loopback port until the test ends.
-func New(t testing.TB) *Server {
+// New serves on a free loopback port until the test ends; plaintext unless
+// WithTLS is given.
+func New(t testing.TB, opts ...Option) *Server {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatalf("cptest: listen: %v", err)
 	}
 	s := &Server{t: t, addr: l.Addr().String(), reqs: make(chan Request, 1024)}
+	for _, o := range opts {
+		o(s)
+	}
 	s.serve(l)
 	t.Cleanup(s.Stop)
 	return s
@@ -59,7 +81,7 @@ func New(t testing.TB) *Server {
 func (s *Server) Addr() string { return s.addr }
 
 func (s *Server) serve(l net.Listener) {
-	g := grpc.NewServer()
+	g := grpc.NewServer(s.opts...)
 	switchyardv1.RegisterDiscoveryServiceServer(g, s)
 	served := make(chan struct{})
 	s.mu.Lock()
@@ -118,6 +140,7 @@ func (s *Server) DeltaSnapshots(ss grpc.BidiStreamingServer[switchyardv1.DeltaSn
 	st := &stream{n: s.streams, out: make(chan *switchyardv1.DeltaSnapshotsResponse, 64), kill: make(chan error, 1)}
 	s.cur = st
 	s.mu.Unlock()
+	p, _ := peer.FromContext(ss.Context())
 	recvDone := make(chan struct{})
 	go func() {
 		defer close(recvDone)
@@ -126,7 +149,7 @@ func (s *Server) DeltaSnapshots(ss grpc.BidiStreamingServer[switchyardv1.DeltaSn
 			if err != nil {
 				return
 			}
-			s.reqs <- Request{Stream: st.n, DeltaSnapshotsRequest: req}
+			s.reqs <- Request{Stream: st.n, Peer: p, DeltaSnapshotsRequest: req}
 		}
 	}()
 	defer func() {
