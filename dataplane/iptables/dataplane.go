@@ -1,0 +1,247 @@
+package iptables
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+)
+
+// Config configures a Dataplane.
+type Config struct {
+	// Runner runs iptables binaries in the node's network namespace.
+	Runner Runner
+	// Families to program; default IPv4 and IPv6.
+	Families []Family
+	// Flavour of iptables; FlavourAuto detects it on the first Apply.
+	Flavour Flavour
+	// ShardBits picks 1<<ShardBits shard chains; 0 means DefaultShardBits.
+	ShardBits int
+	// KubeProxyShape renders kube-proxy's structure (every service rule in
+	// KUBE-SERVICES, no shards) and rewrites the top-level chains on every
+	// sync, as kube-proxy does; for comparison benchmarks only.
+	KubeProxyShape bool
+	// MaxChainsPerRestore bounds the chains one restore declares (nft's
+	// restore slows down with it). 0: 5000 on nft, unbounded on legacy.
+	MaxChainsPerRestore int
+	// Conntrack deletes stale UDP conntrack entries after a sync; nil
+	// disables that.
+	Conntrack Conntrack
+	// Logger receives skips and sync summaries; nil discards.
+	Logger *slog.Logger
+}
+
+// Dataplane programs one node's namespace with iptables. It implements
+// dataplane.Dataplane.
+type Dataplane struct {
+	cfg Config
+	log *slog.Logger
+
+	mu      sync.Mutex
+	flavour Flavour
+	state   map[Family]applied // nil entry: next sync of the family is full
+	udp     map[Family]map[string]udpPort
+	stats   SyncStats
+}
+
+// SyncStats describes the last Apply, for tests and metrics.
+type SyncStats struct {
+	ChainsWritten int
+	ChainsRemoved int
+	Restores      int
+}
+
+var _ dataplane.Dataplane = (*Dataplane)(nil)
+
+// New returns a Dataplane; it touches nothing until Apply or Cleanup.
+func New(cfg Config) (*Dataplane, error) {
+	if cfg.Runner == nil {
+		return nil, errors.New("iptables: Config.Runner is required")
+	}
+	if len(cfg.Families) == 0 {
+		cfg.Families = []Family{IPv4, IPv6}
+	}
+	if cfg.ShardBits == 0 {
+		cfg.ShardBits = DefaultShardBits
+	}
+	if cfg.ShardBits < 1 || cfg.ShardBits > 8 {
+		return nil, fmt.Errorf("iptables: ShardBits %d out of range 1..8", cfg.ShardBits)
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Dataplane{cfg: cfg, log: log, flavour: cfg.Flavour, state: map[Family]applied{},
+		udp: map[Family]map[string]udpPort{}}, nil
+}
+
+// Mode implements dataplane.Dataplane.
+func (d *Dataplane) Mode() string { return "iptables" }
+
+// LastSync returns statistics of the last Apply.
+func (d *Dataplane) LastSync() SyncStats {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.stats
+}
+
+func (d *Dataplane) renderOptions() RenderOptions {
+	if d.cfg.KubeProxyShape {
+		return RenderOptions{}
+	}
+	return RenderOptions{ShardBits: d.cfg.ShardBits}
+}
+
+func (d *Dataplane) ensureFlavour(ctx context.Context) error {
+	if d.flavour != FlavourAuto {
+		return nil
+	}
+	fl, err := DetectFlavour(ctx, d.cfg.Runner)
+	if err != nil {
+		return err
+	}
+	d.flavour = fl
+	d.log.Info("iptables flavour detected", "flavour", string(fl))
+	return nil
+}
+
+// Apply implements dataplane.Dataplane. Each family is rendered in full,
+// then only the chains that differ from the last successful Apply are
+// written (all of them, after a kernel read-back, when opts.Full is set or
+// the family has not been synced yet).
+func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, opts dataplane.ApplyOptions) error {
+	if st == nil {
+		return errors.New("iptables: nil state")
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.ensureFlavour(ctx); err != nil {
+		return fmt.Errorf("iptables apply: %w", err)
+	}
+	d.stats = SyncStats{}
+	var errs []error
+	for _, fam := range d.cfg.Families {
+		if err := d.applyFamily(ctx, st, fam, opts.Full); err != nil {
+			if !IsConntrackError(err) {
+				delete(d.state, fam)
+			}
+			errs = append(errs, fmt.Errorf("iptables apply %s: %w", fam, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Family, full bool) error {
+	rs, err := Render(st, fam, d.renderOptions())
+	if err != nil {
+		return err
+	}
+	for _, s := range rs.Skips {
+		d.log.Warn("skipped input", "family", fam.String(), "service", s.Service, "reason", s.Reason)
+	}
+	prev, synced := d.state[fam]
+	var p syncPlan
+	if full || !synced {
+		out, err := d.cfg.Runner.Run(ctx, []string{fam.saveCmd(d.flavour)}, nil)
+		if err != nil {
+			return fmt.Errorf("read back: %w", err)
+		}
+		p = planFull(readKernel(parseSave(out)), rs, d.cfg.KubeProxyShape)
+	} else {
+		var always map[string]bool
+		if d.cfg.KubeProxyShape {
+			always = map[string]bool{}
+			for _, c := range ownedFixedChains {
+				always[c] = true
+			}
+		}
+		p = planPartial(prev, rs, always)
+	}
+	if !p.empty() {
+		for _, payload := range p.payloads(rs, d.maxChains()) {
+			if err := d.restore(ctx, fam, payload); err != nil {
+				return err
+			}
+			d.stats.Restores++
+		}
+	}
+	d.stats.ChainsWritten += p.written
+	for _, rm := range p.remove {
+		d.stats.ChainsRemoved += len(rm)
+	}
+	d.state[fam] = snapshot(rs)
+	stale := staleFlows(d.udp[fam], rs.udp)
+	d.udp[fam] = rs.udp
+	if d.cfg.Conntrack != nil && len(stale) > 0 {
+		// The rules are in place; a failure here leaves stale flows, not
+		// broken rules, so it is reported without forcing a full resync.
+		if err := d.cfg.Conntrack.DeleteUDP(ctx, fam, stale); err != nil {
+			return &ConntrackError{Err: err}
+		}
+	}
+	return nil
+}
+
+func (d *Dataplane) maxChains() int {
+	if d.cfg.MaxChainsPerRestore != 0 || d.flavour != FlavourNFT {
+		return d.cfg.MaxChainsPerRestore
+	}
+	return 5000
+}
+
+func (d *Dataplane) restore(ctx context.Context, fam Family, payload string) error {
+	argv := []string{fam.restoreCmd(d.flavour), "-w", "--noflush"}
+	if _, err := d.cfg.Runner.Run(ctx, argv, []byte(payload)); err != nil {
+		return fmt.Errorf("restore: %w", err)
+	}
+	return nil
+}
+
+// Cleanup implements dataplane.Dataplane: it deletes the jumps from
+// built-in chains to chains of this mode, then those chains, and leaves
+// every other rule alone.
+func (d *Dataplane) Cleanup(ctx context.Context) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err := d.ensureFlavour(ctx); err != nil {
+		return fmt.Errorf("iptables cleanup: %w", err)
+	}
+	var errs []error
+	for _, fam := range d.cfg.Families {
+		delete(d.state, fam)
+		delete(d.udp, fam)
+		if err := d.cleanupFamily(ctx, fam); err != nil {
+			errs = append(errs, fmt.Errorf("iptables cleanup %s: %w", fam, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Dataplane) cleanupFamily(ctx context.Context, fam Family) error {
+	out, err := d.cfg.Runner.Run(ctx, []string{fam.saveCmd(d.flavour)}, nil)
+	if err != nil {
+		return fmt.Errorf("read back: %w", err)
+	}
+	payload := cleanupPayload(parseSave(out))
+	if payload == "" {
+		return nil
+	}
+	return d.restore(ctx, fam, payload)
+}
+
+// ConntrackError is an Apply whose rules were written but whose stale UDP
+// conntrack entries could not all be deleted.
+type ConntrackError struct{ Err error }
+
+func (e *ConntrackError) Error() string { return "conntrack cleanup: " + e.Err.Error() }
+
+func (e *ConntrackError) Unwrap() error { return e.Err }
+
+// IsConntrackError reports whether err is, or wraps, a ConntrackError.
+func IsConntrackError(err error) bool {
+	var ce *ConntrackError
+	return errors.As(err, &ce)
+}

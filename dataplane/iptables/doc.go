@@ -1,0 +1,70 @@
+// Package iptables is the iptables data plane: it programs a node's nat
+// and filter tables in kube-proxy's shape and lets the kernel forward.
+//
+// # Render, then apply
+//
+// Render(state, family, options) turns a dataplane.State into a Ruleset
+// for one family (IPv4 → iptables, IPv6 → ip6tables, same code) without
+// any I/O. It is deterministic: services are walked in name order,
+// endpoints in address order, chains are printed sorted. Bad input (odd
+// names, bad addresses, duplicate endpoints or ports) is skipped and listed
+// in Ruleset.Skips; Render never returns a ruleset with a jump to a missing
+// chain (Ruleset.Validate).
+//
+// Dataplane.Apply renders, diffs against the rules it applied last and
+// writes only the difference through a Runner (iptables-restore -w
+// --noflush). The Runner is the only seam to the kernel; it is bound to one
+// network namespace. iptablestest.Fake is its in-memory stand-in.
+//
+// # Chains
+//
+//	PREROUTING, OUTPUT ─▶ KUBE-SERVICES ─┬─▶ KUBE-SHARD-00 … KUBE-SHARD-3F ─▶ KUBE-SVC-*, KUBE-SVL-*, KUBE-EXT-*, KUBE-FW-*
+//	                                     └─▶ KUBE-NODEPORTS (last) ───────────▶ KUBE-EXT-*
+//	KUBE-SVC-* (cluster endpoints), KUBE-SVL-* (local endpoints) ─▶ KUBE-SEP-* (hairpin mark, DNAT)
+//	POSTROUTING ─▶ KUBE-POSTROUTING (MASQUERADE packets marked 0x4000 by KUBE-MARK-MASQ)
+//	filter: KUBE-SERVICES, KUBE-EXTERNAL-SERVICES (REJECT / DROP when no endpoints),
+//	        KUBE-PROXY-FIREWALL (loadBalancerSourceRanges), KUBE-NODEPORTS (health checks), KUBE-FORWARD
+//
+// Per-service chain names are a prefix plus 16 base32 characters of a
+// SHA-256 of "namespace/name:port/protocol" (and the endpoint for
+// KUBE-SEP), so they are stable across restarts and at most 26 characters.
+//
+// # Why shards
+//
+// kube-proxy puts one rule per service port address in KUBE-SERVICES, so a
+// packet walks O(n) rules and every service change rewrites that chain,
+// which dominates a one-service update at scale (see
+// shared/notes/kernel-facts.md). Here KUBE-SERVICES holds at most 64 jumps,
+// one per non-empty shard, matched by the low 6 bits of the destination
+// address (-d 0.0.0.k/0.0.0.63; ::k/::3f for IPv6: a mask, not a CIDR), and
+// each shard holds the rules of the addresses that fall in it. A packet
+// walks ≤ 64 + n/64 rules (≈ 2√n at n = 4096). An endpoint change rewrites
+// only the service's KUBE-SVC chain and the added or removed KUBE-SEP
+// chains; adding or removing a service rewrites one shard of ~n/64 rules,
+// and KUBE-SERVICES only when a shard becomes empty or non-empty.
+//
+// # Applying
+//
+//   - The first Apply and every Apply with Full read the tables back
+//     (iptables-save), rewrite every owned chain whose rules differ from
+//     the read-back (compared in a canonical form, since iptables-save
+//     reorders matches and respells values: canon.go), delete owned chains
+//     the state no longer has and insert missing jumps from built-in
+//     chains. A restarted agent thus reconciles without rewriting what is
+//     already right, and a periodic resync repairs drift cheaply.
+//     Other Applies write only chains whose rules changed and delete chains
+//     that went away; applying the same state twice runs no command.
+//   - Chains are written leaves first. On iptables-nft, whose --noflush
+//     restore is quadratic in the chains it declares, a full sync is split
+//     into restores of at most MaxChainsPerRestore chains (default 5000);
+//     every batch only references chains that exist, so each intermediate
+//     state forwards correctly. On legacy a sync is one atomic restore.
+//   - A failed Apply forgets what was applied, so the next one is full.
+//   - The flavour (legacy or nft) is detected in the target namespace as
+//     kube-proxy's iptables-wrapper does (DetectFlavour).
+//   - Cleanup removes every owned chain and every jump to one, and nothing
+//     else.
+//   - TCP services without endpoints are rejected with a TCP reset rather
+//     than ICMP port-unreachable: an ICMP error to a connect() on the node
+//     itself is only acted on at the SYN retransmit (1–2 s, measured).
+package iptables

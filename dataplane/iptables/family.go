@@ -1,0 +1,86 @@
+package iptables
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// Family is the IP family one ruleset is rendered for.
+type Family int
+
+const (
+	// IPv4 is programmed with iptables.
+	IPv4 Family = 4
+	// IPv6 is programmed with ip6tables.
+	IPv6 Family = 6
+)
+
+func (f Family) String() string {
+	if f == IPv6 {
+		return "IPv6"
+	}
+	return "IPv4"
+}
+
+// has reports whether a belongs to the family.
+func (f Family) has(a netip.Addr) bool {
+	if f == IPv6 {
+		return a.Is6() && !a.Is4In6()
+	}
+	return a.Is4() || a.Is4In6()
+}
+
+// parseAddr parses an address of family f. ok is false for another family;
+// err is set for text that is not an address.
+func (f Family) parseAddr(s string) (netip.Addr, bool, error) {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, false, fmt.Errorf("bad address %q: %w", s, err)
+	}
+	a = a.Unmap()
+	return a, f.has(a), nil
+}
+
+// parsePrefix is parseAddr for CIDRs.
+func (f Family) parsePrefix(s string) (netip.Prefix, bool, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, false, fmt.Errorf("bad CIDR %q: %w", s, err)
+	}
+	p = p.Masked()
+	return p, f.has(p.Addr()), nil
+}
+
+// shardMatch returns the "-d addr/mask" value that selects shard i of
+// 1<<bits shards by the low bits of the destination address.
+func (f Family) shardMatch(i, bits int) string {
+	mask := (1 << bits) - 1
+	if f == IPv6 {
+		return fmt.Sprintf("::%x/::%x", i, mask)
+	}
+	return fmt.Sprintf("0.0.0.%d/0.0.0.%d", i, mask)
+}
+
+// shardOf returns the shard of destination a.
+func shardOf(a netip.Addr, bits int) int {
+	b := a.As16()
+	return int(b[15]) & ((1 << bits) - 1)
+}
+
+// restoreCmd and saveCmd name the binaries for the family and flavour.
+func (f Family) restoreCmd(fl Flavour) string { return f.binary(fl) + "-restore" }
+func (f Family) saveCmd(fl Flavour) string    { return f.binary(fl) + "-save" }
+
+func (f Family) binary(fl Flavour) string {
+	base := "iptables"
+	if f == IPv6 {
+		base = "ip6tables"
+	}
+	switch fl {
+	case FlavourLegacy:
+		return base + "-legacy"
+	case FlavourNFT:
+		return base + "-nft"
+	}
+	return base
+}

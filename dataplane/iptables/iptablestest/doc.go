@@ -1,0 +1,10 @@
+// Package iptablestest provides Fake, an in-memory stand-in for the
+// iptables-restore and iptables-save binaries behind iptables.Runner.
+//
+// Fake keeps one set of tables per binary family (iptables, ip6tables) and
+// applies restore input the way the kernel does: a table block is atomic
+// at COMMIT, jumps must target existing chains, a referenced chain cannot be
+// deleted, and without --noflush the tables in the input are flushed first.
+// Dump prints the state in iptables-save syntax with chains sorted, so tests
+// can compare it with cmp.Diff. Fail injects errors.
+package iptablestest

@@ -1,0 +1,178 @@
+package iptables
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+)
+
+// DefaultShardBits gives 64 shard chains: a packet walks at most 64 jumps
+// in KUBE-SERVICES plus about n/64 rules in its shard.
+const DefaultShardBits = 6
+
+// RenderOptions tune rendering.
+type RenderOptions struct {
+	// ShardBits is the number of low destination-address bits that pick a
+	// shard chain (0..8). 0 puts every service rule into KUBE-SERVICES,
+	// kube-proxy's flat structure (kept for comparison benchmarks).
+	ShardBits int
+}
+
+// nodeView is the NodeConfig reduced to one family.
+type nodeView struct {
+	clusterCIDRs  []netip.Prefix
+	masqueradeAll bool
+	nodeIPs       []netip.Addr
+}
+
+// renderer holds the state of one Render call.
+type renderer struct {
+	fam  Family
+	opts RenderOptions
+	node nodeView
+	rs   *Ruleset
+	// shards[i] holds the rules of shard i (or of KUBE-SERVICES itself
+	// when sharding is off), in service order.
+	shards map[int][]string
+}
+
+// Render turns a node's state into the ruleset of one family. It does no
+// I/O and is deterministic: the same state gives byte-identical output.
+// Bad input is skipped and recorded in Ruleset.Skips.
+func Render(st *dataplane.State, fam Family, opts RenderOptions) (*Ruleset, error) {
+	if opts.ShardBits < 0 || opts.ShardBits > 8 {
+		return nil, fmt.Errorf("shard bits %d out of range 0..8", opts.ShardBits)
+	}
+	r := &renderer{fam: fam, opts: opts, rs: newRuleset(fam), shards: map[int][]string{}}
+	r.readNode(st)
+	r.fixedChains()
+	names := make([]string, 0, len(st.Services))
+	for n := range st.Services {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		r.service(n, st.Services[n])
+	}
+	r.dispatch()
+	if err := r.rs.Validate(); err != nil {
+		return nil, fmt.Errorf("render %s: %w", fam, err)
+	}
+	return r.rs, nil
+}
+
+func (r *renderer) skip(svc, format string, args ...any) {
+	r.rs.Skips = append(r.rs.Skips, Skip{Service: svc, Reason: fmt.Sprintf(format, args...)})
+}
+
+func (r *renderer) readNode(st *dataplane.State) {
+	cfg := st.Config
+	if cfg == nil {
+		return
+	}
+	r.node.masqueradeAll = cfg.GetMasqueradeAll()
+	for _, s := range cfg.GetClusterCidrs() {
+		p, ok, err := r.fam.parsePrefix(s)
+		if err != nil {
+			r.skip("", "node config: %v", err)
+		} else if ok {
+			r.node.clusterCIDRs = append(r.node.clusterCIDRs, p)
+		}
+	}
+	for _, s := range cfg.GetNodeIps() {
+		a, ok, err := r.fam.parseAddr(s)
+		if err != nil {
+			r.skip("", "node config: %v", err)
+		} else if ok {
+			r.node.nodeIPs = append(r.node.nodeIPs, a)
+		}
+	}
+}
+
+// fixedChains writes the chains that exist whatever the services are and
+// the jumps from the built-in chains.
+func (r *renderer) fixedChains() {
+	rs := r.rs
+	// Written as iptables-save prints them (--or-mark, --xor-mark), so the
+	// read-back comparison of a full sync matches.
+	rs.add(tableNAT, chainMarkMasq, "-j MARK --set-xmark", masqMark+"/"+masqMark)
+	rs.add(tableNAT, chainPostrouting, "-m mark ! --mark", masqMark+"/"+masqMark, "-j RETURN")
+	rs.add(tableNAT, chainPostrouting, "-j MARK --set-xmark", masqMark+"/0x0")
+	rs.add(tableNAT, chainPostrouting, `-m comment --comment "kubernetes service traffic requiring SNAT"`,
+		"-j MASQUERADE --random-fully")
+	rs.chain(tableNAT, chainServices)
+	rs.chain(tableNAT, chainNodePorts)
+	if len(r.node.clusterCIDRs) > 1 && !r.node.masqueradeAll {
+		for _, p := range r.node.clusterCIDRs {
+			rs.add(tableNAT, chainOffClusterMasq, "-s", p.String(), "-j RETURN")
+		}
+		rs.add(tableNAT, chainOffClusterMasq, "-j", chainMarkMasq)
+	}
+	rs.chain(tableFilter, chainServices)
+	rs.chain(tableFilter, chainExternalServices)
+	rs.chain(tableFilter, chainNodePorts)
+	rs.chain(tableFilter, chainFirewall)
+	rs.add(tableFilter, chainForward, "-m conntrack --ctstate INVALID -j DROP")
+	rs.add(tableFilter, chainForward, `-m comment --comment "kubernetes forwarding rules"`,
+		"-m mark --mark", masqMark+"/"+masqMark, "-j ACCEPT")
+	rs.add(tableFilter, chainForward, `-m comment --comment "kubernetes forwarding conntrack rule"`,
+		"-m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT")
+
+	jump := func(table, chain, match, target string) {
+		rule := match + "-j " + target
+		rs.Jumps = append(rs.Jumps, Jump{Table: table, Chain: chain, Rule: rule, Target: target})
+	}
+	const portals = `-m comment --comment "kubernetes service portals" `
+	const fresh = `-m conntrack --ctstate NEW `
+	jump(tableNAT, "PREROUTING", portals, chainServices)
+	jump(tableNAT, "OUTPUT", portals, chainServices)
+	jump(tableNAT, "POSTROUTING", `-m comment --comment "kubernetes postrouting rules" `, chainPostrouting)
+	jump(tableFilter, "INPUT", fresh+`-m comment --comment "kubernetes load balancer firewall" `, chainFirewall)
+	jump(tableFilter, "INPUT", `-m comment --comment "kubernetes health check service ports" `, chainNodePorts)
+	jump(tableFilter, "INPUT", fresh+`-m comment --comment "kubernetes externally-visible service portals" `, chainExternalServices)
+	jump(tableFilter, "FORWARD", fresh+`-m comment --comment "kubernetes load balancer firewall" `, chainFirewall)
+	jump(tableFilter, "FORWARD", `-m comment --comment "kubernetes forwarding rules" `, chainForward)
+	jump(tableFilter, "FORWARD", fresh+`-m comment --comment "kubernetes service portals" `, chainServices)
+	jump(tableFilter, "FORWARD", fresh+`-m comment --comment "kubernetes externally-visible service portals" `, chainExternalServices)
+	jump(tableFilter, "OUTPUT", fresh+`-m comment --comment "kubernetes load balancer firewall" `, chainFirewall)
+	jump(tableFilter, "OUTPUT", fresh+`-m comment --comment "kubernetes service portals" `, chainServices)
+}
+
+// toShard adds a destination rule for dst to its shard.
+func (r *renderer) toShard(dst netip.Addr, rule string) {
+	i := -1
+	if r.opts.ShardBits > 0 {
+		i = shardOf(dst, r.opts.ShardBits)
+	}
+	r.shards[i] = append(r.shards[i], rule)
+}
+
+// dispatch writes KUBE-SERVICES: one jump per non-empty shard (or, with
+// sharding off, every service rule), then the jump to KUBE-NODEPORTS,
+// which must stay last.
+func (r *renderer) dispatch() {
+	if r.opts.ShardBits == 0 {
+		c := r.rs.chain(tableNAT, chainServices)
+		c.Rules = append(c.Rules, r.shards[-1]...)
+	} else {
+		for i := 0; i < 1<<r.opts.ShardBits; i++ {
+			rules := r.shards[i]
+			if len(rules) == 0 {
+				continue
+			}
+			name := shardChain(i)
+			r.rs.chain(tableNAT, name).Rules = rules
+			r.rs.add(tableNAT, chainServices, "-d", r.fam.shardMatch(i, r.opts.ShardBits), "-j", name)
+		}
+	}
+	const last = `-m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain"`
+	if len(r.node.nodeIPs) == 0 {
+		r.rs.add(tableNAT, chainServices, last, "-m addrtype --dst-type LOCAL -j", chainNodePorts)
+		return
+	}
+	for _, a := range r.node.nodeIPs {
+		r.rs.add(tableNAT, chainServices, last, "-d", a.String(), "-j", chainNodePorts)
+	}
+}

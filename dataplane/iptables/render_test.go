@@ -1,0 +1,166 @@
+package iptables
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/encoding/prototext"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*/want.rules")
+
+// loadState reads testdata/<case>/input.textproto: a StreamSnapshotsResponse
+// whose resources are the node's config and service views.
+func loadState(t testing.TB, dir string) *dataplane.State {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "input.textproto"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msg switchyardv1.StreamSnapshotsResponse
+	if err := prototext.Unmarshal(raw, &msg); err != nil {
+		t.Fatalf("%s: %v", dir, err)
+	}
+	st := &dataplane.State{Services: map[string]*switchyardv1.ServiceView{}}
+	for _, r := range msg.GetResources() {
+		switch {
+		case r.GetNodeConfig() != nil:
+			st.Config = r.GetNodeConfig()
+		case r.GetService() != nil:
+			st.Services[r.GetName()] = r.GetService()
+		}
+	}
+	return st
+}
+
+func hasIPv6(st *dataplane.State) bool {
+	for _, sv := range st.Services {
+		for _, ip := range sv.GetClusterIps() {
+			if strings.Contains(ip, ":") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// renderCase renders a case as the golden text: each family's restore
+// input followed by its skips.
+func renderCase(t testing.TB, dir string) string {
+	st := loadState(t, dir)
+	opts := RenderOptions{ShardBits: DefaultShardBits}
+	if _, err := os.Stat(filepath.Join(dir, "flat")); err == nil {
+		opts.ShardBits = 0
+	}
+	fams := []Family{IPv4}
+	if hasIPv6(st) {
+		fams = append(fams, IPv6)
+	}
+	var b strings.Builder
+	for _, f := range fams {
+		rs, err := Render(st, f, opts)
+		if err != nil {
+			t.Fatalf("Render %s: %v", f, err)
+		}
+		fmt.Fprintf(&b, "# family %s\n%s", f, rs)
+		for _, s := range rs.Skips {
+			fmt.Fprintf(&b, "# skip %q: %s\n", s.Service, s.Reason)
+		}
+	}
+	return b.String()
+}
+
+func TestRenderGolden(t *testing.T) {
+	dirs, err := filepath.Glob("testdata/*")
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no test cases: %v", err)
+	}
+	for _, dir := range dirs {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			got := renderCase(t, dir)
+			if again := renderCase(t, dir); again != got {
+				t.Fatal("rendering is not deterministic")
+			}
+			path := filepath.Join(dir, "want.rules")
+			if *update {
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update)", err)
+			}
+			if d := cmp.Diff(string(want), got); d != "" {
+				t.Errorf("rules differ (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestValidateFindsDanglingJump(t *testing.T) {
+	rs := newRuleset(IPv4)
+	rs.add(tableNAT, chainServices, "-d 10.0.0.1 -j KUBE-SVC-MISSING")
+	rs.add(tableNAT, "KUBE-SEP-X", "-j DNAT --to-destination 10.0.0.2:80")
+	rs.Jumps = append(rs.Jumps, Jump{Table: tableFilter, Chain: "INPUT", Rule: "-j KUBE-NOPE", Target: "KUBE-NOPE"})
+	err := rs.Validate()
+	if err == nil {
+		t.Fatal("Validate accepted dangling jumps")
+	}
+	for _, want := range []string{"KUBE-SVC-MISSING", "KUBE-NOPE"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+}
+
+func TestChainNamesStableAndShort(t *testing.T) {
+	id := portID("a-very-long-namespace-name-indeed", "and-a-long-service-name", "https-metrics", "tcp")
+	names := []string{svcChain(id), svlChain(id), extChain(id), fwChain(id), shardChain(255)}
+	for _, n := range names {
+		if len(n) > maxChainName {
+			t.Errorf("%s: %d characters", n, len(n))
+		}
+		if !IsOwnedChain(n) {
+			t.Errorf("%s not recognised as owned", n)
+		}
+	}
+	if svcChain(id) != svcChain(portID("a-very-long-namespace-name-indeed", "and-a-long-service-name", "https-metrics", "tcp")) {
+		t.Error("chain name not stable")
+	}
+	if svcChain(id) == svcChain(portID("a-very-long-namespace-name-indeed", "and-a-long-service-name", "https-metrics", "udp")) {
+		t.Error("protocol not part of identity")
+	}
+	if IsOwnedChain("KUBE-FIREWALL") || IsOwnedChain("DOCKER") {
+		t.Error("foreign chain claimed")
+	}
+}
+
+func TestShardingSpreadsServices(t *testing.T) {
+	st := &dataplane.State{Services: map[string]*switchyardv1.ServiceView{}}
+	for i := range 1000 {
+		st.Services[fmt.Sprintf("ns/s%d", i)] = benchService(i, 1)
+	}
+	rs, err := Render(st, IPv4, RenderOptions{ShardBits: DefaultShardBits})
+	if err != nil {
+		t.Fatal(err)
+	}
+	top := len(rs.Chains[tableNAT][chainServices].Rules)
+	if top > 1<<DefaultShardBits+1 {
+		t.Errorf("KUBE-SERVICES has %d rules, want ≤ %d", top, 1<<DefaultShardBits+1)
+	}
+	for i := range 1 << DefaultShardBits {
+		if n := len(rs.Chains[tableNAT][shardChain(i)].Rules); n > 40 {
+			t.Errorf("shard %d has %d rules for 1000 services", i, n)
+		}
+	}
+}

@@ -1,0 +1,166 @@
+package iptables
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Chain is one chain this mode owns: its table, name and rules. A rule is
+// the text after "-A <chain> " in iptables-restore syntax.
+type Chain struct {
+	Table string
+	Name  string
+	Rules []string
+}
+
+// Jump is a rule this mode needs in a built-in chain (PREROUTING → our
+// KUBE-SERVICES, …). Built-in chains are shared with other software, so
+// jumps are ensured one by one instead of rewriting the chain.
+type Jump struct {
+	Table string
+	Chain string
+	Rule  string // ends with "-j <Target>"
+	// Target is the owned chain the rule jumps to.
+	Target string
+}
+
+// Skip records input that was left out of the ruleset (bad address, wrong
+// family, endpoint without the port) so the caller can log and count it.
+type Skip struct {
+	Service string
+	Reason  string
+}
+
+// Ruleset is everything one family needs, rendered without I/O.
+type Ruleset struct {
+	Family Family
+	// Chains by table, then by name.
+	Chains map[string]map[string]*Chain
+	Jumps  []Jump
+	Skips  []Skip
+	// udp describes UDP service ports by id, for conntrack cleanup.
+	udp map[string]udpPort
+}
+
+func newRuleset(f Family) *Ruleset {
+	return &Ruleset{Family: f, Chains: map[string]map[string]*Chain{
+		tableFilter: {}, tableNAT: {},
+	}, udp: map[string]udpPort{}}
+}
+
+// chain returns the named chain, creating it empty.
+func (r *Ruleset) chain(table, name string) *Chain {
+	c, ok := r.Chains[table][name]
+	if !ok {
+		c = &Chain{Table: table, Name: name}
+		r.Chains[table][name] = c
+	}
+	return c
+}
+
+// add appends one rule built from args joined by spaces.
+func (r *Ruleset) add(table, chain string, args ...string) {
+	c := r.chain(table, chain)
+	c.Rules = append(c.Rules, strings.Join(args, " "))
+}
+
+// Tables returns the table names in a stable order.
+func (r *Ruleset) Tables() []string {
+	ts := make([]string, 0, len(r.Chains))
+	for t := range r.Chains {
+		ts = append(ts, t)
+	}
+	sort.Strings(ts)
+	return ts
+}
+
+// ChainNames returns the chain names of a table, sorted.
+func (r *Ruleset) ChainNames(table string) []string {
+	ns := make([]string, 0, len(r.Chains[table]))
+	for n := range r.Chains[table] {
+		ns = append(ns, n)
+	}
+	sort.Strings(ns)
+	return ns
+}
+
+// String renders the whole ruleset as iptables-restore input (for
+// --noflush): tables sorted, chains declared and then filled in name order,
+// followed by the jumps from built-in chains as comments.
+func (r *Ruleset) String() string {
+	var b strings.Builder
+	for _, t := range r.Tables() {
+		fmt.Fprintf(&b, "*%s\n", t)
+		names := r.ChainNames(t)
+		for _, n := range names {
+			fmt.Fprintf(&b, ":%s - [0:0]\n", n)
+		}
+		for _, n := range names {
+			for _, rule := range r.Chains[t][n].Rules {
+				fmt.Fprintf(&b, "-A %s %s\n", n, rule)
+			}
+		}
+		b.WriteString("COMMIT\n")
+	}
+	for _, j := range r.Jumps {
+		fmt.Fprintf(&b, "# jump -t %s -A %s %s\n", j.Table, j.Chain, j.Rule)
+	}
+	return b.String()
+}
+
+// builtinTargets are the targets a rule may use that are not chains.
+var builtinTargets = map[string]bool{
+	"ACCEPT": true, "DROP": true, "REJECT": true, "RETURN": true,
+	"DNAT": true, "SNAT": true, "MASQUERADE": true, "MARK": true,
+	"LOG": true, "CONNMARK": true,
+}
+
+var builtinChains = map[string][]string{
+	tableNAT:    {"PREROUTING", "INPUT", "OUTPUT", "POSTROUTING"},
+	tableFilter: {"INPUT", "FORWARD", "OUTPUT"},
+}
+
+// Validate checks that every -j/-g in the ruleset (chains and jumps)
+// targets a chain of the same table or a built-in target, and that chain
+// names fit iptables' limit.
+func (r *Ruleset) Validate() error {
+	var errs []string
+	check := func(table, where, rule string) {
+		tgt := ruleTarget(rule)
+		if tgt == "" || builtinTargets[tgt] {
+			return
+		}
+		if _, ok := r.Chains[table][tgt]; !ok {
+			errs = append(errs, fmt.Sprintf("%s/%s: jump to missing chain %s", table, where, tgt))
+		}
+	}
+	for _, t := range r.Tables() {
+		for _, n := range r.ChainNames(t) {
+			if len(n) > maxChainName {
+				errs = append(errs, fmt.Sprintf("%s/%s: name longer than %d", t, n, maxChainName))
+			}
+			for _, rule := range r.Chains[t][n].Rules {
+				check(t, n, rule)
+			}
+		}
+	}
+	for _, j := range r.Jumps {
+		check(j.Table, j.Chain, j.Rule)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid ruleset: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// ruleTarget returns the chain or target after -j or -g, "" if none.
+func ruleTarget(rule string) string {
+	f := strings.Fields(rule)
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "-j" || f[i] == "-g" || f[i] == "--jump" || f[i] == "--goto" {
+			return f[i+1]
+		}
+	}
+	return ""
+}

@@ -1,0 +1,146 @@
+package iptables
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+// benchService is service i with 5 endpoints; alt moves its last endpoint.
+func benchService(i int, alt bool) *switchyardv1.ServiceView {
+	sv := &switchyardv1.ServiceView{
+		Namespace: "bench", Name: fmt.Sprintf("s%d", i), Type: switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP,
+		ClusterIps:      []string{fmt.Sprintf("10.96.%d.%d", i/250, i%250+1)},
+		Ports:           []*switchyardv1.ServicePort{{Name: "http", Protocol: switchyardv1.Protocol_PROTOCOL_TCP, Port: 80}},
+		HasAnyEndpoints: true,
+	}
+	for e := range 5 {
+		n := i*5 + e
+		addr := fmt.Sprintf("10.%d.%d.%d", 128+n/62500, (n/250)%250, n%250+1)
+		if alt && e == 4 {
+			addr = "10.127.0.1"
+		}
+		sv.ClusterEndpoints = append(sv.ClusterEndpoints, &switchyardv1.Endpoint{
+			Address: addr, Ready: true, Serving: true,
+			Ports: []*switchyardv1.EndpointPort{{Name: "http", Port: 8080}},
+		})
+	}
+	return sv
+}
+
+func benchState(n int) *dataplane.State {
+	st := &dataplane.State{
+		Config:   &switchyardv1.NodeConfig{NodeName: "bench", ClusterCidrs: []string{"10.128.0.0/9"}},
+		Services: make(map[string]*switchyardv1.ServiceView, n+1),
+	}
+	for i := range n {
+		st.Services[fmt.Sprintf("bench/s%d", i)] = benchService(i, false)
+	}
+	return st
+}
+
+func withService(st *dataplane.State, sv *switchyardv1.ServiceView) *dataplane.State {
+	next := &dataplane.State{Config: st.Config, Services: make(map[string]*switchyardv1.ServiceView, len(st.Services)+1)}
+	for k, v := range st.Services {
+		next.Services[k] = v
+	}
+	next.Services["bench/"+sv.Name] = sv
+	return next
+}
+
+// BenchmarkSync measures syncs in a throwaway node namespace, on both
+// flavours, for the sharded structure and for kube-proxy's (flat
+// KUBE-SERVICES rewritten on every sync). Sub-benchmarks:
+//   - full: a Full resync of an unchanged state (read-back + rewrite all);
+//   - one-endpoint: one endpoint of one service moves (partial sync);
+//   - add-service: a service appears / disappears (partial sync).
+//
+// SWITCHYARD_BENCH_10K=1 adds 10,000 services.
+func BenchmarkSync(b *testing.B) {
+	sizes := []int{1000, 5000}
+	if os.Getenv("SWITCHYARD_BENCH_10K") != "" {
+		sizes = append(sizes, 10000)
+	}
+	for _, fl := range []iptables.Flavour{iptables.FlavourNFT, iptables.FlavourLegacy} {
+		for _, shape := range []string{"sharded", "kube-proxy"} {
+			for _, n := range sizes {
+				b.Run(fmt.Sprintf("%s/%s/services=%d", fl, shape, n), func(b *testing.B) {
+					benchOne(b, fl, shape == "kube-proxy", n)
+				})
+			}
+		}
+	}
+}
+
+func benchOne(b *testing.B, fl iptables.Flavour, kubeProxy bool, n int) {
+	netns.RequireRoot(b)
+	topo, err := netns.Create(b.Context(), netns.Spec{Nodes: 1}, netns.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = topo.Close(b.Context()) })
+	r := &nsRunner{topo: topo, ns: topo.Node(0).NS}
+	dp, err := iptables.New(iptables.Config{Runner: r, Families: []iptables.Family{iptables.IPv4},
+		Flavour: fl, KubeProxyShape: kubeProxy})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := b.Context()
+	st := benchState(n)
+	start := time.Now()
+	if err := dp.Apply(ctx, st, dataplane.ApplyOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("%s kubeProxy=%v n=%d first sync %v", fl, kubeProxy, n, time.Since(start))
+	var written, restores int
+	apply := func(b *testing.B, st *dataplane.State, full bool) {
+		if err := dp.Apply(ctx, st, dataplane.ApplyOptions{Full: full}); err != nil {
+			b.Fatal(err)
+		}
+		s := dp.LastSync()
+		written += s.ChainsWritten
+		restores += s.Restores
+	}
+	report := func(b *testing.B) {
+		b.ReportMetric(float64(written)/float64(b.N), "chains/op")
+		b.ReportMetric(float64(restores)/float64(b.N), "restores/op")
+		written, restores = 0, 0
+	}
+	b.Run("full", func(b *testing.B) {
+		for b.Loop() {
+			apply(b, st, true)
+		}
+		report(b)
+	})
+	moved := withService(st, benchService(n/2, true))
+	b.Run("one-endpoint", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			if i++; i%2 == 1 {
+				apply(b, moved, false)
+			} else {
+				apply(b, st, false)
+			}
+		}
+		report(b)
+		apply(b, st, false)
+	})
+	added := withService(st, benchService(n, false))
+	b.Run("add-service", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			if i++; i%2 == 1 {
+				apply(b, added, false)
+			} else {
+				apply(b, st, false)
+			}
+		}
+		report(b)
+	})
+}

@@ -1,0 +1,6 @@
+// Package iptables holds the real-kernel tests of dataplane/iptables: a
+// node namespace with three pods running echo servers and a client
+// namespace, built by e2e/testbed. The dataplane runs every iptables
+// command inside the node namespace; nothing touches the machine's own.
+// The tests need root and skip without it (fail when CI is set).
+package iptables

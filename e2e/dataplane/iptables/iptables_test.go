@@ -1,0 +1,387 @@
+package iptables
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"net/netip"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/echo"
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/probe"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+func TestMain(m *testing.M) {
+	if code, ok := echo.RunChild(); ok {
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+// nsRunner runs iptables commands in one namespace of the topology and
+// records restore inputs.
+type nsRunner struct {
+	topo *netns.Topology
+	ns   string
+
+	mu       sync.Mutex
+	restores []string
+}
+
+func (r *nsRunner) Run(ctx context.Context, argv []string, stdin []byte) ([]byte, error) {
+	if strings.HasSuffix(argv[0], "-restore") {
+		r.mu.Lock()
+		r.restores = append(r.restores, string(stdin))
+		r.mu.Unlock()
+	}
+	return r.topo.ExecInput(ctx, r.ns, bytes.NewReader(stdin), argv...)
+}
+
+func (r *nsRunner) takeRestores() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.restores
+	r.restores = nil
+	return out
+}
+
+type bed struct {
+	topo   *netns.Topology
+	node   netns.Node
+	pods   []netns.Pod
+	runner *nsRunner
+	dp     *iptables.Dataplane
+}
+
+func newBed(t *testing.T) *bed {
+	t.Helper()
+	topo := netns.New(t, netns.Spec{Nodes: 1, Pods: 3})
+	if _, err := echo.StartPods(t.Context(), echo.Launcher{Topo: topo}, topo.Pods(),
+		echo.Config{TCP: ":8080", UDP: ":8080", ReportClient: true}); err != nil {
+		t.Fatalf("echo servers: %v", err)
+	}
+	node := topo.Node(0)
+	r := &nsRunner{topo: topo, ns: node.NS}
+	dp, err := iptables.New(iptables.Config{
+		Runner: r, Families: []iptables.Family{iptables.IPv4}, Logger: netns.TestLogger(t),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &bed{topo: topo, node: node, pods: topo.Pods(), runner: r, dp: dp}
+}
+
+func (b *bed) svc(name, vip string, port, nodePort uint32, pods ...netns.Pod) *switchyardv1.ServiceView {
+	sv := &switchyardv1.ServiceView{
+		Namespace: "default", Name: name, Type: switchyardv1.ServiceType_SERVICE_TYPE_NODE_PORT,
+		ClusterIps: []string{vip},
+		Ports: []*switchyardv1.ServicePort{{Name: "http", Protocol: switchyardv1.Protocol_PROTOCOL_TCP,
+			Port: port, NodePort: nodePort}},
+		ExternalTrafficPolicy: switchyardv1.TrafficPolicy_TRAFFIC_POLICY_CLUSTER,
+		InternalTrafficPolicy: switchyardv1.TrafficPolicy_TRAFFIC_POLICY_CLUSTER,
+		HasAnyEndpoints:       len(pods) > 0,
+	}
+	for _, p := range pods {
+		sv.ClusterEndpoints = append(sv.ClusterEndpoints, &switchyardv1.Endpoint{
+			Address: p.IP.String(), Ready: true, Serving: true,
+			Ports: []*switchyardv1.EndpointPort{{Name: "http", Port: 8080}},
+		})
+	}
+	return sv
+}
+
+func (b *bed) state(svcs ...*switchyardv1.ServiceView) *dataplane.State {
+	st := &dataplane.State{
+		Config: &switchyardv1.NodeConfig{NodeName: b.node.Name,
+			ClusterCidrs: []string{"10.244.0.0/16"}, NodeIps: []string{b.node.IP.String()}},
+		Services: map[string]*switchyardv1.ServiceView{},
+	}
+	for _, sv := range svcs {
+		st.Services[sv.Namespace+"/"+sv.Name] = sv
+	}
+	return st
+}
+
+func (b *bed) apply(t *testing.T, st *dataplane.State) {
+	t.Helper()
+	if err := b.dp.Apply(t.Context(), st, dataplane.ApplyOptions{}); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+}
+
+// checkShares asserts n connections spread over the backends within ±4σ
+// of the binomial expectation, with no failures.
+func checkShares(t *testing.T, res probe.Result, backends int) {
+	t.Helper()
+	if len(res.Failures) > 0 {
+		t.Fatalf("%d failures, first: %v", len(res.Failures), res.Failures[0])
+	}
+	n := float64(res.Attempts)
+	p := 1 / float64(backends)
+	mean, sigma := n*p, math.Sqrt(n*p*(1-p))
+	if len(res.Counts) != backends {
+		t.Fatalf("reached %d backends, want %d: %v", len(res.Counts), backends, res.Counts)
+	}
+	for name, c := range res.Counts {
+		if math.Abs(float64(c)-mean) > 4*sigma {
+			t.Errorf("backend %s got %d of %d, want %.0f±%.0f", name, c, res.Attempts, mean, 4*sigma)
+		}
+	}
+	t.Logf("shares: %v", res.Counts)
+}
+
+var vip = netip.MustParseAddrPort("10.96.0.10:80")
+
+func TestClusterIPFromNodeAndClient(t *testing.T) {
+	b := newBed(t)
+	b.apply(t, b.state(b.svc("web", vip.Addr().String(), 80, 30080, b.pods...)))
+	for _, from := range []struct{ name, ns string }{
+		{"node (OUTPUT)", b.node.NS}, {"client (PREROUTING)", b.topo.Client().NS},
+	} {
+		t.Run(from.name, func(t *testing.T) {
+			res, err := probe.New(b.topo, from.ns).TCP(t.Context(), vip, probe.Options{Count: 300, Parallel: 8})
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkShares(t, res, 3)
+		})
+	}
+	t.Run("NodePort on the node IP", func(t *testing.T) {
+		np := netip.AddrPortFrom(b.node.IP, 30080)
+		res, err := probe.New(b.topo, b.topo.Client().NS).TCP(t.Context(), np, probe.Options{Count: 300, Parallel: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkShares(t, res, 3)
+	})
+}
+
+func TestAffinityPinsClient(t *testing.T) {
+	b := newBed(t)
+	sv := b.svc("sticky", vip.Addr().String(), 80, 0, b.pods...)
+	sv.Type = switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP
+	sv.SessionAffinity = switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP
+	sv.SessionAffinityTimeoutSeconds = 600
+	b.apply(t, b.state(sv))
+	res, err := probe.New(b.topo, b.topo.Client().NS).TCP(t.Context(), vip, probe.Options{Count: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failures) > 0 || len(res.Counts) != 1 {
+		t.Fatalf("want all 50 on one backend, got %v, failures %v", res.Counts, res.Failures)
+	}
+}
+
+func TestNoEndpointsRefusedFast(t *testing.T) {
+	b := newBed(t)
+	b.apply(t, b.state(b.svc("empty", vip.Addr().String(), 80, 0)))
+	for _, ns := range []string{b.node.NS, b.topo.Client().NS} {
+		res, err := probe.New(b.topo, ns).TCP(t.Context(), vip, probe.Options{Count: 5, Timeout: 2 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Failures) != 5 {
+			t.Fatalf("want 5 failures, got %v", res)
+		}
+		for _, f := range res.Failures {
+			if f.Reason != probe.ReasonRefused {
+				t.Errorf("attempt %d: %s, want refused", f.Attempt, f.Reason)
+			}
+		}
+		if res.Elapsed > time.Second {
+			t.Errorf("5 refusals took %v: not fast", res.Elapsed)
+		}
+	}
+}
+
+func TestETPLocalDropsWithoutLocalEndpoints(t *testing.T) {
+	b := newBed(t)
+	sv := b.svc("local", vip.Addr().String(), 80, 30081, b.pods...)
+	sv.ExternalTrafficPolicy = switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL
+	b.apply(t, b.state(sv)) // endpoints exist, none local: DROP
+	np := netip.AddrPortFrom(b.node.IP, 30081)
+	res, err := probe.New(b.topo, b.topo.Client().NS).TCP(t.Context(), np, probe.Options{Count: 3, Parallel: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range res.Failures {
+		if f.Reason != probe.ReasonTimeout {
+			t.Errorf("attempt %d: %s, want timeout (dropped)", f.Attempt, f.Reason)
+		}
+	}
+	if len(res.Failures) != 3 {
+		t.Errorf("want 3 dropped attempts, got %v", res.Counts)
+	}
+	// The cluster IP still uses cluster endpoints.
+	res, err = probe.New(b.topo, b.node.NS).TCP(t.Context(), vip, probe.Options{Count: 10})
+	if err != nil || len(res.Failures) > 0 {
+		t.Fatalf("cluster IP under ETP Local: %v %v", err, res.Failures)
+	}
+}
+
+func TestPartialSyncTouchesOnlyChangedChains(t *testing.T) {
+	b := newBed(t)
+	var svcs []*switchyardv1.ServiceView
+	for i := range 50 {
+		svcs = append(svcs, b.svc(fmt.Sprintf("s%d", i), fmt.Sprintf("10.96.1.%d", i+1), 80, 0, b.pods...))
+	}
+	b.apply(t, b.state(svcs...))
+	before := b.save(t)
+	b.runner.takeRestores()
+
+	svcs[7] = b.svc("s7", "10.96.1.8", 80, 0, b.pods[0], b.pods[1]) // one endpoint gone
+	b.apply(t, b.state(svcs...))
+	rs := b.runner.takeRestores()
+	if len(rs) != 1 {
+		t.Fatalf("want one restore, got %d", len(rs))
+	}
+	var declared []string
+	for _, l := range strings.Split(rs[0], "\n") {
+		if strings.HasPrefix(l, ":") {
+			name, _, _ := strings.Cut(l[1:], " ")
+			declared = append(declared, name)
+		}
+	}
+	if len(declared) != 2 || !strings.HasPrefix(declared[0], "KUBE-SVC-") || !strings.HasPrefix(declared[1], "KUBE-SEP-") {
+		t.Errorf("restore declared %v, want one KUBE-SVC and the removed KUBE-SEP", declared)
+	}
+	after := b.save(t)
+	changed := diffChains(before, after)
+	slices.Sort(changed)
+	if len(changed) != 2 {
+		t.Errorf("iptables-save shows %d changed chains %v, want the SVC chain and the removed SEP", len(changed), changed)
+	}
+	for _, c := range changed {
+		if !strings.HasPrefix(c, "KUBE-SVC-") && !strings.HasPrefix(c, "KUBE-SEP-") {
+			t.Errorf("unexpected change in %s", c)
+		}
+	}
+	// Traffic still reaches the two remaining backends.
+	res, err := probe.New(b.topo, b.node.NS).TCP(t.Context(), netip.MustParseAddrPort("10.96.1.8:80"), probe.Options{Count: 20})
+	if err != nil || len(res.Failures) > 0 || len(res.Counts) != 2 {
+		t.Fatalf("after partial sync: %v %v %v", err, res.Counts, res.Failures)
+	}
+}
+
+// save reads the nat table back as chain → rules.
+func (b *bed) save(t *testing.T) map[string]string {
+	t.Helper()
+	out, err := b.topo.Exec(t.Context(), b.node.NS, "iptables-save", "-t", "nat")
+	if err != nil {
+		// The flavour may be legacy in this namespace.
+		out, err = b.topo.Exec(t.Context(), b.node.NS, "iptables-legacy-save", "-t", "nat")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	chains := map[string]string{}
+	for _, l := range strings.Split(string(out), "\n") {
+		switch {
+		case strings.HasPrefix(l, ":"):
+			name, _, _ := strings.Cut(l[1:], " ")
+			chains[name] += ""
+		case strings.HasPrefix(l, "-A "):
+			name, rule, _ := strings.Cut(l[3:], " ")
+			chains[name] += rule + "\n"
+		}
+	}
+	return chains
+}
+
+func diffChains(a, b map[string]string) []string {
+	var out []string
+	for n, r := range a {
+		if r2, ok := b[n]; !ok || r2 != r {
+			out = append(out, n)
+		}
+	}
+	for n := range b {
+		if _, ok := a[n]; !ok {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func TestSecondApplyIsNoopAndCleanupRemovesOnlyOurs(t *testing.T) {
+	b := newBed(t)
+	foreign := "*nat\n:FOREIGN - [0:0]\n-A FOREIGN -p tcp --dport 9 -j RETURN\n-A PREROUTING -j FOREIGN\nCOMMIT\n"
+	if _, err := b.topo.ExecInput(t.Context(), b.node.NS, strings.NewReader(foreign), "iptables-restore", "--noflush"); err != nil {
+		t.Fatal(err)
+	}
+	st := b.state(b.svc("web", vip.Addr().String(), 80, 30080, b.pods...))
+	b.apply(t, st)
+	b.runner.takeRestores()
+	b.apply(t, st)
+	if rs := b.runner.takeRestores(); len(rs) != 0 {
+		t.Errorf("second Apply of the same state ran %d restores", len(rs))
+	}
+	if err := b.dp.Cleanup(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{"nat", "filter"} {
+		out, err := b.topo.Exec(t.Context(), b.node.NS, "iptables-save", "-t", table)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(out), "KUBE-") {
+			t.Errorf("%s still holds our rules after Cleanup:\n%s", table, out)
+		}
+		if table == "nat" && !strings.Contains(string(out), "-A PREROUTING -j FOREIGN") {
+			t.Errorf("Cleanup removed a foreign rule:\n%s", out)
+		}
+	}
+}
+
+// TestFullResyncOfUnchangedStateWritesNothing checks, on both flavours,
+// that the read-back comparison recognises every rule form we render as
+// iptables-save prints it back.
+func TestFullResyncOfUnchangedStateWritesNothing(t *testing.T) {
+	for _, fl := range []iptables.Flavour{iptables.FlavourNFT, iptables.FlavourLegacy} {
+		t.Run(string(fl), func(t *testing.T) {
+			b := newBed(t)
+			dp, err := iptables.New(iptables.Config{Runner: b.runner, Families: []iptables.Family{iptables.IPv4}, Flavour: fl})
+			if err != nil {
+				t.Fatal(err)
+			}
+			web := b.svc("web", "10.96.0.10", 80, 30080, b.pods...)
+			sticky := b.svc("sticky", "10.96.0.11", 80, 0, b.pods...)
+			sticky.SessionAffinity = switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP
+			sticky.SessionAffinityTimeoutSeconds = 60
+			lb := b.svc("lb", "10.96.0.12", 443, 30443, b.pods[0])
+			lb.Type = switchyardv1.ServiceType_SERVICE_TYPE_LOAD_BALANCER
+			lb.LoadBalancerIps = []string{"203.0.113.9"}
+			lb.LoadBalancerSourceRanges = []string{"198.51.100.0/24"}
+			lb.ExternalIps = []string{"192.0.2.9"}
+			lb.ExternalTrafficPolicy = switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL
+			lb.LocalEndpoints = lb.ClusterEndpoints
+			lb.HealthCheckNodePort = 32000
+			dns := b.svc("dns", "10.96.0.13", 53, 0, b.pods...)
+			dns.Ports[0].Protocol = switchyardv1.Protocol_PROTOCOL_UDP
+			empty := b.svc("empty", "10.96.0.14", 80, 30081)
+			st := b.state(web, sticky, lb, dns, empty)
+			if err := dp.Apply(t.Context(), st, dataplane.ApplyOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			b.runner.takeRestores()
+			if err := dp.Apply(t.Context(), st, dataplane.ApplyOptions{Full: true}); err != nil {
+				t.Fatal(err)
+			}
+			if s := dp.LastSync(); s.ChainsWritten != 0 || s.Restores != 0 {
+				saved, _ := b.topo.Exec(t.Context(), b.node.NS, "iptables-"+string(fl)+"-save")
+				t.Errorf("full resync of an unchanged state: %+v; restores:\n%s\nkernel:\n%s",
+					s, strings.Join(b.runner.takeRestores(), "\n"), saved)
+			}
+		})
+	}
+}
