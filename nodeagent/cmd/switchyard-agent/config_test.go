@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +12,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -93,8 +96,8 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 }
 
 func TestUnavailableModes(t *testing.T) {
-	newDP := dataplanes(&bytes.Buffer{})
-	for _, name := range []string{"iptables", "ipvs", "nftables", "userspace"} {
+	newDP := dataplanes(&bytes.Buffer{}, slog.New(slog.DiscardHandler))
+	for _, name := range []string{"ipvs", "nftables", "userspace"} {
 		t.Run(name, func(t *testing.T) {
 			err := run(t.Context(), []string{"--mode", name, "--insecure", "--control-plane", "a:1", "--node-name", "n", "--state-dir", t.TempDir()}, &bytes.Buffer{}, &bytes.Buffer{})
 			if want := "mode " + name + " is not available yet"; err == nil || err.Error() != want {
@@ -111,5 +114,18 @@ func TestUnavailableModes(t *testing.T) {
 	}
 	if _, err := parseMode("bogus"); err == nil {
 		t.Error("bogus mode accepted")
+	}
+}
+
+// TestIPTablesModeBuilds checks the iptables mode is wired. Building it must
+// not touch the kernel (this test runs in the machine's own namespace):
+// flavour detection happens on the first Apply, which is never called here.
+func TestIPTablesModeBuilds(t *testing.T) {
+	dp, err := dataplanes(&bytes.Buffer{}, slog.New(slog.DiscardHandler))(switchyardv1.DataplaneMode_DATAPLANE_MODE_IPTABLES)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dp.Mode() != "iptables" {
+		t.Errorf("mode = %q, want iptables", dp.Mode())
 	}
 }

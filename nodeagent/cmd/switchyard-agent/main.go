@@ -18,12 +18,15 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/dryrun"
+	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/agent"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -58,7 +61,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	newDP := dataplanes(stdout)
+	newDP := dataplanes(stdout, logger)
 	if _, err := newDP(mode); err != nil {
 		return err
 	}
@@ -115,15 +118,37 @@ func modeName(m switchyardv1.DataplaneMode) string {
 	return m.String()
 }
 
-// dataplanes builds the dataplane of a mode; only dry-run exists so far.
-func dataplanes(stdout io.Writer) func(switchyardv1.DataplaneMode) (dataplane.Dataplane, error) {
+// dataplanes builds the dataplane of a mode. dry-run and iptables exist so
+// far. Building one touches no kernel state: iptables detects its flavour
+// on the first Apply, in the namespace the agent runs in (the node's).
+func dataplanes(stdout io.Writer, log *slog.Logger) func(switchyardv1.DataplaneMode) (dataplane.Dataplane, error) {
 	dry := dryrun.New(stdout)
 	return func(m switchyardv1.DataplaneMode) (dataplane.Dataplane, error) {
-		if m == switchyardv1.DataplaneMode_DATAPLANE_MODE_DRY_RUN {
+		switch m {
+		case switchyardv1.DataplaneMode_DATAPLANE_MODE_DRY_RUN:
 			return dry, nil
+		case switchyardv1.DataplaneMode_DATAPLANE_MODE_IPTABLES:
+			return newIPTables(log)
 		}
 		return nil, fmt.Errorf("mode %s is not available yet", modeName(m))
 	}
+}
+
+func newIPTables(log *slog.Logger) (dataplane.Dataplane, error) {
+	h, err := netlink.NewHandle(unix.NETLINK_NETFILTER)
+	if err != nil {
+		return nil, fmt.Errorf("iptables mode: netlink handle for conntrack: %w", err)
+	}
+	dp, err := iptables.New(iptables.Config{
+		Runner:    iptables.ExecRunner{},
+		Conntrack: iptables.NetlinkConntrack{Handle: h},
+		Logger:    log.With("mode", "iptables"),
+	})
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("iptables mode: %w", err)
+	}
+	return dp, nil
 }
 
 func transportCredentials(c Config) (credentials.TransportCredentials, error) {
