@@ -1,8 +1,6 @@
 package sotw
 
 import (
-	"sync"
-
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/stream"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
@@ -21,38 +19,26 @@ type (
 // unimplemented; the wiring package combines it with package delta.
 type Server struct {
 	switchyardv1.UnimplementedDiscoveryServiceServer
-
-	cache   *cache.Cache
-	opts    stream.Options
-	closing chan struct{}
-	once    sync.Once
+	*stream.Endpoint
 }
 
 var _ switchyardv1.DiscoveryServiceServer = (*Server)(nil)
 
-// New returns a server of c's views; opts.RPC and opts.Closing are set here.
+// New returns a server of c's views.
 func New(c *cache.Cache, opts stream.Options) *Server {
-	s := &Server{cache: c, closing: make(chan struct{})}
-	opts.RPC, opts.Closing = RPC, s.closing
-	s.opts = opts.WithDefaults()
-	return s
+	return &Server{Endpoint: stream.NewEndpoint(c, RPC, opts)}
 }
 
 // StreamSnapshots serves one agent's stream until it ends.
 func (s *Server) StreamSnapshots(st grpc.BidiStreamingServer[request, response]) error {
-	return stream.Serve[*request, *response](st, s.cache, s.opts, s.newVariant)
-}
-
-// Shutdown ends every open stream with codes.Unavailable. Idempotent.
-func (s *Server) Shutdown() {
-	s.once.Do(func() { close(s.closing) })
+	return stream.Serve[*request, *response](st, s.Cache, s.Opts, s.newVariant)
 }
 
 func (s *Server) newVariant(first *request) (stream.Variant[*response], error) {
 	return &variant{
 		applied: first.GetVersionInfo(),
-		limit:   s.opts.MaxMessageBytes,
-		cpID:    s.opts.ControlPlaneID,
+		limit:   s.Opts.MaxMessageBytes,
+		cpID:    s.Opts.ControlPlaneID,
 	}, nil
 }
 
