@@ -86,8 +86,11 @@ test: lint proto-check unit-test fuzz ## everything CI runs
 bench: ## benchmarks (numbers, never pass/fail)
 	go test -run '^$$' -bench . -benchmem $(PKGS)
 
-demo: ## run the whole system locally
-	@echo "make demo: not yet — the end-to-end demo lands with issue 8 (whole system)."; exit 1
+DEMO_ARGS ?=
+
+demo: ## run the whole system locally (root; DEMO_ARGS=--exit tears down at once)
+	@if [ "$$(id -u)" != 0 ]; then echo "make demo needs root: it creates network namespaces and runs the agents' iptables inside them (never in this machine's namespace); run: sudo make demo"; exit 1; fi
+	go run ./e2e/cmd/demo $(DEMO_ARGS)
 
 clean:
 	rm -rf $(BIN)

@@ -66,7 +66,7 @@ func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path to a kubeconfig; in-cluster configuration when empty")
-	fs.StringVar(&o.Listen, "listen", ":18000", "gRPC address for the discovery and admin services")
+	fs.StringVar(&o.Listen, "listen", ":18000", "gRPC address for the discovery and admin services (host:port, or unix:///path for a unix socket)")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":10263", "HTTP address for /metrics; empty disables")
 	fs.StringVar(&o.HealthzAddr, "healthz-bind-address", ":10262", "HTTP address for /healthz and /readyz; empty disables")
 	fs.DurationVar(&o.CoalesceWindow, "coalesce-window", 100*time.Millisecond, "how long changes are batched per node before a response")

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -98,7 +99,7 @@ func Run(ctx context.Context, o Options) error {
 		Recorder: &translate.Counts{}, Observer: observer{m},
 	})
 
-	lis, err := net.Listen("tcp", o.Listen)
+	lis, err := listen(o.Listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", o.Listen, err)
 	}
@@ -196,3 +197,16 @@ type observer struct{ m *metrics.Metrics }
 
 func (o observer) InformerEvent(kind, typ string)  { o.m.InformerEvent(kind, typ) }
 func (o observer) Computed(d time.Duration, _ int) { o.m.ObserveCompute(d) }
+
+// listen opens the gRPC listener: "unix:///path" is a unix socket (reachable
+// from every network namespace that sees the file system), anything else a
+// TCP host:port.
+func listen(addr string) (net.Listener, error) {
+	if path, ok := strings.CutPrefix(addr, "unix://"); ok {
+		if path == "" {
+			return nil, errors.New("unix:// address without a path")
+		}
+		return net.Listen("unix", path)
+	}
+	return net.Listen("tcp", addr)
+}
