@@ -27,6 +27,13 @@ type Config struct {
 	// MaxChainsPerRestore bounds the chains one restore declares (nft's
 	// restore slows down with it). 0: 5000 on nft, unbounded on legacy.
 	MaxChainsPerRestore int
+	// RewriteTablesAbove is the number of chains a full sync (the first,
+	// or one with ApplyOptions.Full) must write before it replaces the nat
+	// and filter tables whole with one restore without --noflush, foreign
+	// chains and rules carried over verbatim from the read-back (see
+	// doc.go). 0: 1000 on nft, never on legacy or with KubeProxyShape;
+	// negative: never.
+	RewriteTablesAbove int
 	// Conntrack deletes stale UDP conntrack entries after a sync; nil
 	// disables that.
 	Conntrack Conntrack
@@ -52,6 +59,9 @@ type SyncStats struct {
 	ChainsWritten int
 	ChainsRemoved int
 	Restores      int
+	// TableRewrites counts restores without --noflush that replaced
+	// whole tables.
+	TableRewrites int
 }
 
 var _ dataplane.Dataplane = (*Dataplane)(nil)
@@ -145,11 +155,13 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 	prev, synced := d.state[fam]
 	var p syncPlan
 	if full || !synced {
-		out, err := d.cfg.Runner.Run(ctx, []string{fam.saveCmd(d.flavour)}, nil)
-		if err != nil {
-			return fmt.Errorf("read back: %w", err)
+		var rewritten bool
+		if p, rewritten, err = d.planFullSync(ctx, fam, rs); err != nil {
+			return err
 		}
-		p = planFull(readKernel(parseSave(out)), rs, d.cfg.KubeProxyShape)
+		if rewritten {
+			return d.finish(ctx, fam, rs, p)
+		}
 	} else {
 		var always map[string]bool
 		if d.cfg.KubeProxyShape {
@@ -168,6 +180,46 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 			d.stats.Restores++
 		}
 	}
+	return d.finish(ctx, fam, rs, p)
+}
+
+// planFullSync reads the tables back and plans a full sync. When the plan
+// calls for it, it replaces whole tables right away and reports done.
+func (d *Dataplane) planFullSync(ctx context.Context, fam Family, rs *Ruleset) (p syncPlan, done bool, err error) {
+	saved, opaque, err := d.readBack(ctx, fam)
+	if err != nil {
+		return p, false, err
+	}
+	p = planFull(readKernel(saved), rs, d.cfg.KubeProxyShape)
+	if !shouldRewrite(p, rs, opaque, d.rewriteAbove()) {
+		return p, false, nil
+	}
+	err = d.rewrite(ctx, fam, rewritePayload(saved, rs))
+	if err == nil || ctx.Err() != nil {
+		return p, err == nil, err
+	}
+	// Each COMMIT is its own transaction, so the failed restore may have
+	// replaced some tables: plan the batched --noflush path from a fresh
+	// read-back.
+	d.log.Warn("whole-table rewrite failed, writing in batches", "family", fam.String(), "error", err)
+	if saved, _, err = d.readBack(ctx, fam); err != nil {
+		return p, false, err
+	}
+	return planFull(readKernel(saved), rs, d.cfg.KubeProxyShape), false, nil
+}
+
+func (d *Dataplane) readBack(ctx context.Context, fam Family) (map[string]*savedTable, bool, error) {
+	out, err := d.cfg.Runner.Run(ctx, []string{fam.saveCmd(d.flavour)}, nil)
+	if err != nil {
+		return nil, false, fmt.Errorf("read back: %w", err)
+	}
+	saved, opaque := parseSave(out)
+	return saved, opaque, nil
+}
+
+// finish records a successful sync of fam and deletes stale UDP
+// conntrack entries.
+func (d *Dataplane) finish(ctx context.Context, fam Family, rs *Ruleset, p syncPlan) error {
 	d.stats.ChainsWritten += p.written
 	for _, rm := range p.remove {
 		d.stats.ChainsRemoved += len(rm)
@@ -190,6 +242,28 @@ func (d *Dataplane) maxChains() int {
 		return d.cfg.MaxChainsPerRestore
 	}
 	return 5000
+}
+
+func (d *Dataplane) rewriteAbove() int {
+	switch {
+	case d.cfg.RewriteTablesAbove != 0:
+		return d.cfg.RewriteTablesAbove
+	case d.flavour != FlavourNFT || d.cfg.KubeProxyShape:
+		return -1
+	}
+	return defaultRewriteAbove
+}
+
+// rewrite replaces whole tables: iptables-restore without --noflush
+// flushes every table named in payload and deletes its chains first.
+func (d *Dataplane) rewrite(ctx context.Context, fam Family, payload string) error {
+	argv := []string{fam.restoreCmd(d.flavour), "-w"}
+	if _, err := d.cfg.Runner.Run(ctx, argv, []byte(payload)); err != nil {
+		return fmt.Errorf("rewrite tables: %w", err)
+	}
+	d.stats.Restores++
+	d.stats.TableRewrites++
+	return nil
 }
 
 func (d *Dataplane) restore(ctx context.Context, fam Family, payload string) error {
@@ -225,7 +299,8 @@ func (d *Dataplane) cleanupFamily(ctx context.Context, fam Family) error {
 	if err != nil {
 		return fmt.Errorf("read back: %w", err)
 	}
-	payload := cleanupPayload(parseSave(out))
+	saved, _ := parseSave(out)
+	payload := cleanupPayload(saved)
 	if payload == "" {
 		return nil
 	}

@@ -34,13 +34,17 @@ func benchService(i int, alt bool) *switchyardv1.ServiceView {
 	return sv
 }
 
-func benchState(n int) *dataplane.State {
+func benchState(n int) *dataplane.State { return benchStateAlt(n, false) }
+
+// benchStateAlt is benchState with, when alt, the last endpoint of every
+// service moved.
+func benchStateAlt(n int, alt bool) *dataplane.State {
 	st := &dataplane.State{
 		Config:   &switchyardv1.NodeConfig{NodeName: "bench", ClusterCidrs: []string{"10.128.0.0/9"}},
 		Services: make(map[string]*switchyardv1.ServiceView, n+1),
 	}
 	for i := range n {
-		st.Services[fmt.Sprintf("bench/s%d", i)] = benchService(i, false)
+		st.Services[fmt.Sprintf("bench/s%d", i)] = benchService(i, alt)
 	}
 	return st
 }
@@ -59,9 +63,14 @@ func withService(st *dataplane.State, sv *switchyardv1.ServiceView) *dataplane.S
 // KUBE-SERVICES rewritten on every sync). Sub-benchmarks:
 //   - full: a Full resync of an unchanged state (read-back + rewrite all);
 //   - one-endpoint: one endpoint of one service moves (partial sync);
-//   - add-service: a service appears / disappears (partial sync).
+//   - add-service: a service appears / disappears (partial sync);
+//   - all-move (sharded only): a Full sync where one endpoint of every
+//     service moves (a third of the chains written: on nft a whole-table
+//     rewrite of a populated table).
 //
-// SWITCHYARD_BENCH_10K=1 adds 10,000 services.
+// SWITCHYARD_BENCH_10K=1 adds 10,000 services; SWITCHYARD_BENCH_NO_REWRITE=1
+// disables the whole-table rewrite (Config.RewriteTablesAbove = -1) to
+// compare it with the batched --noflush path.
 func BenchmarkSync(b *testing.B) {
 	sizes := []int{1000, 5000}
 	if os.Getenv("SWITCHYARD_BENCH_10K") != "" {
@@ -86,8 +95,12 @@ func benchOne(b *testing.B, fl iptables.Flavour, kubeProxy bool, n int) {
 	}
 	b.Cleanup(func() { _ = topo.Close(b.Context()) })
 	r := &nsRunner{topo: topo, ns: topo.Node(0).NS}
-	dp, err := iptables.New(iptables.Config{Runner: r, Families: []iptables.Family{iptables.IPv4},
-		Flavour: fl, KubeProxyShape: kubeProxy})
+	cfg := iptables.Config{Runner: r, Families: []iptables.Family{iptables.IPv4},
+		Flavour: fl, KubeProxyShape: kubeProxy}
+	if os.Getenv("SWITCHYARD_BENCH_NO_REWRITE") != "" {
+		cfg.RewriteTablesAbove = -1
+	}
+	dp, err := iptables.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -97,8 +110,9 @@ func benchOne(b *testing.B, fl iptables.Flavour, kubeProxy bool, n int) {
 	if err := dp.Apply(ctx, st, dataplane.ApplyOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("%s kubeProxy=%v n=%d first sync %v", fl, kubeProxy, n, time.Since(start))
-	var written, restores int
+	b.Logf("%s kubeProxy=%v n=%d first sync %v (%d restores, %d rewriting tables)", fl, kubeProxy, n,
+		time.Since(start), dp.LastSync().Restores, dp.LastSync().TableRewrites)
+	var written, restores, rewrites int
 	apply := func(b *testing.B, st *dataplane.State, full bool) {
 		if err := dp.Apply(ctx, st, dataplane.ApplyOptions{Full: full}); err != nil {
 			b.Fatal(err)
@@ -106,11 +120,13 @@ func benchOne(b *testing.B, fl iptables.Flavour, kubeProxy bool, n int) {
 		s := dp.LastSync()
 		written += s.ChainsWritten
 		restores += s.Restores
+		rewrites += s.TableRewrites
 	}
 	report := func(b *testing.B) {
 		b.ReportMetric(float64(written)/float64(b.N), "chains/op")
 		b.ReportMetric(float64(restores)/float64(b.N), "restores/op")
-		written, restores = 0, 0
+		b.ReportMetric(float64(rewrites)/float64(b.N), "rewrites/op")
+		written, restores, rewrites = 0, 0, 0
 	}
 	b.Run("full", func(b *testing.B) {
 		for b.Loop() {
@@ -139,6 +155,22 @@ func benchOne(b *testing.B, fl iptables.Flavour, kubeProxy bool, n int) {
 				apply(b, added, false)
 			} else {
 				apply(b, st, false)
+			}
+		}
+		report(b)
+		apply(b, st, false)
+	})
+	if kubeProxy {
+		return // a full sync there rewrites every chain anyway (see full)
+	}
+	allMoved := benchStateAlt(n, true)
+	b.Run("all-move", func(b *testing.B) {
+		i := 0
+		for b.Loop() {
+			if i++; i%2 == 1 {
+				apply(b, allMoved, true)
+			} else {
+				apply(b, st, true)
 			}
 		}
 		report(b)
