@@ -1,7 +1,6 @@
 package admin_test
 
 import (
-	"net"
 	"testing"
 	"time"
 
@@ -9,12 +8,12 @@ import (
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache/cachetest"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/admin"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/servertest"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 	"go.uber.org/goleak"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -28,25 +27,7 @@ func TestMain(m *testing.M) {
 
 func serve(t *testing.T, c *cache.Cache) switchyardv1.AdminServiceClient {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := grpc.NewServer()
-	switchyardv1.RegisterAdminServiceServer(g, admin.New(c))
-	served := make(chan error, 1)
-	go func() { served <- g.Serve(lis) }()
-	t.Cleanup(func() {
-		g.Stop()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	_, conn := servertest.Serve(t, func(g *grpc.Server) { switchyardv1.RegisterAdminServiceServer(g, admin.New(c)) }, nil)
 	return switchyardv1.NewAdminServiceClient(conn)
 }
 

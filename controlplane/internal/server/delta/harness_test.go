@@ -3,7 +3,6 @@ package delta_test
 import (
 	"context"
 	"log/slog"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/delta"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/servertest"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/stream"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 	"go.uber.org/goleak"
@@ -68,28 +68,9 @@ func start(t *testing.T, c *cache.Cache, opts stream.Options) *harness {
 	if opts.Logger == nil {
 		opts.Logger = testLogger(t)
 	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv := delta.New(c, opts)
-	g := grpc.NewServer(grpc.WaitForHandlers(true))
-	switchyardv1.RegisterDiscoveryServiceServer(g, srv)
-	served := make(chan error, 1)
-	go func() { served <- g.Serve(lis) }()
-	t.Cleanup(func() {
-		srv.Shutdown()
-		g.Stop()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return &harness{addr: lis.Addr().String(), srv: srv, cache: c, obs: obs, conn: conn}
+	addr, conn := servertest.Serve(t, func(g *grpc.Server) { switchyardv1.RegisterDiscoveryServiceServer(g, srv) }, srv.Shutdown)
+	return &harness{addr: addr, srv: srv, cache: c, obs: obs, conn: conn}
 }
 
 // client is a scripted agent on one stream.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache/cachetest"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/servertest"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/sotw"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/stream"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
@@ -19,7 +19,6 @@ import (
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
@@ -41,27 +40,8 @@ func serve(t *testing.T, c *cache.Cache, opts stream.Options) (*sotw.Server, *gr
 	t.Helper()
 	opts.CoalesceWindow = 5 * time.Millisecond
 	opts.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv := sotw.New(c, opts)
-	g := grpc.NewServer(grpc.WaitForHandlers(true))
-	switchyardv1.RegisterDiscoveryServiceServer(g, srv)
-	served := make(chan error, 1)
-	go func() { served <- g.Serve(lis) }()
-	t.Cleanup(func() {
-		srv.Shutdown()
-		g.Stop()
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
+	_, conn := servertest.Serve(t, func(g *grpc.Server) { switchyardv1.RegisterDiscoveryServiceServer(g, srv) }, srv.Shutdown)
 	return srv, conn
 }
 
