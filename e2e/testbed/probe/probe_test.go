@@ -38,21 +38,7 @@ var loopback = netip.MustParseAddr("127.0.0.1")
 
 func serve(t *testing.T, cfg echo.Config) *echo.Server {
 	t.Helper()
-	cfg.TCP, cfg.UDP = "127.0.0.1:0", "127.0.0.1:0"
-	srv, err := echo.Listen(cfg, netns.TestLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	return srv
+	return echo.ServeLoopback(t, cfg, netns.TestLogger(t))
 }
 
 func addrPort(t *testing.T, a net.Addr) netip.AddrPort {
