@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/vishvananda/netlink"
@@ -118,19 +119,34 @@ func modeName(m switchyardv1.DataplaneMode) string {
 	return m.String()
 }
 
-// dataplanes builds the dataplane of a mode. dry-run and iptables exist so
+// dataplanes builds the dataplane of a mode, once: the flag check at start
+// and the agent (and a later switch back to the mode) share one instance,
+// so a mode's kernel handles are opened once. dry-run and iptables exist so
 // far. Building one touches no kernel state: iptables detects its flavour
 // on the first Apply, in the namespace the agent runs in (the node's).
 func dataplanes(stdout io.Writer, log *slog.Logger) func(switchyardv1.DataplaneMode) (dataplane.Dataplane, error) {
-	dry := dryrun.New(stdout)
+	var mu sync.Mutex
+	built := map[switchyardv1.DataplaneMode]dataplane.Dataplane{}
 	return func(m switchyardv1.DataplaneMode) (dataplane.Dataplane, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if dp, ok := built[m]; ok {
+			return dp, nil
+		}
+		var dp dataplane.Dataplane
 		switch m {
 		case switchyardv1.DataplaneMode_DATAPLANE_MODE_DRY_RUN:
-			return dry, nil
+			dp = dryrun.New(stdout)
 		case switchyardv1.DataplaneMode_DATAPLANE_MODE_IPTABLES:
-			return newIPTables(log)
+			var err error
+			if dp, err = newIPTables(log); err != nil {
+				return nil, err
+			}
+		default:
+			return nil, fmt.Errorf("mode %s is not available yet", modeName(m))
 		}
-		return nil, fmt.Errorf("mode %s is not available yet", modeName(m))
+		built[m] = dp
+		return dp, nil
 	}
 }
 
