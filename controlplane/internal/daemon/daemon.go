@@ -96,7 +96,7 @@ func Run(ctx context.Context, o Options) error {
 	w := watch.New(watch.Config{
 		Client: client, Resync: o.Resync, Publisher: c, Logger: log,
 		Views:    nodeview.Options{Defaults: o.Views},
-		Recorder: &translate.Counts{}, Observer: observer{m},
+		Recorder: observer{m}, Observer: observer{m},
 	})
 
 	lis, err := listen(o.Listen)
@@ -192,11 +192,16 @@ func (o Options) tlsConfig() (*tls.Config, error) {
 	return cfg, nil
 }
 
-// observer feeds the watch loop's events into the control-plane metrics.
+// observer feeds the watch loop's events and translation skips into the
+// control-plane metrics.
 type observer struct{ m *metrics.Metrics }
 
 func (o observer) InformerEvent(kind, typ string)  { o.m.InformerEvent(kind, typ) }
 func (o observer) Computed(d time.Duration, _ int) { o.m.ObserveCompute(d) }
+
+func (o observer) Record(kind translate.Kind, reason translate.Reason) {
+	o.m.InputSkipped(string(kind), string(reason))
+}
 
 // listen opens the gRPC listener: "unix:///path" is a unix socket (reachable
 // from every network namespace that sees the file system), anything else a

@@ -29,6 +29,9 @@ type Metrics struct {
 	// InformerEvents counts API events by kind (Service, EndpointSlice,
 	// Node) and type (add, update, delete).
 	InformerEvents *prometheus.CounterVec
+	// SkippedInput counts API objects skipped, or parts of them dropped or
+	// clamped, while translating, by kind and reason.
+	SkippedInput *prometheus.CounterVec
 	// NetworkProgrammingLatency is the fleet's programming latency as agents
 	// report it in their ACKs: from an EndpointSlice's last-change trigger
 	// time to the kernel change, kube-proxy's
@@ -80,6 +83,10 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: namespace, Subsystem: subsystem, Name: "informer_events_total",
 			Help: "Kubernetes API events received, by kind and type.",
 		}, []string{"kind", "type"}),
+		SkippedInput: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "skipped_input_total",
+			Help: "API objects skipped, or parts of them dropped or clamped, by kind and reason.",
+		}, []string{"kind", "reason"}),
 		NetworkProgrammingLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "network_programming_duration_seconds",
 			Help:    "In-cluster network programming latency reported by node agents: from an EndpointSlice change to the kernel change.",
@@ -94,7 +101,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	var errs []error
 	for _, c := range []prometheus.Collector{
 		m.ConnectedAgents, m.ResponsesSent, m.BytesSent, m.AckLatency, m.Nacks,
-		m.ComputeDuration, m.InformerEvents, m.NetworkProgrammingLatency, m.AgentApplyDuration,
+		m.ComputeDuration, m.InformerEvents, m.SkippedInput, m.NetworkProgrammingLatency, m.AgentApplyDuration,
 	} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
@@ -168,5 +175,12 @@ func (m *Metrics) ObserveCompute(d time.Duration) {
 func (m *Metrics) InformerEvent(kind, typ string) {
 	if m != nil {
 		m.InformerEvents.WithLabelValues(kind, typ).Inc()
+	}
+}
+
+// InputSkipped counts one skipped, dropped or clamped piece of API input.
+func (m *Metrics) InputSkipped(kind, reason string) {
+	if m != nil {
+		m.SkippedInput.WithLabelValues(kind, reason).Inc()
 	}
 }

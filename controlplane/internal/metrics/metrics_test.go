@@ -27,6 +27,7 @@ func TestMetrics(t *testing.T) {
 	m.AgentApplied(0, 0)
 	m.ObserveCompute(time.Millisecond)
 	m.InformerEvent("Service", "add")
+	m.InputSkipped("EndpointSlice", "MissingServiceName")
 
 	tests := []struct {
 		name string
@@ -51,6 +52,11 @@ switchyard_controlplane_nacks_total{rpc="sotw"} 1
 # HELP switchyard_controlplane_informer_events_total Kubernetes API events received, by kind and type.
 # TYPE switchyard_controlplane_informer_events_total counter
 switchyard_controlplane_informer_events_total{kind="Service",type="add"} 1
+`},
+		{"switchyard_controlplane_skipped_input_total", `
+# HELP switchyard_controlplane_skipped_input_total API objects skipped, or parts of them dropped or clamped, by kind and reason.
+# TYPE switchyard_controlplane_skipped_input_total counter
+switchyard_controlplane_skipped_input_total{kind="EndpointSlice",reason="MissingServiceName"} 1
 `},
 	}
 	for _, tt := range tests {
@@ -86,5 +92,6 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	m.AgentApplied(time.Second, time.Second)
 	m.ObserveCompute(time.Second)
 	m.InformerEvent("Node", "delete")
+	m.InputSkipped("Node", "InvalidName")
 	m.StreamClosed("delta")
 }
