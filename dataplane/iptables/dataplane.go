@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	"log/slog"
 	"sync"
 
@@ -36,7 +37,7 @@ type Config struct {
 	RewriteTablesAbove int
 	// Conntrack deletes stale UDP conntrack entries after a sync; nil
 	// disables that.
-	Conntrack Conntrack
+	Conntrack conntrack.Cleaner
 	// Logger receives skips and sync summaries; nil discards.
 	Logger *slog.Logger
 }
@@ -50,7 +51,7 @@ type Dataplane struct {
 	mu      sync.Mutex
 	flavour Flavour
 	state   map[Family]applied // nil entry: next sync of the family is full
-	udp     map[Family]map[string]udpPort
+	udp     map[Family]map[string]conntrack.UDPPort
 	stats   SyncStats
 }
 
@@ -85,7 +86,7 @@ func New(cfg Config) (*Dataplane, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Dataplane{cfg: cfg, log: log, flavour: cfg.Flavour, state: map[Family]applied{},
-		udp: map[Family]map[string]udpPort{}}, nil
+		udp: map[Family]map[string]conntrack.UDPPort{}}, nil
 }
 
 // Mode implements dataplane.Dataplane.
@@ -225,12 +226,12 @@ func (d *Dataplane) finish(ctx context.Context, fam Family, rs *Ruleset, p syncP
 		d.stats.ChainsRemoved += len(rm)
 	}
 	d.state[fam] = snapshot(rs)
-	stale := staleFlows(d.udp[fam], rs.udp)
+	stale := conntrack.Stale(d.udp[fam], rs.udp)
 	d.udp[fam] = rs.udp
 	if d.cfg.Conntrack != nil && len(stale) > 0 {
 		// The rules are in place; a failure here leaves stale flows, not
 		// broken rules, so it is reported without forcing a full resync.
-		if err := d.cfg.Conntrack.DeleteUDP(ctx, fam, stale); err != nil {
+		if err := d.cfg.Conntrack.DeleteUDP(ctx, conntrack.Family(fam), stale); err != nil {
 			return &ConntrackError{Err: err}
 		}
 	}

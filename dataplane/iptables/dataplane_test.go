@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	"maps"
 	"net/netip"
 	"strings"
@@ -281,16 +282,16 @@ func TestDetectFlavour(t *testing.T) {
 }
 
 type recordedConntrack struct {
-	flows map[iptables.Family][]iptables.StaleFlow
+	flows map[conntrack.Family][]conntrack.Flow
 }
 
-func (r *recordedConntrack) DeleteUDP(_ context.Context, fam iptables.Family, flows []iptables.StaleFlow) error {
+func (r *recordedConntrack) DeleteUDP(_ context.Context, fam conntrack.Family, flows []conntrack.Flow) error {
 	r.flows[fam] = append(r.flows[fam], flows...)
 	return nil
 }
 
 func TestConntrackCleanupForUDP(t *testing.T) {
-	ct := &recordedConntrack{flows: map[iptables.Family][]iptables.StaleFlow{}}
+	ct := &recordedConntrack{flows: map[conntrack.Family][]conntrack.Flow{}}
 	d := newDP(t, iptablestest.New(), func(c *iptables.Config) { c.Conntrack = ct })
 	st := state(0)
 	st.Services["ns/s0"] = service(0, "10.244.0.1", "10.244.0.101")
@@ -304,18 +305,18 @@ func TestConntrackCleanupForUDP(t *testing.T) {
 	next.Services["ns/s1"] = service(1, "10.244.0.2")
 	apply(t, d, next, false)
 	ep := netip.MustParseAddr("10.244.0.101")
-	want := []iptables.StaleFlow{
+	want := []conntrack.Flow{
 		{Dst: netip.MustParseAddrPort("10.96.0.1:53"), Endpoint: ep},
 		{Dst: netip.AddrPortFrom(netip.Addr{}, 30000), NodePort: true, Endpoint: ep},
 		{Dst: netip.MustParseAddrPort("10.96.0.2:53")},
 		{Dst: netip.AddrPortFrom(netip.Addr{}, 30001), NodePort: true},
 	}
-	if diff := cmp.Diff(want, ct.flows[iptables.IPv4], cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
+	if diff := cmp.Diff(want, ct.flows[conntrack.IPv4], cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
 		cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); diff != "" {
 		t.Errorf("stale flows (-want +got):\n%s", diff)
 	}
-	if len(ct.flows[iptables.IPv6]) != 0 {
-		t.Errorf("IPv6 had no UDP endpoints, got %v", ct.flows[iptables.IPv6])
+	if len(ct.flows[conntrack.IPv6]) != 0 {
+		t.Errorf("IPv6 had no UDP endpoints, got %v", ct.flows[conntrack.IPv6])
 	}
 }
 
@@ -339,6 +340,6 @@ func TestConntrackFailureKeepsPartialSync(t *testing.T) {
 
 type failingConntrack struct{}
 
-func (failingConntrack) DeleteUDP(context.Context, iptables.Family, []iptables.StaleFlow) error {
+func (failingConntrack) DeleteUDP(context.Context, conntrack.Family, []conntrack.Flow) error {
 	return errors.New("netlink down")
 }

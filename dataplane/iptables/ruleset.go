@@ -2,6 +2,7 @@ package iptables
 
 import (
 	"fmt"
+	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	"sort"
 	"strings"
 )
@@ -40,13 +41,13 @@ type Ruleset struct {
 	Jumps  []Jump
 	Skips  []Skip
 	// udp describes UDP service ports by id, for conntrack cleanup.
-	udp map[string]udpPort
+	udp map[string]conntrack.UDPPort
 }
 
 func newRuleset(f Family) *Ruleset {
 	return &Ruleset{Family: f, Chains: map[string]map[string]*Chain{
 		tableFilter: {}, tableNAT: {},
-	}, udp: map[string]udpPort{}}
+	}, udp: map[string]conntrack.UDPPort{}}
 }
 
 // chain returns the named chain, creating it empty.

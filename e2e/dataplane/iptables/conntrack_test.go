@@ -9,6 +9,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/echo"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
@@ -57,7 +58,7 @@ func udpFlowAfterRemoval(t *testing.T, cleanup bool) {
 	t.Cleanup(h.Close)
 	cfg := iptables.Config{Runner: b.runner, Families: []iptables.Family{iptables.IPv4}, Logger: netns.TestLogger(t)}
 	if cleanup {
-		cfg.Conntrack = iptables.NetlinkConntrack{Handle: h}
+		cfg.Conntrack = conntrack.Netlink{Handle: h}
 	}
 	dp, err := iptables.New(cfg)
 	if err != nil {

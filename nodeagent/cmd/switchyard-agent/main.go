@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	"github.com/switchyard-proxy/switchyard/dataplane/dryrun"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/agent"
@@ -157,7 +158,7 @@ func newIPTables(log *slog.Logger) (dataplane.Dataplane, error) {
 	}
 	dp, err := iptables.New(iptables.Config{
 		Runner:    iptables.ExecRunner{},
-		Conntrack: iptables.NetlinkConntrack{Handle: h},
+		Conntrack: conntrack.Netlink{Handle: h},
 		Logger:    log.With("mode", "iptables"),
 	})
 	if err != nil {

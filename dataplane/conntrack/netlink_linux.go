@@ -1,4 +1,4 @@
-package iptables
+package conntrack
 
 import (
 	"context"
@@ -10,17 +10,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// NetlinkConntrack deletes conntrack entries through a netlink handle. The
+// Netlink deletes conntrack entries through a netlink handle. The
 // handle must have been opened inside the node's namespace (for example
 // with netlink.NewHandleAt, or netlink.NewHandle on a thread in it).
-type NetlinkConntrack struct {
+type Netlink struct {
 	Handle *netlink.Handle
 }
 
-var _ Conntrack = NetlinkConntrack{}
+var _ Cleaner = Netlink{}
 
-// DeleteUDP implements Conntrack.
-func (c NetlinkConntrack) DeleteUDP(_ context.Context, fam Family, flows []StaleFlow) error {
+// DeleteUDP implements Cleaner.
+func (c Netlink) DeleteUDP(_ context.Context, fam Family, flows []Flow) error {
 	if len(flows) == 0 {
 		return nil
 	}

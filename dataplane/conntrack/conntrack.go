@@ -1,0 +1,94 @@
+// Package conntrack finds and deletes the UDP conntrack entries a
+// dataplane change leaves stale. Every kernel mode needs it: UDP has no
+// connection teardown, so an entry DNATed to an endpoint that went away
+// keeps steering a client's flow into a black hole until it idles out, and
+// an entry cached while a service had no endpoints keeps it unreplied.
+package conntrack
+
+import (
+	"context"
+	"net/netip"
+	"slices"
+)
+
+// Family is the IP family of a conntrack table.
+type Family int
+
+const (
+	// IPv4 is the AF_INET table.
+	IPv4 Family = 4
+	// IPv6 is the AF_INET6 table.
+	IPv6 Family = 6
+)
+
+// Flow selects UDP conntrack entries to delete: those whose original
+// destination is Dst (any address when NodePort is set: Dst's port on any
+// node address) and, when Endpoint is valid, that were DNATed to it.
+type Flow struct {
+	Dst      netip.AddrPort
+	NodePort bool
+	Endpoint netip.Addr
+}
+
+// Cleaner deletes conntrack entries in the node's namespace. Netlink is
+// the real one.
+type Cleaner interface {
+	DeleteUDP(ctx context.Context, fam Family, flows []Flow) error
+}
+
+// UDPPort is what cleanup needs to know about one programmed UDP service
+// port: the addresses clients use and the endpoints traffic goes to.
+type UDPPort struct {
+	Dsts      []netip.AddrPort // cluster, external and load-balancer IPs with the port
+	NodePort  uint16
+	Endpoints []netip.Addr
+}
+
+// AddEndpoint records a, once.
+func (u *UDPPort) AddEndpoint(a netip.Addr) {
+	if !slices.Contains(u.Endpoints, a) {
+		u.Endpoints = append(u.Endpoints, a)
+	}
+}
+
+// Stale compares the UDP ports of two programmed states, keyed by a stable
+// port identity: entries DNATed to an endpoint that went away must go, and
+// so must entries to a port that had no endpoints (cached unreplied, never
+// DNATed) and now has some. The result is in key order.
+func Stale(prev, next map[string]UDPPort) []Flow {
+	var out []Flow
+	ids := make([]string, 0, len(prev)+len(next))
+	for id := range prev {
+		ids = append(ids, id)
+	}
+	for id := range next {
+		if _, ok := prev[id]; !ok {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		old, hadOld := prev[id]
+		cur := next[id]
+		for _, ep := range old.Endpoints {
+			if slices.Contains(cur.Endpoints, ep) {
+				continue
+			}
+			for _, d := range old.Dsts {
+				out = append(out, Flow{Dst: d, Endpoint: ep})
+			}
+			if old.NodePort != 0 {
+				out = append(out, Flow{Dst: netip.AddrPortFrom(netip.Addr{}, old.NodePort), NodePort: true, Endpoint: ep})
+			}
+		}
+		if hadOld && len(old.Endpoints) == 0 && len(cur.Endpoints) > 0 {
+			for _, d := range cur.Dsts {
+				out = append(out, Flow{Dst: d})
+			}
+			if cur.NodePort != 0 {
+				out = append(out, Flow{Dst: netip.AddrPortFrom(netip.Addr{}, cur.NodePort), NodePort: true})
+			}
+		}
+	}
+	return out
+}
