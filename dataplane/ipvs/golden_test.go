@@ -1,0 +1,128 @@
+package ipvs_test
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/encoding/prototext"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/ipvs"
+	"github.com/switchyard-proxy/switchyard/dataplane/ipvs/ipvstest"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*/want.txt")
+
+// fixtures are the iptables mode's golden inputs: both modes are checked
+// against the same views.
+const fixtures = "../iptables/testdata"
+
+// loadState reads <dir>/input.textproto: a StreamSnapshotsResponse whose
+// resources are the node's config and service views.
+func loadState(t testing.TB, dir string) *dataplane.State {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "input.textproto"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msg switchyardv1.StreamSnapshotsResponse
+	if err := prototext.Unmarshal(raw, &msg); err != nil {
+		t.Fatalf("%s: %v", dir, err)
+	}
+	st := &dataplane.State{Services: map[string]*switchyardv1.ServiceView{}}
+	for _, r := range msg.GetResources() {
+		switch {
+		case r.GetNodeConfig() != nil:
+			st.Config = r.GetNodeConfig()
+		case r.GetService() != nil:
+			st.Services[r.GetName()] = r.GetService()
+		}
+	}
+	return st
+}
+
+// families is IPv4, plus IPv6 when a service has an IPv6 cluster IP, as
+// in the iptables golden tests.
+func families(st *dataplane.State) []ipvs.Family {
+	for _, sv := range st.Services {
+		for _, ip := range sv.GetClusterIps() {
+			if strings.Contains(ip, ":") {
+				return []ipvs.Family{ipvs.IPv4, ipvs.IPv6}
+			}
+		}
+	}
+	return []ipvs.Family{ipvs.IPv4}
+}
+
+// applyCase applies a case to a fresh fake and returns the fake's dump
+// followed by the skips logged.
+func applyCase(t *testing.T, dir string) (string, *ipvstest.Fake, *ipvs.Dataplane, *dataplane.State) {
+	t.Helper()
+	st := loadState(t, dir)
+	f := ipvstest.New()
+	logs := &logBuffer{}
+	dp := newDataplane(t, f, ipvs.Config{Families: families(st), Logger: logs.logger()})
+	if err := dp.Apply(t.Context(), st, dataplane.ApplyOptions{}); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	var b strings.Builder
+	b.WriteString(f.Dump())
+	for _, l := range logs.lines("skipped input") {
+		fmt.Fprintf(&b, "# %s\n", l)
+	}
+	return b.String(), f, dp, st
+}
+
+func TestApplyGolden(t *testing.T) {
+	dirs, err := filepath.Glob(filepath.Join(fixtures, "*"))
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no fixtures: %v", err)
+	}
+	for _, dir := range dirs {
+		name := filepath.Base(dir)
+		t.Run(name, func(t *testing.T) {
+			got, f, dp, st := applyCase(t, dir)
+			if again, _, _, _ := applyCase(t, dir); again != got {
+				t.Fatal("apply is not deterministic")
+			}
+			path := filepath.Join("testdata", name, "want.txt")
+			if *update {
+				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				want, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatalf("%v (run with -update)", err)
+				}
+				if d := cmp.Diff(string(want), got); d != "" {
+					t.Errorf("state differs (-want +got):\n%s", d)
+				}
+			}
+
+			// The same state again changes nothing, whether diffed
+			// against the last Apply or against a kernel read-back.
+			for _, full := range []bool{false, true} {
+				f.ResetCalls()
+				if err := dp.Apply(t.Context(), st, dataplane.ApplyOptions{Full: full}); err != nil {
+					t.Fatalf("second Apply (full=%v): %v", full, err)
+				}
+				if m := f.MutatingCalls(); len(m) > 0 {
+					t.Errorf("second Apply (full=%v) changed the kernel:\n%s", full, strings.Join(m, "\n"))
+				}
+			}
+			if !strings.Contains(got, "ipset") {
+				t.Error("no ipsets")
+			}
+		})
+	}
+}

@@ -1,0 +1,133 @@
+package ipvs
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"time"
+)
+
+// Protocol is the transport protocol of a virtual server, as its IP
+// protocol number (what the IPVS netlink API carries).
+type Protocol uint16
+
+// Protocols a virtual server can have.
+const (
+	TCP  Protocol = 6
+	UDP  Protocol = 17
+	SCTP Protocol = 132
+)
+
+func (p Protocol) String() string {
+	switch p {
+	case TCP:
+		return "TCP"
+	case UDP:
+		return "UDP"
+	case SCTP:
+		return "SCTP"
+	}
+	return fmt.Sprintf("proto-%d", uint16(p))
+}
+
+// lower is the spelling ipset and iptables use ("tcp").
+func (p Protocol) lower() string {
+	switch p {
+	case TCP:
+		return "tcp"
+	case UDP:
+		return "udp"
+	case SCTP:
+		return "sctp"
+	}
+	return fmt.Sprint(uint16(p))
+}
+
+// VSKey identifies a virtual server: address, port and protocol.
+type VSKey struct {
+	Addr     netip.Addr
+	Port     uint16
+	Protocol Protocol
+}
+
+func (k VSKey) String() string {
+	return k.Protocol.String() + " " + netip.AddrPortFrom(k.Addr, k.Port).String()
+}
+
+// compare orders keys by address, port, protocol.
+func (k VSKey) compare(o VSKey) int {
+	if c := k.Addr.Compare(o.Addr); c != 0 {
+		return c
+	}
+	if k.Port != o.Port {
+		return int(k.Port) - int(o.Port)
+	}
+	return int(k.Protocol) - int(o.Protocol)
+}
+
+// VirtualServer is one IPVS service as this package programs it.
+type VirtualServer struct {
+	Key VSKey
+	// Scheduler is the IPVS scheduler name (rr, wrr, lc, …).
+	Scheduler string
+	// Timeout is the persistence timeout in seconds (ClientIP affinity);
+	// 0 means not persistent.
+	Timeout uint32
+}
+
+// RealServer is one destination of a virtual server. It is always
+// programmed with masquerade (NAT) forwarding.
+type RealServer struct {
+	Addr   netip.AddrPort
+	Weight int
+	// Connection counts, as the kernel reports them; ignored when adding
+	// or updating.
+	ActiveConns, InactiveConns int
+}
+
+// Kernel is the seam between this package and the kernel's IPVS table,
+// the dummy interface and sysctls of one network namespace. The real one
+// is NetlinkKernel (Linux); ipvstest.Fake keeps everything in memory.
+// Errors for things that are already gone (deleting a missing address,
+// real server or link) are not reported.
+type Kernel interface {
+	// CheckIPVS returns an error wrapping ErrIPVSUnavailable when the
+	// kernel has no IPVS.
+	CheckIPVS(ctx context.Context) error
+
+	VirtualServers(ctx context.Context) ([]VirtualServer, error)
+	AddVirtualServer(ctx context.Context, vs VirtualServer) error
+	UpdateVirtualServer(ctx context.Context, vs VirtualServer) error
+	DeleteVirtualServer(ctx context.Context, k VSKey) error
+	RealServers(ctx context.Context, k VSKey) ([]RealServer, error)
+	AddRealServer(ctx context.Context, k VSKey, rs RealServer) error
+	UpdateRealServer(ctx context.Context, k VSKey, rs RealServer) error
+	DeleteRealServer(ctx context.Context, k VSKey, addr netip.AddrPort) error
+
+	// EnsureDummy creates the dummy link name when missing and sets it up.
+	EnsureDummy(ctx context.Context, name string) error
+	// DeleteLink deletes link name.
+	DeleteLink(ctx context.Context, name string) error
+	// Addresses lists the addresses of link name; none when it is missing.
+	Addresses(ctx context.Context, name string) ([]netip.Addr, error)
+	// AddAddress binds a as a host address (/32, /128) to link name.
+	AddAddress(ctx context.Context, name string, a netip.Addr) error
+	DeleteAddress(ctx context.Context, name string, a netip.Addr) error
+
+	// Sysctl reads and SetSysctl writes a sysctl of the namespace, by its
+	// dotted name ("net.ipv4.vs.conntrack").
+	Sysctl(ctx context.Context, name string) (string, error)
+	SetSysctl(ctx context.Context, name, value string) error
+}
+
+// Clock is the time source of graceful termination; tests pass a fake.
+type Clock interface {
+	Now() time.Time
+	// After is time.After.
+	After(d time.Duration) <-chan time.Time
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
