@@ -1,0 +1,55 @@
+// Package kubeproxycleanup removes what kube-proxy left on a node, so that
+// switchyard-agent can take over from it (--cleanup-kube-proxy): kube-proxy's
+// iptables chains and the jumps to them (iptables and ip6tables, legacy and
+// nft back ends), its nftables tables (ip and ip6 "kube-proxy"), the IPVS
+// virtual servers on its kube-ipvs0 link, that link, and its ipsets.
+//
+//	Run ─▶ survey (iptables-*-save, nft list tables, ip link, ipvsadm -S, ipset list -n)
+//	    ─▶ evidence of kube-proxy? no ─▶ nothing touched
+//	                               yes ─▶ iptables-*-restore --noflush (one per back end and family)
+//	                                      nft delete table, ipvsadm -D, ip link del, ipset destroy
+//
+// # Why evidence first
+//
+// Switchyard's iptables mode uses kube-proxy's chain names (KUBE-SERVICES,
+// KUBE-SVC-*, KUBE-SEP-*, …, see dataplane/iptables/names.go), so a chain
+// name alone cannot say whose a chain is. kube-proxy (iptables and ipvs
+// modes) keeps a KUBE-PROXY-CANARY chain in mangle, nat and filter, and its
+// ipvs and older modes create chains Switchyard never does; its nftables
+// mode owns the "kube-proxy" tables. Switchyard creates none of these. So:
+//
+//   - With such evidence on the node, kube-proxy ran here and every chain
+//     with one of its names is removed, including ones that may hold
+//     Switchyard rules (a node that ran both). That is safe because the
+//     agent calls Run before its first sync, and the first sync of every
+//     mode is a full one that reads the kernel back and rewrites its own
+//     rules from its view (for iptables: chains and the jumps from the
+//     built-in chains).
+//   - Without evidence Run changes nothing. Removing the evidence is part of
+//     the cleanup, so a restarted agent with the flag still set leaves its
+//     own rules alone: static stability is kept.
+//
+// Invariants that keep Switchyard's future modes safe: they must never
+// create KUBE-PROXY-CANARY or a chain in kubeProxyOnlyChains, nor an
+// nftables table named "kube-proxy".
+//
+// # What is never touched
+//
+// kubelet's chains (KUBE-FIREWALL, KUBE-MARK-DROP, KUBE-KUBELET-CANARY,
+// KUBE-IPTABLES-HINT), every chain or rule that is not kube-proxy's, other
+// tables and sets. A kube-proxy chain that a foreign chain still jumps to
+// (a CNI plugin using KUBE-MARK-MASQ, say) is flushed but kept, so the
+// foreign rule stays valid. IPVS virtual servers are deleted only when
+// their address is bound to kube-ipvs0: a node's own LVS services (say,
+// keepalived) survive, and so do kube-proxy's NodePort virtual servers on
+// node addresses, which Switchyard's DNAT in PREROUTING/OUTPUT shadows.
+//
+// # The kernel seam
+//
+// Everything goes through a Runner (argv, stdin → stdout), the same shape as
+// dataplane/iptables.Runner, so iptables.ExecRunner works in production and
+// in a throwaway namespace ("ip netns exec NS" prefix);
+// kubeproxycleanuptest.Script is the scripted fake for unit tests. A
+// missing tool or a kernel without the feature (no IPVS, no ipset) means
+// kube-proxy cannot have left state there either: it is logged and skipped.
+package kubeproxycleanup

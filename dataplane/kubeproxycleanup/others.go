@@ -1,0 +1,126 @@
+package kubeproxycleanup
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+)
+
+// nftTable is the table kube-proxy's nftables mode owns, in families ip
+// and ip6.
+const nftTable = "kube-proxy"
+
+// ipvsLink is the dummy link kube-proxy's ipvs mode binds service IPs to.
+const ipvsLink = "kube-ipvs0"
+
+// kubeProxyNFTFamilies returns the families of `nft list tables` output
+// that have a kube-proxy table.
+func kubeProxyNFTFamilies(out string) []string {
+	var fams []string
+	for line := range strings.SplitSeq(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 3 && f[0] == "table" && f[2] == nftTable && (f[1] == "ip" || f[1] == "ip6") {
+			fams = append(fams, f[1])
+		}
+	}
+	return fams
+}
+
+// ipvsSets are the ipsets of kube-proxy's ipvs mode; IPv6 ones are named
+// "KUBE-6-" + the rest. Exact names, not a KUBE- prefix: other software
+// (kube-router's KUBE-DST-*, KUBE-SRC-*) uses that prefix too.
+var ipvsSets = []string{
+	"KUBE-LOOP-BACK", "KUBE-CLUSTER-IP", "KUBE-EXTERNAL-IP", "KUBE-EXTERNAL-IP-LOCAL",
+	"KUBE-LOAD-BALANCER", "KUBE-LOAD-BALANCER-LOCAL", "KUBE-LOAD-BALANCER-FW",
+	"KUBE-LOAD-BALANCER-SOURCE-IP", "KUBE-LOAD-BALANCER-SOURCE-CIDR",
+	"KUBE-NODE-PORT-TCP", "KUBE-NODE-PORT-LOCAL-TCP", "KUBE-NODE-PORT-UDP", "KUBE-NODE-PORT-LOCAL-UDP",
+	"KUBE-NODE-PORT-SCTP-HASH", "KUBE-NODE-PORT-LOCAL-SCTP-HASH",
+	"KUBE-HEALTH-CHECK-NODE-PORT", "KUBE-IPVS-IPS",
+}
+
+func isKubeProxySet(name string) bool {
+	if rest, ok := strings.CutPrefix(name, "KUBE-6-"); ok {
+		name = "KUBE-" + rest
+	}
+	return slices.Contains(ipvsSets, name)
+}
+
+// kubeProxyIPSets returns kube-proxy's sets in `ipset list -n` output.
+func kubeProxyIPSets(out string) []string {
+	var sets []string
+	for line := range strings.SplitSeq(out, "\n") {
+		if name := strings.TrimSpace(line); isKubeProxySet(name) {
+			sets = append(sets, name)
+		}
+	}
+	return sets
+}
+
+// cleanIPSets destroys sets. It runs after the iptables cleanup, which
+// removed kube-proxy's references to them.
+func (c *cleaner) cleanIPSets(ctx context.Context, sets []string) ([]string, error) {
+	var done []string
+	var errs []error
+	for _, s := range sets {
+		if _, err := c.r.Run(ctx, []string{"ipset", "destroy", s}, nil); err != nil {
+			errs = append(errs, fmt.Errorf("destroy ipset %s: %w", s, err))
+			continue
+		}
+		done = append(done, s)
+	}
+	return done, errors.Join(errs...)
+}
+
+// virtualServer is one `ipvsadm -S -n` service line: -A <flag> <addr>.
+type virtualServer struct {
+	flag string // -t, -u, --sctp-service, -f
+	addr string // host:port, [v6]:port, or a firewall mark
+}
+
+// parseIPVSSave returns the virtual servers of `ipvsadm -S -n` output.
+func parseIPVSSave(out string) []virtualServer {
+	var vs []virtualServer
+	for line := range strings.SplitSeq(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 3 && f[0] == "-A" {
+			vs = append(vs, virtualServer{flag: f[1], addr: f[2]})
+		}
+	}
+	return vs
+}
+
+// cleanIPVS deletes the virtual servers whose address is bound to
+// kube-ipvs0. Firewall-mark services and services on other addresses are
+// not kube-proxy's to judge (see the package documentation).
+func (c *cleaner) cleanIPVS(ctx context.Context, s survey) ([]string, error) {
+	if !s.ipvsLink || len(s.ipvsAddrs) == 0 {
+		return nil, nil
+	}
+	out, err := c.r.Run(ctx, []string{"ipvsadm", "-S", "-n"}, nil)
+	if err != nil {
+		if isNotFound(err) {
+			c.log.Warn("kube-ipvs0 has addresses but ipvsadm is missing; IPVS virtual servers left", "err", err)
+			return nil, nil
+		}
+		// No IPVS in the kernel: no virtual servers to leave behind.
+		c.log.Debug("IPVS not readable; skipped", "err", err)
+		return nil, nil
+	}
+	var done []string
+	var errs []error
+	for _, v := range parseIPVSSave(string(out)) {
+		host, _, err := net.SplitHostPort(v.addr)
+		if err != nil || v.flag == "-f" || !s.ipvsAddrs[host] {
+			continue
+		}
+		if _, err := c.r.Run(ctx, []string{"ipvsadm", "-D", v.flag, v.addr}, nil); err != nil {
+			errs = append(errs, fmt.Errorf("delete IPVS virtual server %s %s: %w", v.flag, v.addr, err))
+			continue
+		}
+		done = append(done, v.flag+" "+v.addr)
+	}
+	return done, errors.Join(errs...)
+}

@@ -1,0 +1,314 @@
+package deploy
+
+import (
+	"context"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
+)
+
+// applyK runs what an operator runs: `kubectl apply -k dir`, first as a
+// server-side dry run (admission and validation, nothing stored), then for
+// real. A dry run cannot create the namespace the rest goes into, so the
+// namespace is created first.
+func applyK(ctx context.Context, t *testing.T, api *apiserver.Server, dir string) {
+	t.Helper()
+	kc := "--kubeconfig=" + api.KubeconfigPath()
+	kubectl(ctx, t, kc, "create", "namespace", systemNS)
+	dry := kubectl(ctx, t, kc, "apply", "-k", dir, "--dry-run=server")
+	t.Logf("server-side dry run:\n%s", dry)
+	kubectl(ctx, t, kc, "apply", "-k", dir)
+}
+
+// TestApplyBase applies `deploy/` (which points at deploy/base) to a real
+// kube-apiserver and checks the stored objects.
+func TestApplyBase(t *testing.T) {
+	api := apiserver.Start(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	applyK(ctx, t, api, repoPath(t, "deploy"))
+	cs := api.Client()
+
+	dep := getDeployment(ctx, t, cs)
+	checkControlPlane(t, dep)
+	c := dep.Spec.Template.Spec.Containers[0]
+	for _, p := range []*corev1.Probe{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
+		if p == nil || p.GRPC == nil || p.GRPC.Port != 18000 {
+			t.Errorf("control-plane probe %+v: want grpc on 18000 (plaintext in the base)", p)
+		}
+	}
+	if !slices.Contains(c.Args, "--insecure") {
+		t.Errorf("base control plane args %v: plaintext needs --insecure", c.Args)
+	}
+	checkAgent(t, getDaemonSet(ctx, t, cs))
+	checkRBAC(ctx, t, cs)
+	if _, err := cs.PolicyV1().PodDisruptionBudgets(systemNS).Get(ctx, "switchyard-controlplane", metav1.GetOptions{}); err != nil {
+		t.Errorf("PodDisruptionBudget: %v", err)
+	}
+	if _, err := cs.CoreV1().Services(systemNS).Get(ctx, "switchyard-controlplane", metav1.GetOptions{}); err != nil {
+		t.Errorf("Service: %v", err)
+	}
+	checkAgentAcceptsConfig(ctx, t, cs)
+}
+
+// TestApplyMTLSOverlay applies deploy/overlays/mtls after stand-in
+// cert-manager CRDs (see the package documentation) and checks that the
+// two tiers' TLS settings fit together and fit what the control plane's
+// authorizer checks.
+func TestApplyMTLSOverlay(t *testing.T) {
+	api := apiserver.Start(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	kc := "--kubeconfig=" + api.KubeconfigPath()
+	crds, err := filepath.Abs(filepath.Join("testdata", "cert-manager-crds.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl(ctx, t, kc, "apply", "-f", crds)
+	kubectl(ctx, t, kc, "wait", "--for=condition=Established", "--timeout=60s",
+		"crd/issuers.cert-manager.io", "crd/certificates.cert-manager.io")
+	dir := repoPath(t, "deploy", "overlays", "mtls")
+	applyK(ctx, t, api, dir)
+	cs := api.Client()
+
+	dep := getDeployment(ctx, t, cs)
+	checkControlPlane(t, dep)
+	c := dep.Spec.Template.Spec.Containers[0]
+	if slices.Contains(c.Args, "--insecure") {
+		t.Errorf("mTLS control plane still has --insecure: %v", c.Args)
+	}
+	for _, want := range []string{"--tls-cert-file=", "--tls-private-key-file=", "--client-ca-file="} {
+		if !slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, want) }) {
+			t.Errorf("mTLS control plane args %v lack %s", c.Args, want)
+		}
+	}
+	// The kubelet's grpc probe cannot do TLS: the probes must have moved.
+	for _, p := range []*corev1.Probe{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
+		if p == nil || p.GRPC != nil || p.HTTPGet == nil || p.HTTPGet.Port.IntValue() != 10262 {
+			t.Errorf("mTLS control-plane probe %+v: want HTTP on 10262 only", p)
+		}
+	}
+	ds := getDaemonSet(ctx, t, cs)
+	checkAgent(t, ds)
+
+	objs := render(ctx, t, dir)
+	cfg := agentConfig(t, objs)
+	if cfg["insecure"] == true {
+		t.Error("mTLS agent config still says insecure")
+	}
+	server := find(t, objs, "Certificate", "switchyard-controlplane")
+	dnsNames := strs(server, "spec", "dnsNames")
+	for _, cp := range strs(cfg, "controlPlanes") {
+		host, _, err := net.SplitHostPort(cp)
+		if err != nil {
+			t.Fatalf("controlPlanes entry %q: %v", cp, err)
+		}
+		if !slices.Contains(dnsNames, host) {
+			t.Errorf("agents dial %s but the server certificate names only %v", host, dnsNames)
+		}
+	}
+	if !slices.Contains(strs(server, "spec", "usages"), "server auth") {
+		t.Errorf("server certificate usages %v lack server auth", strs(server, "spec", "usages"))
+	}
+	// Mounted secrets are the ones cert-manager writes; the agents' CA
+	// comes from a Secret that does not hold the server's key.
+	podVolumes := func(vs []corev1.Volume) map[string]corev1.Volume {
+		m := map[string]corev1.Volume{}
+		for _, v := range vs {
+			m[v.Name] = v
+		}
+		return m
+	}
+	cpVols, agVols := podVolumes(dep.Spec.Template.Spec.Volumes), podVolumes(ds.Spec.Template.Spec.Volumes)
+	if got, want := cpVols["tls"].Secret.SecretName, str(server, "spec", "secretName"); got != want {
+		t.Errorf("control plane mounts secret %q, server Certificate writes %q", got, want)
+	}
+	bundle := find(t, objs, "Certificate", "switchyard-ca-bundle")
+	if got, want := agVols["ca"].Secret, str(bundle, "spec", "secretName"); got == nil || got.SecretName != want || len(got.Items) != 1 || got.Items[0].Key != "ca.crt" {
+		t.Errorf("agent CA volume %+v: want only ca.crt of secret %q", got, want)
+	}
+	if agVols["ca"].Secret.SecretName == cpVols["tls"].Secret.SecretName {
+		t.Error("agents mount the server certificate's Secret: every kubelet could read the server key")
+	}
+	if slices.Contains(strs(bundle, "spec", "usages"), "client auth") || slices.Contains(strs(bundle, "spec", "usages"), "server auth") {
+		t.Errorf("ca-bundle leaf usages %v: must be useless for TLS", strs(bundle, "spec", "usages"))
+	}
+	// The agent presents the kubelet's client certificate, whose subject
+	// is CN=system:node:<node>: one of the forms stream.NodeCert accepts.
+	if got := agVols["kubelet-pki"].HostPath; got == nil || got.Path != "/var/lib/kubelet/pki" {
+		t.Errorf("agent kubelet-pki volume %+v", got)
+	}
+	for _, k := range []string{"certFile", "keyFile"} {
+		if v, _ := cfg[k].(string); !strings.HasPrefix(v, "/var/lib/kubelet/pki/") {
+			t.Errorf("agent %s = %q, want the kubelet's client certificate", k, v)
+		}
+	}
+	for _, kind := range []string{"issuers.cert-manager.io", "certificates.cert-manager.io"} {
+		out := kubectl(ctx, t, kc, "get", kind, "-n", systemNS, "-o", "name")
+		t.Logf("%s stored: %s", kind, strings.Join(strings.Fields(string(out)), " "))
+	}
+	checkAgentAcceptsConfig(ctx, t, cs)
+}
+
+func getDeployment(ctx context.Context, t *testing.T, cs kubernetes.Interface) *appsv1.Deployment {
+	t.Helper()
+	d, err := cs.AppsV1().Deployments(systemNS).Get(ctx, "switchyard-controlplane", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func getDaemonSet(ctx context.Context, t *testing.T, cs kubernetes.Interface) *appsv1.DaemonSet {
+	t.Helper()
+	d, err := cs.AppsV1().DaemonSets(systemNS).Get(ctx, "switchyard-agent", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func checkControlPlane(t *testing.T, d *appsv1.Deployment) {
+	t.Helper()
+	if d.Spec.Replicas == nil || *d.Spec.Replicas != 2 {
+		t.Errorf("control plane replicas %v, want 2", d.Spec.Replicas)
+	}
+	spec := d.Spec.Template.Spec
+	aa := spec.Affinity
+	if aa == nil || aa.PodAntiAffinity == nil || len(aa.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution) == 0 ||
+		aa.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].TopologyKey != "kubernetes.io/hostname" {
+		t.Errorf("control plane anti-affinity %+v: want replicas on different nodes", aa)
+	}
+	if spec.ServiceAccountName != "switchyard-controlplane" {
+		t.Errorf("control plane ServiceAccount %q", spec.ServiceAccountName)
+	}
+	c := spec.Containers[0]
+	if c.Resources.Requests.Cpu().IsZero() || c.Resources.Requests.Memory().IsZero() {
+		t.Errorf("control plane requests %v", c.Resources.Requests)
+	}
+}
+
+func checkAgent(t *testing.T, d *appsv1.DaemonSet) {
+	t.Helper()
+	spec := d.Spec.Template.Spec
+	if !spec.HostNetwork {
+		t.Error("agent not on the host network")
+	}
+	if spec.AutomountServiceAccountToken == nil || *spec.AutomountServiceAccountToken {
+		t.Error("agent mounts a ServiceAccount token; it must have no credentials")
+	}
+	if spec.PriorityClassName != "system-node-critical" {
+		t.Errorf("agent priority class %q", spec.PriorityClassName)
+	}
+	if !slices.ContainsFunc(spec.Tolerations, func(tl corev1.Toleration) bool {
+		return tl.Operator == corev1.TolerationOpExists && tl.Key == "" && tl.Effect == ""
+	}) {
+		t.Errorf("agent tolerations %v: want to tolerate everything", spec.Tolerations)
+	}
+	c := spec.Containers[0]
+	if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "NODE_NAME" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName"
+	}) {
+		t.Errorf("agent env %v: want NODE_NAME from spec.nodeName", c.Env)
+	}
+	sc := c.SecurityContext
+	if sc == nil || sc.Capabilities == nil || (sc.Privileged != nil && *sc.Privileged) {
+		t.Fatalf("agent security context %+v: want capabilities, not privileged", sc)
+	}
+	for _, capName := range []corev1.Capability{"NET_ADMIN", "NET_RAW"} {
+		if !slices.Contains(sc.Capabilities.Add, capName) {
+			t.Errorf("agent capabilities %v lack %s", sc.Capabilities.Add, capName)
+		}
+	}
+	mounts := map[string]bool{}
+	for _, m := range c.VolumeMounts {
+		mounts[m.MountPath] = true
+	}
+	for _, p := range []string{"/run/xtables.lock", "/lib/modules", "/var/lib/switchyard-agent"} {
+		if !mounts[p] {
+			t.Errorf("agent does not mount %s", p)
+		}
+	}
+}
+
+// checkRBAC proves the control plane's ClusterRole grants only reads
+// (get/list/watch at most) on services, endpointslices and nodes.
+func checkRBAC(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
+	cr, err := cs.RbacV1().ClusterRoles().Get(ctx, "switchyard-controlplane", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]string{"services": "", "nodes": "", "endpointslices": "discovery.k8s.io"}
+	seen := map[string]bool{}
+	for _, r := range cr.Rules {
+		for _, v := range r.Verbs {
+			if v != "get" && v != "list" && v != "watch" {
+				t.Errorf("ClusterRole grants verb %q", v)
+			}
+		}
+		for _, res := range r.Resources {
+			group, ok := allowed[res]
+			if !ok || !slices.Equal(r.APIGroups, []string{group}) {
+				t.Errorf("ClusterRole grants %v in groups %v", res, r.APIGroups)
+			}
+			seen[res] = true
+		}
+		if len(r.ResourceNames)+len(r.NonResourceURLs) > 0 {
+			t.Errorf("unexpected rule %+v", r)
+		}
+	}
+	if len(seen) != len(allowed) {
+		t.Errorf("ClusterRole covers %v, want %v", seen, allowed)
+	}
+	crb, err := cs.RbacV1().ClusterRoleBindings().Get(ctx, "switchyard-controlplane", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(crb.Subjects) != 1 || crb.Subjects[0].Namespace != systemNS || crb.Subjects[0].Name != "switchyard-controlplane" {
+		t.Errorf("ClusterRoleBinding subjects %+v", crb.Subjects)
+	}
+}
+
+// checkAgentAcceptsConfig feeds the stored ConfigMap's config.yaml to the
+// real agent binary. A negative --sync-period makes it stop right after
+// parsing (flags override the file), so the expected failure is exactly
+// that one: an unknown or mistyped field in the file would fail earlier
+// with "config file".
+func checkAgentAcceptsConfig(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
+	cm, err := cs.CoreV1().ConfigMaps(systemNS).Get(ctx, "switchyard-agent", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg map[string]any
+	if err := yaml.Unmarshal([]byte(cm.Data["config.yaml"]), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if cfg["mode"] != "iptables" {
+		t.Errorf("agent config mode %v, want iptables", cfg["mode"])
+	}
+	path := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(path, []byte(cm.Data["config.yaml"]), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bin := buildBinary(t, "./nodeagent/cmd/switchyard-agent")
+	cmd := exec.CommandContext(ctx, bin, "--config="+path, "--node-name=node-a", "--sync-period=-1s")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--sync-period must be positive") || strings.Contains(string(out), "config file") {
+		t.Errorf("agent on the ConfigMap's config: err %v, output:\n%s", err, out)
+	}
+}

@@ -1,0 +1,15 @@
+// Package deploy proves deploy/ the way an operator uses it: `kubectl
+// kustomize` renders the base and the mTLS overlay, `kubectl apply -k`
+// (server-side dry run, then for real) creates every object on the test
+// bed's real kube-apiserver, and the created objects carry what the design
+// promises (RBAC read-only, probes, anti-affinity, agent without
+// credentials, ...). It also checks the images' Dockerfiles statically:
+// COPY sources exist and the packages they build compile, since no Docker
+// engine is available here.
+//
+// The test bed has no controller manager or scheduler: Deployments and
+// DaemonSets are created but no pod ever appears, which is all these tests
+// need. cert-manager is not installed; the overlay test installs stand-in
+// CRDs for Issuer and Certificate (testdata/cert-manager-crds.yaml, no
+// schema) so its objects are accepted, and checks their fields itself.
+package deploy
