@@ -32,6 +32,7 @@ type Config struct {
 	SyncPeriod             Duration `json:"syncPeriod,omitzero"`
 	LogLevel               string   `json:"logLevel,omitempty"`
 	LogFormat              string   `json:"logFormat,omitempty"`
+	CleanupKubeProxy       bool     `json:"cleanupKubeProxy,omitempty"`
 }
 
 // Duration is a time.Duration written as "1s" in the config file.
@@ -62,7 +63,7 @@ func defaults(env func(string) string) Config {
 		HealthzBindAddress: "0.0.0.0:10256",
 		MetricsBindAddress: "127.0.0.1:10249",
 		MinSyncPeriod:      Duration{time.Second},
-		SyncPeriod:         Duration{30 * time.Second},
+		SyncPeriod:         Duration{time.Hour},
 		LogLevel:           "info",
 		LogFormat:          "text",
 	}
@@ -95,7 +96,7 @@ func (a *addresses) Set(v string) error {
 }
 
 func bind(fs *flag.FlagSet, c *Config, configFile *string) {
-	fs.StringVar(configFile, "config", "", "YAML file with the same fields as these flags (controlPlanes, nodeName, mode, stateDir, healthzBindAddress, metricsBindAddress, healthCheckBindAddress, caFile, certFile, keyFile, insecure, minSyncPeriod, syncPeriod, logLevel, logFormat); flags override it")
+	fs.StringVar(configFile, "config", "", "YAML file with the same fields as these flags (controlPlanes, nodeName, mode, stateDir, healthzBindAddress, metricsBindAddress, healthCheckBindAddress, caFile, certFile, keyFile, insecure, minSyncPeriod, syncPeriod, logLevel, logFormat, cleanupKubeProxy); flags override it")
 	fs.Var(&addresses{list: &c.ControlPlanes}, "control-plane", "control-plane gRPC address host:port; repeat the flag or separate with commas; the agent fails over between them")
 	fs.StringVar(&c.NodeName, "node-name", c.NodeName, "name of this Kubernetes node (default $NODE_NAME, as the DaemonSet's downward API sets it)")
 	fs.StringVar(&c.Mode, "mode", c.Mode, "dataplane mode: iptables|ipvs|nftables|userspace|dry-run; a NodeConfig from the control plane overrides it")
@@ -108,9 +109,10 @@ func bind(fs *flag.FlagSet, c *Config, configFile *string) {
 	fs.StringVar(&c.KeyFile, "key-file", c.KeyFile, "PEM private key of --cert-file")
 	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "talk plaintext gRPC to the control plane; only when no TLS file is given (tests and demos)")
 	fs.DurationVar(&c.MinSyncPeriod.Duration, "min-sync-period", c.MinSyncPeriod.Duration, "shortest time between two syncs; bursts of changes are coalesced")
-	fs.DurationVar(&c.SyncPeriod.Duration, "sync-period", c.SyncPeriod.Duration, "time between full resyncs that repair drift")
+	fs.DurationVar(&c.SyncPeriod.Duration, "sync-period", c.SyncPeriod.Duration, "time between full resyncs that read the kernel back and repair drift (kube-proxy does its full sync hourly too); changes are applied as they arrive, not on this period")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug|info|warn|error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: text|json")
+	fs.BoolVar(&c.CleanupKubeProxy, "cleanup-kube-proxy", c.CleanupKubeProxy, "on start, before the first sync, remove what kube-proxy left on this node (its iptables chains, nftables tables, kube-ipvs0 and IPVS services, ipsets); does nothing where kube-proxy left nothing")
 }
 
 // parseConfig builds the configuration: defaults, then the --config file,

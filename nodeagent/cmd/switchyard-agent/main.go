@@ -16,21 +16,15 @@ import (
 	"os"
 	"os/signal"
 	"strings"
-	"sync"
 	"syscall"
 
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/switchyard-proxy/switchyard/dataplane"
-	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
-	"github.com/switchyard-proxy/switchyard/dataplane/dryrun"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
+	"github.com/switchyard-proxy/switchyard/dataplane/kubeproxycleanup"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/agent"
-	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -63,13 +57,23 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	newDP := dataplanes(stdout, logger)
+	newDP := dataplanes(ctx, stdout, logger)
 	if _, err := newDP(mode); err != nil {
 		return err
 	}
 	creds, err := transportCredentials(c)
 	if err != nil {
 		return err
+	}
+	if c.CleanupKubeProxy {
+		// Before agent.New and the first sync: kube-proxy's chains share
+		// names with ours, and the first sync is a full one that rewrites
+		// ours. A partial failure does not stop the agent: the next start
+		// retries, and a node without a proxy is worse.
+		kp := kubeproxycleanup.Config{Runner: iptables.ExecRunner{}, Logger: logger.With("component", "kubeProxyCleanup")}
+		if _, err := kubeproxycleanup.Run(ctx, kp); err != nil {
+			logger.Error("kube-proxy cleanup incomplete; starting anyway", "err", err)
+		}
 	}
 	a, err := agent.New(agent.Options{
 		NodeName:          c.NodeName,
@@ -93,79 +97,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	err = a.Run(ctx)
 	logger.Info("switchyard-agent stopped; rules left in place")
 	return err
-}
-
-var modes = map[string]switchyardv1.DataplaneMode{
-	"iptables":  switchyardv1.DataplaneMode_DATAPLANE_MODE_IPTABLES,
-	"ipvs":      switchyardv1.DataplaneMode_DATAPLANE_MODE_IPVS,
-	"nftables":  switchyardv1.DataplaneMode_DATAPLANE_MODE_NFTABLES,
-	"userspace": switchyardv1.DataplaneMode_DATAPLANE_MODE_USERSPACE,
-	"dry-run":   switchyardv1.DataplaneMode_DATAPLANE_MODE_DRY_RUN,
-}
-
-func parseMode(s string) (switchyardv1.DataplaneMode, error) {
-	m, ok := modes[s]
-	if !ok {
-		return 0, fmt.Errorf("--mode %q: want iptables|ipvs|nftables|userspace|dry-run", s)
-	}
-	return m, nil
-}
-
-func modeName(m switchyardv1.DataplaneMode) string {
-	for name, v := range modes {
-		if v == m {
-			return name
-		}
-	}
-	return m.String()
-}
-
-// dataplanes builds the dataplane of a mode, once: the flag check at start
-// and the agent (and a later switch back to the mode) share one instance,
-// so a mode's kernel handles are opened once. dry-run and iptables exist so
-// far. Building one touches no kernel state: iptables detects its flavour
-// on the first Apply, in the namespace the agent runs in (the node's).
-func dataplanes(stdout io.Writer, log *slog.Logger) func(switchyardv1.DataplaneMode) (dataplane.Dataplane, error) {
-	var mu sync.Mutex
-	built := map[switchyardv1.DataplaneMode]dataplane.Dataplane{}
-	return func(m switchyardv1.DataplaneMode) (dataplane.Dataplane, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if dp, ok := built[m]; ok {
-			return dp, nil
-		}
-		var dp dataplane.Dataplane
-		switch m {
-		case switchyardv1.DataplaneMode_DATAPLANE_MODE_DRY_RUN:
-			dp = dryrun.New(stdout)
-		case switchyardv1.DataplaneMode_DATAPLANE_MODE_IPTABLES:
-			var err error
-			if dp, err = newIPTables(log); err != nil {
-				return nil, err
-			}
-		default:
-			return nil, fmt.Errorf("mode %s is not available yet", modeName(m))
-		}
-		built[m] = dp
-		return dp, nil
-	}
-}
-
-func newIPTables(log *slog.Logger) (dataplane.Dataplane, error) {
-	h, err := netlink.NewHandle(unix.NETLINK_NETFILTER)
-	if err != nil {
-		return nil, fmt.Errorf("iptables mode: netlink handle for conntrack: %w", err)
-	}
-	dp, err := iptables.New(iptables.Config{
-		Runner:    iptables.ExecRunner{},
-		Conntrack: conntrack.Netlink{Handle: h},
-		Logger:    log.With("mode", "iptables"),
-	})
-	if err != nil {
-		h.Close()
-		return nil, fmt.Errorf("iptables mode: %w", err)
-	}
-	return dp, nil
 }
 
 func transportCredentials(c Config) (credentials.TransportCredentials, error) {

@@ -83,7 +83,7 @@ func New(o Options) (*Agent, error) {
 		o.Clock = clock.RealClock{}
 	}
 	if o.SyncPeriod <= 0 {
-		o.SyncPeriod = 30 * time.Second
+		o.SyncPeriod = time.Hour
 	}
 	if o.HealthTimeout <= 0 {
 		o.HealthTimeout = 2 * o.SyncPeriod

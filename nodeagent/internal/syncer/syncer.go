@@ -96,7 +96,7 @@ func New(cfg Config, restored *view.View, reconcile bool) (*Syncer, error) {
 		cfg.Clock = clock.RealClock{}
 	}
 	if cfg.SyncPeriod <= 0 {
-		cfg.SyncPeriod = 30 * time.Second
+		cfg.SyncPeriod = time.Hour
 	}
 	if restored == nil {
 		restored = &view.View{Resources: map[string]*switchyardv1.Resource{}}

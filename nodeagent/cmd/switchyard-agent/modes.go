@@ -1,0 +1,126 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
+	"github.com/switchyard-proxy/switchyard/dataplane/dryrun"
+	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
+	"github.com/switchyard-proxy/switchyard/dataplane/ipvs"
+	"github.com/switchyard-proxy/switchyard/dataplane/userspace"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+var modes = map[string]switchyardv1.DataplaneMode{
+	"iptables":  switchyardv1.DataplaneMode_DATAPLANE_MODE_IPTABLES,
+	"ipvs":      switchyardv1.DataplaneMode_DATAPLANE_MODE_IPVS,
+	"nftables":  switchyardv1.DataplaneMode_DATAPLANE_MODE_NFTABLES,
+	"userspace": switchyardv1.DataplaneMode_DATAPLANE_MODE_USERSPACE,
+	"dry-run":   switchyardv1.DataplaneMode_DATAPLANE_MODE_DRY_RUN,
+}
+
+func parseMode(s string) (switchyardv1.DataplaneMode, error) {
+	m, ok := modes[s]
+	if !ok {
+		return 0, fmt.Errorf("--mode %q: want iptables|ipvs|nftables|userspace|dry-run", s)
+	}
+	return m, nil
+}
+
+func modeName(m switchyardv1.DataplaneMode) string {
+	for name, v := range modes {
+		if v == m {
+			return name
+		}
+	}
+	return m.String()
+}
+
+// dataplanes builds the dataplane of a mode, once: the flag check at start
+// and the agent (and a later switch back to the mode) share one instance,
+// so a mode's kernel handles are opened once. Building iptables or
+// userspace touches no kernel state (iptables detects its flavour on the
+// first Apply, in the namespace the agent runs in: the node's); ipvs checks
+// that the kernel has IPVS and refuses the mode otherwise. ctx bounds the
+// background work a mode runs (ipvs drains weight-0 real servers).
+func dataplanes(ctx context.Context, stdout io.Writer, log *slog.Logger) func(switchyardv1.DataplaneMode) (dataplane.Dataplane, error) {
+	var mu sync.Mutex
+	built := map[switchyardv1.DataplaneMode]dataplane.Dataplane{}
+	return func(m switchyardv1.DataplaneMode) (dataplane.Dataplane, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if dp, ok := built[m]; ok {
+			return dp, nil
+		}
+		var dp dataplane.Dataplane
+		switch m {
+		case switchyardv1.DataplaneMode_DATAPLANE_MODE_DRY_RUN:
+			dp = dryrun.New(stdout)
+		case switchyardv1.DataplaneMode_DATAPLANE_MODE_IPTABLES:
+			var err error
+			if dp, err = newIPTables(log); err != nil {
+				return nil, err
+			}
+		case switchyardv1.DataplaneMode_DATAPLANE_MODE_IPVS:
+			var err error
+			if dp, err = newIPVS(ctx, log); err != nil {
+				return nil, err
+			}
+		case switchyardv1.DataplaneMode_DATAPLANE_MODE_USERSPACE:
+			us, err := userspace.New(userspace.Config{Logger: log.With("mode", "userspace")})
+			if err != nil {
+				return nil, fmt.Errorf("userspace mode: %w", err)
+			}
+			dp = us
+		default:
+			return nil, fmt.Errorf("mode %s is not available yet", modeName(m))
+		}
+		built[m] = dp
+		return dp, nil
+	}
+}
+
+func newIPTables(log *slog.Logger) (dataplane.Dataplane, error) {
+	h, err := netlink.NewHandle(unix.NETLINK_NETFILTER)
+	if err != nil {
+		return nil, fmt.Errorf("iptables mode: netlink handle for conntrack: %w", err)
+	}
+	dp, err := iptables.New(iptables.Config{
+		Runner:    iptables.ExecRunner{},
+		Conntrack: conntrack.Netlink{Handle: h},
+		Logger:    log.With("mode", "iptables"),
+	})
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("iptables mode: %w", err)
+	}
+	return dp, nil
+}
+
+func newIPVS(ctx context.Context, log *slog.Logger) (dataplane.Dataplane, error) {
+	k, err := ipvs.NewKernel(ipvs.KernelConfig{}) // the agent's namespace: the node's
+	if err != nil {
+		return nil, fmt.Errorf("ipvs mode: %w", err)
+	}
+	dp, err := ipvs.New(k.Config(ipvs.Config{Logger: log.With("mode", "ipvs")}))
+	if err != nil {
+		k.Close()
+		return nil, fmt.Errorf("ipvs mode: %w", err)
+	}
+	// Each Apply drains too; Run also drains between Applies, so a
+	// removed endpoint's real server goes as soon as its connections end.
+	go func() {
+		if err := dp.Run(ctx); err != nil && ctx.Err() == nil {
+			log.Error("ipvs drain loop stopped", "err", err)
+		}
+	}()
+	return dp, nil
+}
