@@ -4,25 +4,25 @@ go 1.26.0
 
 require (
 	github.com/google/go-cmp v0.7.0
+	github.com/moby/ipvs v1.1.0
 	github.com/switchyard-proxy/switchyard/proto v0.0.0
 	github.com/vishvananda/netlink v1.3.1
+	github.com/vishvananda/netns v0.0.5
 	golang.org/x/sys v0.48.0
 	google.golang.org/protobuf v1.36.12
+	sigs.k8s.io/knftables v0.0.22
 )
 
 require (
 	github.com/google/nftables v0.3.0 // indirect
 	github.com/mdlayher/netlink v1.11.2 // indirect
 	github.com/mdlayher/socket v0.6.1 // indirect
-	github.com/moby/ipvs v1.1.0 // indirect
 	github.com/sirupsen/logrus v1.9.0 // indirect
-	github.com/vishvananda/netns v0.0.5 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261110000943-09e21b237f2c // indirect
 	google.golang.org/grpc v1.85.0 // indirect
-	sigs.k8s.io/knftables v0.0.22 // indirect
 )
 
 replace github.com/switchyard-proxy/switchyard/proto => ../proto

@@ -100,7 +100,7 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 // asks the kernel whether it has IPVS (this machine's has not).
 func TestModesBuild(t *testing.T) {
 	newDP := dataplanes(t.Context(), &bytes.Buffer{}, slog.New(slog.DiscardHandler))
-	for _, name := range []string{"iptables", "userspace", "dry-run", "ipvs"} {
+	for _, name := range []string{"iptables", "nftables", "userspace", "dry-run", "ipvs"} {
 		t.Run(name, func(t *testing.T) {
 			m, err := parseMode(name)
 			if err != nil {
@@ -124,16 +124,5 @@ func TestModesBuild(t *testing.T) {
 	}
 	if _, err := parseMode("bogus"); err == nil {
 		t.Error("bogus mode accepted")
-	}
-}
-
-func TestUnavailableModes(t *testing.T) {
-	for _, name := range []string{"nftables"} {
-		t.Run(name, func(t *testing.T) {
-			err := run(t.Context(), []string{"--mode", name, "--insecure", "--control-plane", "a:1", "--node-name", "n", "--state-dir", t.TempDir()}, &bytes.Buffer{}, &bytes.Buffer{})
-			if want := "mode " + name + " is not available yet"; err == nil || err.Error() != want {
-				t.Errorf("run err = %v, want %q", err, want)
-			}
-		})
 	}
 }

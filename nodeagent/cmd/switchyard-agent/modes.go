@@ -15,6 +15,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/dryrun"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipvs"
+	"github.com/switchyard-proxy/switchyard/dataplane/nftables"
 	"github.com/switchyard-proxy/switchyard/dataplane/userspace"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -46,8 +47,8 @@ func modeName(m switchyardv1.DataplaneMode) string {
 
 // dataplanes builds the dataplane of a mode, once: the flag check at start
 // and the agent (and a later switch back to the mode) share one instance,
-// so a mode's kernel handles are opened once. Building iptables or
-// userspace touches no kernel state (iptables detects its flavour on the
+// so a mode's kernel handles are opened once. Building iptables, nftables
+// or userspace touches no kernel state (iptables detects its flavour on the
 // first Apply, in the namespace the agent runs in: the node's); ipvs checks
 // that the kernel has IPVS and refuses the mode otherwise. ctx bounds the
 // background work a mode runs (ipvs drains weight-0 real servers).
@@ -69,6 +70,11 @@ func dataplanes(ctx context.Context, stdout io.Writer, log *slog.Logger) func(sw
 			if dp, err = newIPTables(log); err != nil {
 				return nil, err
 			}
+		case switchyardv1.DataplaneMode_DATAPLANE_MODE_NFTABLES:
+			var err error
+			if dp, err = newNFTables(log); err != nil {
+				return nil, err
+			}
 		case switchyardv1.DataplaneMode_DATAPLANE_MODE_IPVS:
 			var err error
 			if dp, err = newIPVS(ctx, log); err != nil {
@@ -81,7 +87,7 @@ func dataplanes(ctx context.Context, stdout io.Writer, log *slog.Logger) func(sw
 			}
 			dp = us
 		default:
-			return nil, fmt.Errorf("mode %s is not available yet", modeName(m))
+			return nil, fmt.Errorf("unknown dataplane mode %s", modeName(m))
 		}
 		built[m] = dp
 		return dp, nil
@@ -101,6 +107,23 @@ func newIPTables(log *slog.Logger) (dataplane.Dataplane, error) {
 	if err != nil {
 		h.Close()
 		return nil, fmt.Errorf("iptables mode: %w", err)
+	}
+	return dp, nil
+}
+
+func newNFTables(log *slog.Logger) (dataplane.Dataplane, error) {
+	h, err := netlink.NewHandle(unix.NETLINK_NETFILTER)
+	if err != nil {
+		return nil, fmt.Errorf("nftables mode: netlink handle for conntrack: %w", err)
+	}
+	dp, err := nftables.New(nftables.Config{
+		Runner:    nftables.ExecRunner{},
+		Conntrack: conntrack.Netlink{Handle: h},
+		Logger:    log.With("mode", "nftables"),
+	})
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("nftables mode: %w", err)
 	}
 	return dp, nil
 }

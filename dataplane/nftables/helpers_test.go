@@ -1,0 +1,160 @@
+package nftables
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"google.golang.org/protobuf/encoding/prototext"
+	"sigs.k8s.io/knftables"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+// loadState reads testdata/<case>/input.textproto: a StreamSnapshotsResponse
+// whose resources are the node's config and service views (the inputs of
+// dataplane/iptables/testdata, copied).
+func loadState(t testing.TB, dir string) *dataplane.State {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(dir, "input.textproto"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var msg switchyardv1.StreamSnapshotsResponse
+	if err := prototext.Unmarshal(raw, &msg); err != nil {
+		t.Fatalf("%s: %v", dir, err)
+	}
+	st := &dataplane.State{Services: map[string]*switchyardv1.ServiceView{}}
+	for _, r := range msg.GetResources() {
+		switch {
+		case r.GetNodeConfig() != nil:
+			st.Config = r.GetNodeConfig()
+		case r.GetService() != nil:
+			st.Services[r.GetName()] = r.GetService()
+		}
+	}
+	return st
+}
+
+// recorder is a knftables.Interface that records the text of every
+// transaction it runs and can be told to fail the next one.
+type recorder struct {
+	knftables.Interface
+
+	mu       sync.Mutex
+	txs      []string
+	failNext bool
+}
+
+func (r *recorder) Run(ctx context.Context, tx *knftables.Transaction) error {
+	r.mu.Lock()
+	r.txs = append(r.txs, tx.String())
+	fail := r.failNext
+	r.failNext = false
+	r.mu.Unlock()
+	if fail {
+		return fmt.Errorf("injected failure")
+	}
+	return r.Interface.Run(ctx, tx)
+}
+
+func (r *recorder) take() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.txs
+	r.txs = nil
+	return out
+}
+
+// fakeBed is a Dataplane over knftables Fakes, one per family.
+type fakeBed struct {
+	fakes map[Family]*knftables.Fake
+	rec   map[Family]*recorder
+	dp    *Dataplane
+}
+
+func newFakeBed(t testing.TB, fams ...Family) *fakeBed {
+	t.Helper()
+	if len(fams) == 0 {
+		fams = []Family{IPv4}
+	}
+	b := &fakeBed{fakes: map[Family]*knftables.Fake{}, rec: map[Family]*recorder{}}
+	ifs := map[Family]knftables.Interface{}
+	for _, f := range fams {
+		b.fakes[f] = knftables.NewFake(f.nft(), DefaultTable)
+		b.rec[f] = &recorder{Interface: b.fakes[f]}
+		ifs[f] = b.rec[f]
+	}
+	dp, err := New(Config{Interfaces: ifs, Families: fams})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.dp = dp
+	return b
+}
+
+func (b *fakeBed) apply(t testing.TB, st *dataplane.State, full bool) {
+	t.Helper()
+	if err := b.dp.Apply(t.Context(), st, dataplane.ApplyOptions{Full: full}); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+}
+
+// sortedDump is a Fake's dump with its lines sorted: element order in
+// the Fake follows insertion, which differs between a partial and a full
+// sync of the same state.
+func sortedDump(f *knftables.Fake) string {
+	lines := strings.Split(strings.TrimSpace(f.Dump()), "\n")
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
+
+// freshDump is the sorted dump of st applied once to an empty table.
+func freshDump(t testing.TB, st *dataplane.State, fam Family) string {
+	t.Helper()
+	b := newFakeBed(t, fam)
+	b.apply(t, st, false)
+	return sortedDump(b.fakes[fam])
+}
+
+// benchService is service i with eps endpoints; alt moves its last one.
+func benchService(i, eps int, alt bool) *switchyardv1.ServiceView {
+	sv := &switchyardv1.ServiceView{
+		Namespace: "ns", Name: fmt.Sprintf("s%d", i), Type: switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP,
+		ClusterIps:      []string{fmt.Sprintf("10.96.%d.%d", i/250, i%250+1)},
+		Ports:           []*switchyardv1.ServicePort{{Name: "http", Protocol: switchyardv1.Protocol_PROTOCOL_TCP, Port: 80}},
+		HasAnyEndpoints: eps > 0,
+	}
+	for e := range eps {
+		n := i*eps + e
+		addr := fmt.Sprintf("10.%d.%d.%d", 128+n/62500, (n/250)%250, n%250+1)
+		if alt && e == eps-1 {
+			addr = "10.127.0.1"
+		}
+		sv.ClusterEndpoints = append(sv.ClusterEndpoints, &switchyardv1.Endpoint{
+			Address: addr, Ready: true, Serving: true,
+			Ports: []*switchyardv1.EndpointPort{{Name: "http", Port: 8080}},
+		})
+	}
+	return sv
+}
+
+func stateOf(svcs ...*switchyardv1.ServiceView) *dataplane.State {
+	st := &dataplane.State{
+		Config:   &switchyardv1.NodeConfig{NodeName: "n", ClusterCidrs: []string{"10.128.0.0/9"}, NodeIps: []string{"10.200.0.10"}},
+		Services: map[string]*switchyardv1.ServiceView{},
+	}
+	for _, sv := range svcs {
+		st.Services[sv.Namespace+"/"+sv.Name] = sv
+	}
+	return st
+}
+
+func netipMust(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }

@@ -1,0 +1,182 @@
+package nftables
+
+import (
+	"crypto/sha256"
+	"encoding/base32"
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"sigs.k8s.io/knftables"
+)
+
+// DefaultTable is the table this mode owns in each family.
+const DefaultTable = "switchyard"
+
+// Fixed chains, maps and sets. Per-service objects carry one of the
+// prefixes below, a hash and a readable name that always contains "/",
+// which the fixed names never do.
+const (
+	chainNatPrerouting   = "nat-prerouting"
+	chainNatOutput       = "nat-output"
+	chainNatPostrouting  = "nat-postrouting"
+	chainFilterInput     = "filter-input"
+	chainFilterForward   = "filter-forward"
+	chainFilterOutput    = "filter-output"
+	chainFilterPreDNAT   = "filter-prerouting-pre-dnat"
+	chainFilterOutPreDNA = "filter-output-pre-dnat"
+
+	chainServices     = "services"
+	chainMarkMasq     = "mark-for-masquerade"
+	chainMasquerading = "masquerading"
+	chainServiceCheck = "service-endpoints-check"
+	chainNodePortChk  = "nodeport-endpoints-check"
+	chainFirewallChk  = "firewall-check"
+	chainReject       = "reject-chain"
+
+	mapServiceIPs   = "service-ips"
+	mapServiceNPs   = "service-nodeports"
+	mapNoEPServices = "no-endpoint-services"
+	mapNoEPNodePort = "no-endpoint-nodeports"
+	mapFirewallIPs  = "firewall-ips"
+	setClusterCIDRs = "cluster-cidrs"
+	setNodePortIPs  = "nodeport-ips"
+
+	prefixSVC      = "svc-"
+	prefixLocal    = "local-"
+	prefixExt      = "ext-"
+	prefixFW       = "fw-"
+	prefixEP       = "ep-"
+	prefixAffinity = "affinity-"
+
+	// masqMark is the bit mark-for-masquerade sets and masquerading
+	// tests; the same bit as the iptables mode, so a mode switch keeps
+	// flows that were marked by either.
+	masqMark = "0x4000"
+)
+
+// Family is the IP family one table is programmed for.
+type Family int
+
+const (
+	// IPv4 is the "ip" table.
+	IPv4 Family = 4
+	// IPv6 is the "ip6" table.
+	IPv6 Family = 6
+)
+
+func (f Family) String() string {
+	if f == IPv6 {
+		return "IPv6"
+	}
+	return "IPv4"
+}
+
+// nft is the nftables family.
+func (f Family) nft() knftables.Family {
+	if f == IPv6 {
+		return knftables.IPv6Family
+	}
+	return knftables.IPv4Family
+}
+
+// ip is the payload keyword ("ip saddr", "ip6 daddr").
+func (f Family) ip() string {
+	if f == IPv6 {
+		return "ip6"
+	}
+	return "ip"
+}
+
+// addrType is the set key type of an address.
+func (f Family) addrType() string {
+	if f == IPv6 {
+		return "ipv6_addr"
+	}
+	return "ipv4_addr"
+}
+
+func (f Family) notLocalhost() string {
+	if f == IPv6 {
+		return "ip6 daddr != ::1"
+	}
+	return "ip daddr != 127.0.0.0/8"
+}
+
+func (f Family) has(a netip.Addr) bool {
+	if f == IPv6 {
+		return a.Is6() && !a.Is4In6()
+	}
+	return a.Is4() || a.Is4In6()
+}
+
+// parseAddr parses an address of family f. ok is false for another family;
+// err is set for text that is not an address.
+func (f Family) parseAddr(s string) (netip.Addr, bool, error) {
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, false, fmt.Errorf("bad address %q: %w", s, err)
+	}
+	a = a.Unmap()
+	return a, f.has(a), nil
+}
+
+// parsePrefix is parseAddr for CIDRs.
+func (f Family) parsePrefix(s string) (netip.Prefix, bool, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, false, fmt.Errorf("bad CIDR %q: %w", s, err)
+	}
+	p = p.Masked()
+	return p, f.has(p.Addr()), nil
+}
+
+// dnatTarget is the "dnat to" argument for an endpoint.
+func dnatTarget(ap netip.AddrPort) string { return ap.String() }
+
+// hashed returns prefix + 8 base32 characters of a SHA-256 of id + "-" +
+// readable. The hash keeps names unique (readable parts are joined with
+// "/" and "__", which input names cannot contain) and tells apart names
+// that differ in one digit; the readable part is for operators.
+func hashed(prefix, id, readable string) string {
+	h := sha256.Sum256([]byte(id))
+	return prefix + base32.StdEncoding.EncodeToString(h[:])[:8] + "-" + readable
+}
+
+// portNames are the names of one service port's objects.
+type portNames struct {
+	svc, local, ext, fw string
+	base, id            string
+}
+
+// namesFor derives the chain names of a service port. readable is
+// "namespace/name/proto/port" (kube-proxy's form; port may be empty).
+func namesFor(ns, name, port, proto string) portNames {
+	base := ns + "/" + name + "/" + proto + "/" + port
+	return portNames{
+		svc: hashed(prefixSVC, base, base), local: hashed(prefixLocal, base, base),
+		ext: hashed(prefixExt, base, base), fw: hashed(prefixFW, base, base),
+		base: base, id: base,
+	}
+}
+
+// endpointChain and affinitySet name the per-endpoint objects. IPv6
+// colons are not allowed in names and become dots. The affinity timeout
+// is part of the set's identity: sets cannot be altered in place, so a
+// new timeout is a new set.
+func (n portNames) endpointChain(ep netip.AddrPort) string {
+	r := n.base + "__" + epReadable(ep)
+	return hashed(prefixEP, r, r)
+}
+
+func (n portNames) affinitySet(ep netip.AddrPort, timeout uint32) string {
+	r := n.base + "__" + epReadable(ep)
+	return hashed(prefixAffinity, fmt.Sprintf("%s/%d", r, timeout), r)
+}
+
+func epReadable(ep netip.AddrPort) string {
+	return strings.ReplaceAll(ep.Addr().String(), ":", ".") + "/" + fmt.Sprint(ep.Port())
+}
+
+// isServiceObject reports whether a chain or set name is per-service.
+func isServiceObject(name string) bool { return strings.Contains(name, "/") }

@@ -1,0 +1,192 @@
+package nftables
+
+import (
+	"slices"
+
+	"sigs.k8s.io/knftables"
+)
+
+// tableObjects are the names of what a kernel table holds.
+type tableObjects struct {
+	chains, sets, maps []string
+}
+
+// planStats counts what one transaction writes.
+type planStats struct {
+	chainsWritten, chainsRemoved int
+	elementsAdded, elementsDeled int
+}
+
+func (s *planStats) add(o planStats) {
+	s.chainsWritten += o.chainsWritten
+	s.chainsRemoved += o.chainsRemoved
+	s.elementsAdded += o.elementsAdded
+	s.elementsDeled += o.elementsDeled
+}
+
+// planPartial writes into tx the difference between prev (what the last
+// successful transaction left) and next: new sets, new and changed chains
+// (flushed and rewritten whole), element deletions and additions, then
+// removed chains (all flushed before any is deleted, since they may
+// reference each other) and removed sets. Nothing that did not change is
+// touched, so the transaction's size follows the change, not the table.
+func planPartial(tx *knftables.Transaction, prev, next *Ruleset) planStats {
+	var st planStats
+	for _, n := range sortedKeys(next.Sets) {
+		if old, ok := prev.Sets[n]; !ok || !sameSet(old, next.Sets[n]) {
+			if ok {
+				// Sets cannot be altered; only their contents ever
+				// change in practice (names carry the definition).
+				tx.Delete(old.ref())
+			}
+			tx.Add(next.Sets[n].object())
+		}
+	}
+	var write []string
+	for _, n := range sortedKeys(next.Chains) {
+		old, ok := prev.Chains[n]
+		if ok && slices.Equal(old.Rules, next.Chains[n].Rules) {
+			continue
+		}
+		if !ok {
+			tx.Add(next.Chains[n].object())
+		}
+		write = append(write, n)
+	}
+	for _, n := range write {
+		if _, ok := prev.Chains[n]; ok {
+			tx.Flush(&knftables.Chain{Name: n})
+		}
+		addRules(tx, next.Chains[n])
+	}
+	st.chainsWritten = len(write)
+	st.add(planElements(tx, prev, next))
+	var gone []string
+	for _, n := range sortedKeys(prev.Chains) {
+		if _, ok := next.Chains[n]; !ok {
+			gone = append(gone, n)
+		}
+	}
+	for _, n := range gone {
+		tx.Flush(&knftables.Chain{Name: n})
+	}
+	for _, n := range gone {
+		tx.Delete(&knftables.Chain{Name: n})
+	}
+	st.chainsRemoved = len(gone)
+	for _, n := range sortedKeys(prev.Sets) {
+		if _, ok := next.Sets[n]; !ok {
+			tx.Delete(prev.Sets[n].ref())
+		}
+	}
+	return st
+}
+
+// planElements deletes elements that went away or changed value, then
+// adds new and changed ones.
+func planElements(tx *knftables.Transaction, prev, next *Ruleset) planStats {
+	var st planStats
+	for _, n := range sortedKeys(prev.Elements) {
+		s, ok := prev.Sets[n]
+		if !ok {
+			continue
+		}
+		if ns, ok := next.Sets[n]; !ok || !sameSet(s, ns) {
+			continue // the whole set goes or is recreated
+		}
+		for _, k := range sortedKeys(prev.Elements[n]) {
+			if v, ok := next.Elements[n][k]; !ok || v != prev.Elements[n][k] {
+				tx.Delete(s.elementObject(k, ""))
+				st.elementsDeled++
+			}
+		}
+	}
+	for _, n := range sortedKeys(next.Elements) {
+		s := next.Sets[n]
+		recreated := prev.Sets[n] == nil || !sameSet(prev.Sets[n], s)
+		for _, k := range sortedKeys(next.Elements[n]) {
+			v := next.Elements[n][k]
+			if old, ok := prev.Elements[n][k]; ok && old == v && !recreated {
+				continue
+			}
+			tx.Add(s.elementObject(k, v))
+			st.elementsAdded++
+		}
+	}
+	return st
+}
+
+// planFull writes into tx the whole table: every chain is declared,
+// flushed and rewritten; every static set and map is flushed and
+// refilled; dynamic (affinity) sets are declared but keep their
+// contents. existing names the chains and sets in the kernel table that
+// next does not have: they are flushed and deleted. Everything is one
+// transaction, so the kernel switches from the old table to the new one
+// at once and established flows keep their conntrack entries.
+//
+// When resetBase is set (first sync of this process), base chains are
+// deleted and recreated first, so a hook or priority that changed across
+// versions is applied instead of failing the add.
+func planFull(tx *knftables.Transaction, next *Ruleset, existing tableObjects, resetBase bool) planStats {
+	var st planStats
+	tx.Add(&knftables.Table{})
+	chains := sortedKeys(next.Chains)
+	if resetBase {
+		for _, n := range chains {
+			if c := next.Chains[n]; c.Hook != "" {
+				tx.Add(c.object())
+				tx.Delete(&knftables.Chain{Name: n})
+			}
+		}
+	}
+	for _, n := range sortedKeys(next.Sets) {
+		tx.Add(next.Sets[n].object())
+	}
+	for _, n := range chains {
+		tx.Add(next.Chains[n].object())
+		tx.Flush(&knftables.Chain{Name: n})
+	}
+	for _, n := range chains {
+		addRules(tx, next.Chains[n])
+	}
+	st.chainsWritten = len(chains)
+	for _, n := range sortedKeys(next.Elements) {
+		s := next.Sets[n]
+		tx.Flush(s.ref())
+		for _, k := range sortedKeys(next.Elements[n]) {
+			tx.Add(s.elementObject(k, next.Elements[n][k]))
+			st.elementsAdded++
+		}
+	}
+	var gone []string
+	for _, n := range existing.chains {
+		if _, ok := next.Chains[n]; !ok {
+			gone = append(gone, n)
+		}
+	}
+	slices.Sort(gone)
+	for _, n := range gone {
+		tx.Flush(&knftables.Chain{Name: n})
+	}
+	for _, n := range gone {
+		tx.Delete(&knftables.Chain{Name: n})
+	}
+	st.chainsRemoved = len(gone)
+	for _, n := range existing.sets {
+		if _, ok := next.Sets[n]; !ok {
+			tx.Delete(&knftables.Set{Name: n})
+		}
+	}
+	for _, n := range existing.maps {
+		if _, ok := next.Sets[n]; !ok {
+			tx.Delete(&knftables.Map{Name: n})
+		}
+	}
+	return st
+}
+
+func addRules(tx *knftables.Transaction, c *Chain) {
+	for _, r := range c.Rules {
+		tx.Add(&knftables.Rule{Chain: c.Name, Rule: r})
+	}
+}

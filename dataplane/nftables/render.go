@@ -1,0 +1,144 @@
+package nftables
+
+import (
+	"fmt"
+	"net/netip"
+	"sort"
+
+	"sigs.k8s.io/knftables"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+)
+
+// nodeView is the NodeConfig reduced to one family.
+type nodeView struct {
+	clusterCIDRs  []netip.Prefix
+	masqueradeAll bool
+	nodeIPs       []netip.Addr
+}
+
+// renderer holds the state of one Render call.
+type renderer struct {
+	fam  Family
+	node nodeView
+	rs   *Ruleset
+}
+
+// Render turns a node's state into the table of one family. It does no
+// I/O and is deterministic. Bad input is skipped and recorded in
+// Ruleset.Skips; the result never references a missing chain or set.
+func Render(st *dataplane.State, fam Family) (*Ruleset, error) {
+	r := &renderer{fam: fam, rs: newRuleset(fam)}
+	r.readNode(st)
+	r.fixed()
+	names := make([]string, 0, len(st.Services))
+	for n := range st.Services {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		r.service(n, st.Services[n])
+	}
+	if err := r.rs.Validate(); err != nil {
+		return nil, fmt.Errorf("render %s: %w", fam, err)
+	}
+	return r.rs, nil
+}
+
+func (r *renderer) skip(svc, format string, args ...any) {
+	r.rs.Skips = append(r.rs.Skips, Skip{Service: svc, Reason: fmt.Sprintf(format, args...)})
+}
+
+func (r *renderer) readNode(st *dataplane.State) {
+	cfg := st.Config
+	if cfg == nil {
+		return
+	}
+	r.node.masqueradeAll = cfg.GetMasqueradeAll()
+	for _, s := range cfg.GetClusterCidrs() {
+		p, ok, err := r.fam.parsePrefix(s)
+		if err != nil {
+			r.skip("", "node config: %v", err)
+		} else if ok {
+			r.node.clusterCIDRs = append(r.node.clusterCIDRs, p)
+		}
+	}
+	for _, s := range cfg.GetNodeIps() {
+		a, ok, err := r.fam.parseAddr(s)
+		if err != nil {
+			r.skip("", "node config: %v", err)
+		} else if ok {
+			r.node.nodeIPs = append(r.node.nodeIPs, a)
+		}
+	}
+}
+
+// Base chain priorities as numbers: nft 1.0.6 refuses the name "dstnat"
+// in the output hook.
+const (
+	prioDNAT       knftables.BaseChainPriority = "-100"
+	prioSNAT       knftables.BaseChainPriority = "100"
+	prioFilter     knftables.BaseChainPriority = "0"
+	prioPreDNATFlt knftables.BaseChainPriority = "-110"
+)
+
+// fixed writes the objects that exist whatever the services are: base
+// chains, the dispatch chains and the maps they look up.
+func (r *renderer) fixed() {
+	rs, ip, at := r.rs, r.fam.ip(), r.fam.addrType()
+	base := func(name string, t knftables.BaseChainType, h knftables.BaseChainHook, p knftables.BaseChainPriority, rules ...string) {
+		c := rs.chain(name)
+		c.Type, c.Hook, c.Priority = t, h, p
+		c.Rules = append(c.Rules, rules...)
+	}
+	const fresh = "ct state new "
+	base(chainNatPrerouting, knftables.NATType, knftables.PreroutingHook, prioDNAT, "jump "+chainServices)
+	base(chainNatOutput, knftables.NATType, knftables.OutputHook, prioDNAT, "jump "+chainServices)
+	base(chainNatPostrouting, knftables.NATType, knftables.PostroutingHook, prioSNAT, "jump "+chainMasquerading)
+	// Reject and drop happen in filter hooks after routing: a packet to a
+	// service without endpoints is never DNATed, so it reaches input (node
+	// port), forward (from a pod or client) or output (from the node).
+	base(chainFilterInput, knftables.FilterType, knftables.InputHook, prioFilter,
+		fresh+"jump "+chainNodePortChk, fresh+"jump "+chainServiceCheck)
+	base(chainFilterForward, knftables.FilterType, knftables.ForwardHook, prioFilter, fresh+"jump "+chainServiceCheck)
+	base(chainFilterOutput, knftables.FilterType, knftables.OutputHook, prioFilter, fresh+"jump "+chainServiceCheck)
+	// Source ranges are checked before DNAT, on the load-balancer address.
+	base(chainFilterPreDNAT, knftables.FilterType, knftables.PreroutingHook, prioPreDNATFlt, fresh+"jump "+chainFirewallChk)
+	base(chainFilterOutPreDNA, knftables.FilterType, knftables.OutputHook, prioPreDNATFlt, fresh+"jump "+chainFirewallChk)
+
+	vmap := func(name, key string) { rs.set(&Set{Name: name, Map: true, Type: key + " : verdict"}) }
+	svcKey := at + " . inet_proto . inet_service"
+	vmap(mapServiceIPs, svcKey)
+	vmap(mapServiceNPs, "inet_proto . inet_service")
+	vmap(mapNoEPServices, svcKey)
+	vmap(mapNoEPNodePort, "inet_proto . inet_service")
+	vmap(mapFirewallIPs, svcKey)
+	rs.set(&Set{Name: setClusterCIDRs, Type: at, Flags: []knftables.SetFlag{knftables.IntervalFlag}})
+	for _, p := range r.node.clusterCIDRs {
+		rs.element(setClusterCIDRs, "", p.String())
+	}
+
+	rs.add(chainMarkMasq, "mark set mark or", masqMark)
+	rs.add(chainMasquerading, "mark and", masqMark, "!= 0 mark set mark xor", masqMark, "masquerade fully-random")
+	// TCP gets a reset: an ICMP error to a connect() on this node is only
+	// acted on at the SYN retransmit (1–2 s, measured in the iptables mode).
+	rs.add(chainReject, "meta l4proto tcp reject with tcp reset")
+	rs.add(chainReject, "reject")
+
+	rs.add(chainServices, ip, "daddr . meta l4proto . th dport vmap @"+mapServiceIPs)
+	rs.add(chainServiceCheck, ip, "daddr . meta l4proto . th dport vmap @"+mapNoEPServices)
+	rs.add(chainFirewallChk, ip, "daddr . meta l4proto . th dport vmap @"+mapFirewallIPs)
+	// Node ports: on the node's addresses when the control plane names
+	// them, else on every local address but loopback (as kube-proxy's
+	// nftables mode: loopback node ports would need route_localnet).
+	onNode := "fib daddr type local " + r.fam.notLocalhost()
+	if len(r.node.nodeIPs) > 0 {
+		rs.set(&Set{Name: setNodePortIPs, Type: at})
+		for _, a := range r.node.nodeIPs {
+			rs.element(setNodePortIPs, "", a.String())
+		}
+		onNode = ip + " daddr @" + setNodePortIPs
+	}
+	rs.add(chainServices, onNode, "meta l4proto . th dport vmap @"+mapServiceNPs)
+	rs.add(chainNodePortChk, onNode, "meta l4proto . th dport vmap @"+mapNoEPNodePort)
+}

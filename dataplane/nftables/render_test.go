@@ -1,0 +1,119 @@
+package nftables
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*/want.nft")
+
+func hasIPv6(st *dataplane.State) bool {
+	for _, sv := range st.Services {
+		for _, ip := range sv.GetClusterIps() {
+			if strings.Contains(ip, ":") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// goldenCase applies a case once to knftables Fakes and returns, per
+// family, the Fake's dump (valid "nft -f" input) followed by the skips.
+func goldenCase(t *testing.T, dir string) string {
+	st := loadState(t, dir)
+	fams := []Family{IPv4}
+	if hasIPv6(st) {
+		fams = append(fams, IPv6)
+	}
+	b := newFakeBed(t, fams...)
+	b.apply(t, st, false)
+	var out strings.Builder
+	for _, f := range fams {
+		fmt.Fprintf(&out, "# family %s\n%s", f.nft(), b.fakes[f].Dump())
+		rs, err := Render(st, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range rs.Skips {
+			fmt.Fprintf(&out, "# skip %q: %s\n", s.Service, s.Reason)
+		}
+	}
+	return out.String()
+}
+
+func TestGolden(t *testing.T) {
+	dirs, err := filepath.Glob("testdata/*")
+	if err != nil || len(dirs) == 0 {
+		t.Fatalf("no test cases: %v", err)
+	}
+	for _, dir := range dirs {
+		t.Run(filepath.Base(dir), func(t *testing.T) {
+			got := goldenCase(t, dir)
+			if again := goldenCase(t, dir); again != got {
+				t.Fatal("rendering is not deterministic")
+			}
+			path := filepath.Join(dir, "want.nft")
+			if *update {
+				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("%v (run with -update)", err)
+			}
+			if d := cmp.Diff(string(want), got); d != "" {
+				t.Errorf("table differs (-want +got):\n%s", d)
+			}
+		})
+	}
+}
+
+func TestValidateFindsDanglingReferences(t *testing.T) {
+	rs := newRuleset(IPv4)
+	rs.add("a", "goto svc-MISSING")
+	rs.add("b", "ip saddr @nope drop")
+	rs.set(&Set{Name: mapServiceIPs, Map: true, Type: "ipv4_addr : verdict"})
+	rs.element(mapServiceIPs, "goto ext-GONE", "10.0.0.1")
+	err := rs.Validate()
+	if err == nil {
+		t.Fatal("Validate accepted dangling references")
+	}
+	for _, want := range []string{"svc-MISSING", "@nope", "ext-GONE"} {
+		if !strings.Contains(err.Error(), strings.TrimPrefix(want, "@")) {
+			t.Errorf("error %q does not name %s", err, want)
+		}
+	}
+}
+
+func TestNamesStableAndDistinct(t *testing.T) {
+	a := namesFor("ns", "web", "http", "tcp")
+	if a != namesFor("ns", "web", "http", "tcp") {
+		t.Error("names not stable")
+	}
+	if a.svc == namesFor("ns", "web", "http", "udp").svc {
+		t.Error("protocol not part of the identity")
+	}
+	for _, n := range []string{a.svc, a.local, a.ext, a.fw} {
+		if !isServiceObject(n) || isServiceObject(chainServices) {
+			t.Errorf("%s: ownership test wrong", n)
+		}
+	}
+	ep := a.endpointChain(netipMust("[fd00::2]:80"))
+	if strings.Contains(ep, ":") {
+		t.Errorf("endpoint chain %q contains a colon", ep)
+	}
+	if a.affinitySet(netipMust("10.0.0.1:80"), 10) == a.affinitySet(netipMust("10.0.0.1:80"), 20) {
+		t.Error("affinity timeout not part of the set identity")
+	}
+}

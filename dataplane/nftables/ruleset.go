@@ -1,0 +1,180 @@
+package nftables
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/knftables"
+
+	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
+)
+
+// Chain is one chain of the table: a base chain when Hook is set.
+type Chain struct {
+	Name     string
+	Type     knftables.BaseChainType
+	Hook     knftables.BaseChainHook
+	Priority knftables.BaseChainPriority
+	Rules    []string
+}
+
+// Set is a named set or, with Map, a named map. Dynamic sets (affinity)
+// are filled by the packet path: Apply never flushes them.
+type Set struct {
+	Name    string
+	Map     bool
+	Type    string
+	Flags   []knftables.SetFlag
+	Timeout time.Duration
+	Dynamic bool
+}
+
+// Skip is an input object Render left out, and why.
+type Skip struct {
+	Service string
+	Reason  string
+}
+
+// Ruleset is the whole content of one family's table as Render computed
+// it. Elements maps a set or map name to its elements: key (parts joined
+// with " . ") → value ("" in sets).
+type Ruleset struct {
+	Family   Family
+	Chains   map[string]*Chain
+	Sets     map[string]*Set
+	Elements map[string]map[string]string
+	Skips    []Skip
+
+	udp map[string]conntrack.UDPPort
+}
+
+func newRuleset(f Family) *Ruleset {
+	return &Ruleset{Family: f, Chains: map[string]*Chain{}, Sets: map[string]*Set{},
+		Elements: map[string]map[string]string{}, udp: map[string]conntrack.UDPPort{}}
+}
+
+// chain returns the chain name, creating it empty.
+func (rs *Ruleset) chain(name string) *Chain {
+	c, ok := rs.Chains[name]
+	if !ok {
+		c = &Chain{Name: name}
+		rs.Chains[name] = c
+	}
+	return c
+}
+
+// add appends a rule made of parts joined by spaces.
+func (rs *Ruleset) add(chain string, parts ...string) {
+	c := rs.chain(chain)
+	c.Rules = append(c.Rules, strings.Join(parts, " "))
+}
+
+func (rs *Ruleset) set(s *Set) {
+	rs.Sets[s.Name] = s
+	if _, ok := rs.Elements[s.Name]; !ok && !s.Dynamic {
+		rs.Elements[s.Name] = map[string]string{}
+	}
+}
+
+// element adds one element; value is "" for a set.
+func (rs *Ruleset) element(set, value string, key ...string) {
+	rs.Elements[set][strings.Join(key, " . ")] = value
+}
+
+// Names returns the sorted names of a map.
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+var (
+	refChain = regexp.MustCompile(`\b(?:goto|jump) ([^ ]+)`)
+	refSet   = regexp.MustCompile(`@([^ ,}]+)`)
+)
+
+// Validate checks that every goto/jump (in rules and map values) names a
+// chain of the ruleset and every @reference a set or map of it, so a
+// transaction never fails on a dangling reference.
+func (rs *Ruleset) Validate() error {
+	var errs []error
+	check := func(where, text string) {
+		for _, m := range refChain.FindAllStringSubmatch(text, -1) {
+			if _, ok := rs.Chains[m[1]]; !ok {
+				errs = append(errs, fmt.Errorf("%s: jump to missing chain %s", where, m[1]))
+			}
+		}
+		for _, m := range refSet.FindAllStringSubmatch(text, -1) {
+			if _, ok := rs.Sets[m[1]]; !ok {
+				errs = append(errs, fmt.Errorf("%s: reference to missing set %s", where, m[1]))
+			}
+		}
+	}
+	for _, n := range sortedKeys(rs.Chains) {
+		for _, r := range rs.Chains[n].Rules {
+			check("chain "+n, r)
+		}
+	}
+	for _, n := range sortedKeys(rs.Elements) {
+		if _, ok := rs.Sets[n]; !ok {
+			errs = append(errs, fmt.Errorf("elements of missing set %s", n))
+		}
+		for _, k := range sortedKeys(rs.Elements[n]) {
+			check("element "+n+" { "+k+" }", rs.Elements[n][k])
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// knftables objects.
+
+func (c *Chain) object() *knftables.Chain {
+	ch := &knftables.Chain{Name: c.Name}
+	if c.Hook != "" {
+		ch.Type, ch.Hook, ch.Priority = knftables.PtrTo(c.Type), knftables.PtrTo(c.Hook), knftables.PtrTo(c.Priority)
+	}
+	return ch
+}
+
+func (s *Set) object() knftables.Object {
+	var timeout *time.Duration
+	if s.Timeout > 0 {
+		timeout = knftables.PtrTo(s.Timeout)
+	}
+	if s.Map {
+		return &knftables.Map{Name: s.Name, Type: s.Type, Flags: s.Flags, Timeout: timeout}
+	}
+	return &knftables.Set{Name: s.Name, Type: s.Type, Flags: s.Flags, Timeout: timeout}
+}
+
+// ref is a Set or Map naming s, for flush and delete.
+func (s *Set) ref() knftables.Object {
+	if s.Map {
+		return &knftables.Map{Name: s.Name}
+	}
+	return &knftables.Set{Name: s.Name}
+}
+
+func (s *Set) elementObject(key, value string) *knftables.Element {
+	e := &knftables.Element{Key: strings.Split(key, " . ")}
+	if s.Map {
+		e.Map = s.Name
+		e.Value = []string{value}
+	} else {
+		e.Set = s.Name
+	}
+	return e
+}
+
+// sameSet reports whether two set definitions are equal.
+func sameSet(a, b *Set) bool {
+	return a.Name == b.Name && a.Map == b.Map && a.Type == b.Type && slices.Equal(a.Flags, b.Flags) &&
+		a.Timeout == b.Timeout && a.Dynamic == b.Dynamic
+}
