@@ -52,6 +52,7 @@ type Dataplane struct {
 	flavour Flavour
 	state   map[Family]applied // nil entry: next sync of the family is full
 	udp     map[Family]map[string]conntrack.UDPPort
+	memos   map[Family]*Memo
 	stats   SyncStats
 }
 
@@ -86,7 +87,7 @@ func New(cfg Config) (*Dataplane, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Dataplane{cfg: cfg, log: log, flavour: cfg.Flavour, state: map[Family]applied{},
-		udp: map[Family]map[string]conntrack.UDPPort{}}, nil
+		udp: map[Family]map[string]conntrack.UDPPort{}, memos: map[Family]*Memo{}}, nil
 }
 
 // Mode implements dataplane.Dataplane.
@@ -146,7 +147,13 @@ func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, opts datapla
 }
 
 func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Family, full bool) error {
-	rs, err := Render(st, fam, d.renderOptions())
+	memo := d.memos[fam]
+	if memo == nil {
+		memo = &Memo{}
+		d.memos[fam] = memo
+	}
+	// Jumps are checked below, over what this sync writes.
+	rs, err := render(st, fam, d.renderOptions(), memo, false)
 	if err != nil {
 		return err
 	}
@@ -156,6 +163,9 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 	prev, synced := d.state[fam]
 	var p syncPlan
 	if full || !synced {
+		if err := rs.Validate(); err != nil {
+			return fmt.Errorf("render %s: %w", fam, err)
+		}
 		var rewritten bool
 		if p, rewritten, err = d.planFullSync(ctx, fam, rs); err != nil {
 			return err
@@ -172,6 +182,9 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 			}
 		}
 		p = planPartial(prev, rs, always)
+		if err := rs.validate(p.write); err != nil {
+			return fmt.Errorf("render %s: %w", fam, err)
+		}
 	}
 	if !p.empty() {
 		for _, payload := range p.payloads(rs, d.maxChains()) {

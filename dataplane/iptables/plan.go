@@ -2,20 +2,23 @@ package iptables
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
 
-// applied is what this mode last wrote: rules by table and chain, joined
-// by newlines.
-type applied map[string]map[string]string
+// applied is what this mode last wrote: rules by table and chain. The
+// slices are a rendered Ruleset's, never modified after Render; rules of
+// services the render memo reused are the very same strings, so comparing
+// them costs a pointer check.
+type applied map[string]map[string][]string
 
 func snapshot(rs *Ruleset) applied {
 	a := applied{}
 	for t, chains := range rs.Chains {
-		a[t] = make(map[string]string, len(chains))
+		a[t] = make(map[string][]string, len(chains))
 		for n, c := range chains {
-			a[t][n] = strings.Join(c.Rules, "\n")
+			a[t][n] = c.Rules
 		}
 	}
 	return a
@@ -64,7 +67,7 @@ func planPartial(prev applied, rs *Ruleset, always map[string]bool) syncPlan {
 	next := snapshot(rs)
 	for t, chains := range next {
 		for n, rules := range chains {
-			if old, ok := prev[t][n]; !ok || old != rules || always[n] {
+			if old, ok := prev[t][n]; !ok || !slices.Equal(old, rules) || always[n] {
 				p.write[t] = append(p.write[t], n)
 			}
 		}
@@ -148,14 +151,22 @@ func (p *syncPlan) payloads(rs *Ruleset, maxChains int) []string {
 	}
 	var items []item
 	for _, t := range rs.Tables() {
-		lv := levels(rs, t)
 		for _, n := range p.write[t] {
-			items = append(items, item{t, n, lv[n]})
+			items = append(items, item{t, n, 0})
 		}
 	}
-	sort.SliceStable(items, func(i, j int) bool { return items[i].level < items[j].level })
-	if maxChains <= 0 {
+	if maxChains <= 0 || len(items) <= maxChains {
+		// One restore declares every chain first: order does not matter.
 		maxChains = len(items) + 1
+	} else {
+		lv := map[string]map[string]int{}
+		for _, t := range rs.Tables() {
+			lv[t] = levels(rs, t, p.write[t])
+		}
+		for i := range items {
+			items[i].level = lv[items[i].table][items[i].name]
+		}
+		sort.SliceStable(items, func(i, j int) bool { return items[i].level < items[j].level })
 	}
 	var out []string
 	for start := 0; start < len(items) || start == 0; start += maxChains {
@@ -215,9 +226,10 @@ func writeTable(b *strings.Builder, rs *Ruleset, t string, write, remove []strin
 	b.WriteString("COMMIT\n")
 }
 
-// levels gives each chain of a table its height in the jump graph: 0 for
-// chains that jump to no owned chain, else 1 + the highest target.
-func levels(rs *Ruleset, t string) map[string]int {
+// levels gives the named chains of a table (and the chains they reach)
+// their height in the jump graph: 0 for chains that jump to no owned
+// chain, else 1 + the highest target.
+func levels(rs *Ruleset, t string, names []string) map[string]int {
 	lv := map[string]int{}
 	var visit func(n string, depth int) int
 	visit = func(n string, depth int) int {
@@ -237,7 +249,7 @@ func levels(rs *Ruleset, t string) map[string]int {
 		lv[n] = l
 		return l
 	}
-	for n := range rs.Chains[t] {
+	for _, n := range names {
 		visit(n, 0)
 	}
 	return lv

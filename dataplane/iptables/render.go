@@ -42,6 +42,12 @@ type renderer struct {
 // I/O and is deterministic: the same state gives byte-identical output.
 // Bad input is skipped and recorded in Ruleset.Skips.
 func Render(st *dataplane.State, fam Family, opts RenderOptions) (*Ruleset, error) {
+	return render(st, fam, opts, nil, true)
+}
+
+// render is Render reusing the unchanged services' rules from memo (when
+// not nil) and checking every jump when validate is set.
+func render(st *dataplane.State, fam Family, opts RenderOptions, memo *Memo, validate bool) (*Ruleset, error) {
 	if opts.ShardBits < 0 || opts.ShardBits > 8 {
 		return nil, fmt.Errorf("shard bits %d out of range 0..8", opts.ShardBits)
 	}
@@ -53,12 +59,32 @@ func Render(st *dataplane.State, fam Family, opts RenderOptions) (*Ruleset, erro
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for _, n := range names {
-		r.service(n, st.Services[n])
+	if memo == nil {
+		for _, n := range names {
+			r.service(n, st.Services[n])
+		}
+	} else {
+		memo.reset(r.memoKey())
+		frags := make(map[string]*fragment, len(names))
+		for _, n := range names {
+			sv := st.Services[n]
+			f := memo.lookup(n, sv)
+			if f == nil {
+				f = r.renderFragment(n, sv)
+				memo.Rendered++
+			} else {
+				memo.Reused++
+			}
+			frags[n] = f
+			r.replay(f)
+		}
+		memo.frags = frags // services gone from st are forgotten
 	}
 	r.dispatch()
-	if err := r.rs.Validate(); err != nil {
-		return nil, fmt.Errorf("render %s: %w", fam, err)
+	if validate {
+		if err := r.rs.Validate(); err != nil {
+			return nil, fmt.Errorf("render %s: %w", fam, err)
+		}
 	}
 	return r.rs, nil
 }

@@ -125,7 +125,12 @@ var builtinChains = map[string][]string{
 // Validate checks that every -j/-g in the ruleset (chains and jumps)
 // targets a chain of the same table or a built-in target, and that chain
 // names fit iptables' limit.
-func (r *Ruleset) Validate() error {
+func (r *Ruleset) Validate() error { return r.validate(nil) }
+
+// validate checks the named chains (every chain when only is nil) and the
+// jumps: a partial sync checks what it writes, in time that does not grow
+// with the number of services.
+func (r *Ruleset) validate(only map[string][]string) error {
 	var errs []string
 	check := func(table, where, rule string) {
 		tgt := ruleTarget(rule)
@@ -137,11 +142,19 @@ func (r *Ruleset) Validate() error {
 		}
 	}
 	for _, t := range r.Tables() {
-		for _, n := range r.ChainNames(t) {
+		names := r.ChainNames(t)
+		if only != nil {
+			names = only[t]
+		}
+		for _, n := range names {
+			c, ok := r.Chains[t][n]
+			if !ok {
+				continue
+			}
 			if len(n) > maxChainName {
 				errs = append(errs, fmt.Sprintf("%s/%s: name longer than %d", t, n, maxChainName))
 			}
-			for _, rule := range r.Chains[t][n].Rules {
+			for _, rule := range c.Rules {
 				check(t, n, rule)
 			}
 		}
