@@ -53,8 +53,12 @@ func (u *UDPPort) AddEndpoint(a netip.Addr) {
 
 // Stale compares the UDP ports of two programmed states, keyed by a stable
 // port identity: entries DNATed to an endpoint that went away must go, and
-// so must entries to a port that had no endpoints (cached unreplied, never
-// DNATed) and now has some. The result is in key order.
+// so must entries to a port that had no endpoints or did not exist (cached
+// unreplied, never DNATed: a client that sent before its Service existed
+// would stay cut off while it keeps sending) and now has some. prev is nil
+// on a dataplane's first sync, which clears nothing: after an agent
+// restart every port looks new, and its established flows must survive.
+// The result is in key order.
 func Stale(prev, next map[string]UDPPort) []Flow {
 	var out []Flow
 	ids := make([]string, 0, len(prev)+len(next))
@@ -68,7 +72,7 @@ func Stale(prev, next map[string]UDPPort) []Flow {
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		old, hadOld := prev[id]
+		old := prev[id]
 		cur := next[id]
 		for _, ep := range old.Endpoints {
 			if slices.Contains(cur.Endpoints, ep) {
@@ -81,7 +85,7 @@ func Stale(prev, next map[string]UDPPort) []Flow {
 				out = append(out, Flow{Dst: netip.AddrPortFrom(netip.Addr{}, old.NodePort), NodePort: true, Endpoint: ep})
 			}
 		}
-		if hadOld && len(old.Endpoints) == 0 && len(cur.Endpoints) > 0 {
+		if prev != nil && len(old.Endpoints) == 0 && len(cur.Endpoints) > 0 {
 			for _, d := range cur.Dsts {
 				out = append(out, Flow{Dst: d})
 			}

@@ -35,7 +35,10 @@ func TestStale(t *testing.T) {
 			name: "zero to some endpoints", prev: map[string]conntrack.UDPPort{"p": port(30053)}, next: map[string]conntrack.UDPPort{"p": port(30053, a)},
 			want: []conntrack.Flow{{Dst: vip}, {Dst: netip.AddrPortFrom(netip.Addr{}, 30053), NodePort: true}},
 		},
-		{name: "new port with endpoints", next: map[string]conntrack.UDPPort{"p": port(0, a)}, prev: map[string]conntrack.UDPPort{}},
+		{
+			name: "new port with endpoints", next: map[string]conntrack.UDPPort{"p": port(30053, a)}, prev: map[string]conntrack.UDPPort{},
+			want: []conntrack.Flow{{Dst: vip}, {Dst: netip.AddrPortFrom(netip.Addr{}, 30053), NodePort: true}},
+		},
 	}
 	opts := cmp.Options{
 		cmp.Comparer(func(x, y netip.Addr) bool { return x == y }),
