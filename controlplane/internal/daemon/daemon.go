@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,6 +36,9 @@ type Options struct {
 	Kubeconfig string
 	// RESTConfig, when set, is used instead of Kubeconfig (tests).
 	RESTConfig *rest.Config
+	// Client, when set, is used instead of RESTConfig and Kubeconfig
+	// (benchmarks feed the control plane from an in-memory clientset).
+	Client kubernetes.Interface
 	// Listen is the gRPC address.
 	Listen string
 	// MetricsAddr and HealthzAddr are HTTP addresses; empty disables.
@@ -135,6 +139,9 @@ func Run(ctx context.Context, o Options) error {
 }
 
 func (o Options) client() (kubernetes.Interface, error) {
+	if o.Client != nil {
+		return o.Client, nil
+	}
 	cfg := o.RESTConfig
 	if cfg == nil {
 		var err error
@@ -211,7 +218,25 @@ func listen(addr string) (net.Listener, error) {
 		if path == "" {
 			return nil, errors.New("unix:// address without a path")
 		}
-		return net.Listen("unix", path)
+		return listenUnix(path)
 	}
 	return net.Listen("tcp", addr)
+}
+
+// listenUnix listens on path, first removing a socket file a killed
+// process left behind: a restart after kill -9 would otherwise fail with
+// "address already in use". A socket someone still serves is left alone.
+func listenUnix(path string) (net.Listener, error) {
+	l, err := net.Listen("unix", path)
+	if err == nil || !errors.Is(err, syscall.EADDRINUSE) {
+		return l, err
+	}
+	if c, derr := net.DialTimeout("unix", path, time.Second); derr == nil {
+		c.Close()
+		return nil, fmt.Errorf("%s is served by another process: %w", path, err)
+	}
+	if rerr := os.Remove(path); rerr != nil {
+		return nil, fmt.Errorf("remove stale socket %s: %w", path, rerr)
+	}
+	return net.Listen("unix", path)
 }

@@ -32,6 +32,12 @@ type Metrics struct {
 	// SkippedInput counts API objects skipped, or parts of them dropped or
 	// clamped, while translating, by kind and reason.
 	SkippedInput *prometheus.CounterVec
+	// DeltaInitialResources counts, at the first batch of every delta
+	// stream, the node view's resources by outcome: "resumed" (the agent
+	// declared them at their current version in initial_resource_versions,
+	// so they were not sent) or "sent". A reconnect that resumes adds mostly
+	// to "resumed"; a full resend only to "sent".
+	DeltaInitialResources *prometheus.CounterVec
 	// NetworkProgrammingLatency is the fleet's programming latency as agents
 	// report it in their ACKs: from an EndpointSlice's last-change trigger
 	// time to the kernel change, kube-proxy's
@@ -87,6 +93,10 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: namespace, Subsystem: subsystem, Name: "skipped_input_total",
 			Help: "API objects skipped, or parts of them dropped or clamped, by kind and reason.",
 		}, []string{"kind", "reason"}),
+		DeltaInitialResources: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "delta_initial_resources_total",
+			Help: "Resources of a node's view at the first batch of a delta stream, by outcome: resumed (the agent already had them, not sent) or sent.",
+		}, []string{"outcome"}),
 		NetworkProgrammingLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "network_programming_duration_seconds",
 			Help:    "In-cluster network programming latency reported by node agents: from an EndpointSlice change to the kernel change.",
@@ -101,7 +111,8 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 	var errs []error
 	for _, c := range []prometheus.Collector{
 		m.ConnectedAgents, m.ResponsesSent, m.BytesSent, m.AckLatency, m.Nacks,
-		m.ComputeDuration, m.InformerEvents, m.SkippedInput, m.NetworkProgrammingLatency, m.AgentApplyDuration,
+		m.ComputeDuration, m.InformerEvents, m.SkippedInput, m.DeltaInitialResources,
+		m.NetworkProgrammingLatency, m.AgentApplyDuration,
 	} {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
@@ -160,6 +171,15 @@ func (m *Metrics) AgentApplied(apply, programming time.Duration) {
 	}
 	if programming > 0 {
 		m.NetworkProgrammingLatency.Observe(programming.Seconds())
+	}
+}
+
+// DeltaStreamStarted counts a delta stream's first batch: resources the
+// agent resumed with and resources sent.
+func (m *Metrics) DeltaStreamStarted(resumed, sent int) {
+	if m != nil {
+		m.DeltaInitialResources.WithLabelValues("resumed").Add(float64(resumed))
+		m.DeltaInitialResources.WithLabelValues("sent").Add(float64(sent))
 	}
 }
 

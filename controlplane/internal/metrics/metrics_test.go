@@ -28,6 +28,8 @@ func TestMetrics(t *testing.T) {
 	m.ObserveCompute(time.Millisecond)
 	m.InformerEvent("Service", "add")
 	m.InputSkipped("EndpointSlice", "MissingServiceName")
+	m.DeltaStreamStarted(0, 4)
+	m.DeltaStreamStarted(3, 1)
 
 	tests := []struct {
 		name string
@@ -57,6 +59,12 @@ switchyard_controlplane_informer_events_total{kind="Service",type="add"} 1
 # HELP switchyard_controlplane_skipped_input_total API objects skipped, or parts of them dropped or clamped, by kind and reason.
 # TYPE switchyard_controlplane_skipped_input_total counter
 switchyard_controlplane_skipped_input_total{kind="EndpointSlice",reason="MissingServiceName"} 1
+`},
+		{"switchyard_controlplane_delta_initial_resources_total", `
+# HELP switchyard_controlplane_delta_initial_resources_total Resources of a node's view at the first batch of a delta stream, by outcome: resumed (the agent already had them, not sent) or sent.
+# TYPE switchyard_controlplane_delta_initial_resources_total counter
+switchyard_controlplane_delta_initial_resources_total{outcome="resumed"} 3
+switchyard_controlplane_delta_initial_resources_total{outcome="sent"} 5
 `},
 	}
 	for _, tt := range tests {
@@ -93,5 +101,6 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	m.ObserveCompute(time.Second)
 	m.InformerEvent("Node", "delete")
 	m.InputSkipped("Node", "InvalidName")
+	m.DeltaStreamStarted(1, 1)
 	m.StreamClosed("delta")
 }

@@ -159,7 +159,10 @@ func New(cfg Config, c *cache.Cache, logger *slog.Logger, m *metrics.Metrics) *S
 	return s
 }
 
-var _ stream.Observer = (*metrics.Metrics)(nil)
+var (
+	_ stream.Observer      = (*metrics.Metrics)(nil)
+	_ delta.ResumeObserver = (*metrics.Metrics)(nil)
+)
 
 func serverOptions(cfg Config) []grpc.ServerOption {
 	opts := []grpc.ServerOption{

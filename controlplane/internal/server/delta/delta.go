@@ -36,11 +36,25 @@ func (s *Server) DeltaSnapshots(st grpc.BidiStreamingServer[request, response]) 
 	return stream.Serve[*request, *response](st, s.Cache, s.Opts, s.newVariant)
 }
 
+// ResumeObserver is told what each stream's first batch costs. It is
+// optional: the session's stream.Observer is used when it implements it
+// (*metrics.Metrics does).
+type ResumeObserver interface {
+	// DeltaStreamStarted reports the node view's resources at a stream's
+	// first batch: resumed, the agent declared them at their current version
+	// in initial_resource_versions so they were not sent; sent, the rest. A
+	// reconnect that resumes sends only the difference; a full resend has
+	// resumed == 0.
+	DeltaStreamStarted(resumed, sent int)
+}
+
 func (s *Server) newVariant(first *request) (stream.Variant[*response], error) {
+	obs, _ := s.Opts.Observer.(ResumeObserver)
 	return &variant{
 		known: initial(first.GetInitialResourceVersions()),
 		limit: s.Opts.MaxMessageBytes,
 		cpID:  s.Opts.ControlPlaneID,
+		obs:   obs,
 	}, nil
 }
 
@@ -87,6 +101,7 @@ type variant struct {
 	known state
 	limit int
 	cpID  string
+	obs   ResumeObserver // nil: not reported
 }
 
 var _ stream.Variant[*response] = (*variant)(nil)
@@ -100,6 +115,9 @@ func (v *variant) Plan(nv cache.NodeView, changes cache.Changes, first bool) str
 		res, removed = v.diffAll(nv)
 	} else {
 		res, removed = v.diffNames(nv, changes.Names)
+	}
+	if first && v.obs != nil {
+		v.obs.DeltaStreamStarted(v.resumed(nv), len(res))
 	}
 	if len(res) == 0 && len(removed) == 0 {
 		if first {
@@ -146,6 +164,18 @@ func (v *variant) diffNames(nv cache.NodeView, names []string) ([]cache.View, []
 		}
 	}
 	return res, removed
+}
+
+// resumed counts nv's resources the agent has at their current version.
+func (v *variant) resumed(nv cache.NodeView) int {
+	n := 0
+	nv.Range(func(r cache.View) bool {
+		if have, ok := v.known.version(r.Name()); ok && have == r.Version() {
+			n++
+		}
+		return true
+	})
+	return n
 }
 
 // Applied makes target the agent's state.

@@ -259,6 +259,10 @@ func TestReconnectGetsOnlyDiff(t *testing.T) {
 	if diff := cmp.Diff(want, summarize(cl2.recv())); diff != "" {
 		t.Errorf("reconnect response (-want +got):\n%s", diff)
 	}
+	// First stream: 3 sent; the reconnect: svc-000 resumed, svc-001 sent.
+	if got, want := [2]int64{h.obs.resumed.Load(), h.obs.sent.Load()}, [2]int64{1, 4}; got != want {
+		t.Errorf("(resumed, sent) = %v, want %v", got, want)
+	}
 }
 
 func TestRemoval(t *testing.T) {

@@ -8,4 +8,6 @@
 // batch contains. Its invariant: the agent's state is what it sent in
 // initial_resource_versions until its first ACK of a whole batch, and
 // exactly the acknowledged view after that; a NACK leaves it unchanged.
+// What each stream's first batch resumed and sent is reported to a
+// ResumeObserver (the control plane's delta_initial_resources_total).
 package delta

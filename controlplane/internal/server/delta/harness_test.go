@@ -31,6 +31,7 @@ const waitTimeout = 10 * time.Second
 // counter is a stream.Observer that counts.
 type counter struct {
 	responses, acks, nacks atomic.Int64
+	resumed, sent          atomic.Int64 // delta.ResumeObserver
 }
 
 func (c *counter) StreamOpened(string)                       {}
@@ -39,8 +40,15 @@ func (c *counter) ResponseSent(string, int)                  { c.responses.Add(1
 func (c *counter) Acked(string, time.Duration)               { c.acks.Add(1) }
 func (c *counter) Nacked(string)                             { c.nacks.Add(1) }
 func (c *counter) AgentApplied(time.Duration, time.Duration) {}
+func (c *counter) DeltaStreamStarted(resumed, sent int) {
+	c.resumed.Add(int64(resumed))
+	c.sent.Add(int64(sent))
+}
 
-var _ stream.Observer = (*counter)(nil)
+var (
+	_ stream.Observer      = (*counter)(nil)
+	_ delta.ResumeObserver = (*counter)(nil)
+)
 
 // harness is one delta server on a loopback listener and a client conn.
 type harness struct {
