@@ -13,7 +13,7 @@ GOTEST_FLAGS ?= -count=1
 FUZZTIME ?= 10s
 
 .PHONY: all deps apt-deps tools testbed proto proto-check buf-breaking build \
-        lint fmt-check vet test unit-test fuzz bench demo clean help
+        lint fmt-check vet test unit-test fuzz bench compare demo clean help
 
 all: build
 
@@ -44,8 +44,8 @@ $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc: proto/go.mod
 	cd proto && $(NOCGO) go build -trimpath -o $(BIN)/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go
 	cd proto && $(NOCGO) go build -trimpath -o $(BIN)/protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc
 
-testbed: ## build (or reuse from cache) etcd, kube-apiserver, kubectl
-	hack/testbed-build.sh
+testbed: ## build (or reuse from cache) etcd, kube-apiserver, kubectl, upstream kube-proxy (for e2e/compare)
+	BUILD_KUBE_PROXY=1 hack/testbed-build.sh
 
 proto: tools ## lint the API and regenerate its Go code
 	$(BIN)/buf lint
@@ -85,6 +85,10 @@ test: lint proto-check unit-test fuzz ## everything CI runs
 
 bench: ## benchmarks (numbers, never pass/fail)
 	go test -run '^$$' -bench . -benchmem $(PKGS)
+
+compare: ## upstream kube-proxy vs Switchyard side by side in namespaces (root; 10-40 min)
+	mkdir -p bench
+	go run ./e2e/cmd/switchyard-compare -sizes 1000,5000 -out bench/compare.json -markdown bench/compare.md
 
 DEMO_ARGS ?=
 

@@ -7,18 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
-	"syscall"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -26,7 +22,6 @@ import (
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/echo"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 	eps "github.com/switchyard-proxy/switchyard/e2e/testbed/slices"
-	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 // Package paths of the binaries the cluster builds and runs.
@@ -46,14 +41,27 @@ const (
 	clusterCIDR = "10.244.0.0/16"
 )
 
-// Config describes a cluster. The zero value gives two nodes and three pods.
+// Config describes a cluster. The zero value gives two nodes, three pods,
+// one control-plane replica and plaintext gRPC.
 type Config struct {
 	Nodes, Pods int
-	// Logger receives progress and child-process output (default: discard).
+	// ControlPlanes is the number of control-plane replicas (default 1).
+	// Every agent gets all of them, comma-separated, and tries them in order.
+	ControlPlanes int
+	// TLS serves gRPC with mutual TLS: Start makes a CA (see PKI), the
+	// control plane gets --tls-cert-file, --tls-private-key-file and
+	// --client-ca-file, every agent a certificate naming its node.
+	TLS bool
+	// Logger receives progress and the pods' output (default: discard).
+	// Control-plane and agent output is kept for ControlPlaneLogsAt and
+	// AgentLogs.
 	Logger *slog.Logger
 	// EchoBinary is a built echo server; empty re-execs the running binary,
 	// whose main or TestMain must call echo.RunChild first.
 	EchoBinary string
+	// Binaries are built commands to run; nil builds them into the
+	// cluster's directory.
+	Binaries *Binaries
 }
 
 // Cluster is a running API server, control plane, agents and pods.
@@ -61,16 +69,17 @@ type Cluster struct {
 	API    *apiserver.Server
 	Topo   *netns.Topology
 	Slices *eps.Client
-	// Socket is the control plane's unix socket; Target its gRPC target.
+	// Socket is replica 0's unix socket; Target its gRPC target.
 	Socket, Target string
+	// PKI is the certificate authority of a TLS cluster; nil without TLS.
+	PKI *PKI
 
 	log     *slog.Logger
 	dir     string
-	cp      *exec.Cmd
-	cpDone  chan struct{}
-	cpLogs  *lockedBuffer
-	agents  []*netns.Process
-	conn    *grpc.ClientConn
+	bin     Binaries
+	cps     []*controlPlane
+	agents  []*agent
+	life    context.Context // lifetime of pods and agents
 	cancel  context.CancelFunc
 	closeMu sync.Once
 	nodeIDs []string
@@ -85,11 +94,14 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if cfg.Pods == 0 {
 		cfg.Pods = 3
 	}
+	if cfg.ControlPlanes == 0 {
+		cfg.ControlPlanes = 1
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	life, cancel := context.WithCancel(context.Background())
-	c := &Cluster{log: cfg.Logger, cancel: cancel, cpLogs: &lockedBuffer{}}
+	c := &Cluster{log: cfg.Logger, life: life, cancel: cancel}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.Close())
@@ -98,11 +110,15 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	if c.dir, err = os.MkdirTemp("", "switchyard-system-"); err != nil {
 		return nil, err
 	}
-	c.Socket = filepath.Join(c.dir, "cp.sock")
-	c.Target = "unix://" + c.Socket
-	cpBin, agentBin, err := c.build(ctx)
-	if err != nil {
+	if cfg.Binaries != nil {
+		c.bin = *cfg.Binaries
+	} else if c.bin, err = Build(ctx, c.dir, c.log); err != nil {
 		return nil, err
+	}
+	if cfg.TLS {
+		if c.PKI, err = NewPKI(filepath.Join(c.dir, "pki")); err != nil {
+			return nil, fmt.Errorf("make certificates: %w", err)
+		}
 	}
 	c.log.Info("starting etcd and kube-apiserver")
 	if c.API, err = apiserver.StartContext(ctx, apiserver.Config{Logger: c.log}); err != nil {
@@ -114,44 +130,60 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		return nil, fmt.Errorf("create topology: %w", err)
 	}
 	if _, err = echo.StartPods(life, echo.Launcher{Topo: c.Topo, Binary: cfg.EchoBinary}, c.Topo.Pods(),
-		echo.Config{TCP: ":" + strconv.Itoa(TargetPort), ReportClient: true}); err != nil {
+		echo.Config{TCP: ":" + strconv.Itoa(TargetPort), UDP: ":" + strconv.Itoa(TargetPort), ReportClient: true}); err != nil {
 		return nil, fmt.Errorf("start echo pods: %w", err)
 	}
 	if err = c.createObjects(ctx); err != nil {
 		return nil, err
 	}
-	if err = c.startControlPlane(ctx, cpBin); err != nil {
-		return nil, err
+	for i := range cfg.ControlPlanes {
+		cp, err := c.newControlPlane(i)
+		if err != nil {
+			return nil, err
+		}
+		c.cps = append(c.cps, cp)
+		if err := c.startControlPlane(ctx, cp); err != nil {
+			return nil, err
+		}
 	}
-	if c.conn, err = grpc.NewClient(c.Target, grpc.WithTransportCredentials(insecure.NewCredentials())); err != nil {
-		return nil, err
-	}
+	c.Socket, c.Target = c.cps[0].socket, c.cps[0].target
 	for _, n := range c.Topo.Nodes() {
-		if err = c.startAgent(life, agentBin, n); err != nil {
+		a := c.newAgent(n)
+		c.agents = append(c.agents, a)
+		if err = c.startAgent(a); err != nil {
 			return nil, err
 		}
 	}
 	return c, nil
 }
 
-// build compiles both commands of the workspace into the cluster's dir.
-func (c *Cluster) build(ctx context.Context) (cp, agent string, err error) {
+// Binaries are the built commands a cluster runs.
+type Binaries struct {
+	ControlPlane, Agent string
+}
+
+// Build compiles switchyard-controlplane and switchyard-agent from the
+// workspace into dir. log may be nil.
+func Build(ctx context.Context, dir string, log *slog.Logger) (Binaries, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
 	root, err := apiserver.RepoRoot()
 	if err != nil {
-		return "", "", err
+		return Binaries{}, err
 	}
 	out := make([]string, 2)
 	for i, pkg := range []string{controlPlanePkg, agentPkg} {
-		out[i] = filepath.Join(c.dir, filepath.Base(pkg))
-		c.log.Info("building", "package", pkg)
+		out[i] = filepath.Join(dir, filepath.Base(pkg))
+		log.Info("building", "package", pkg)
 		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out[i], pkg)
 		cmd.Dir = root
 		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 		if b, err := cmd.CombinedOutput(); err != nil {
-			return "", "", fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
+			return Binaries{}, fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
 		}
 	}
-	return out[0], out[1], nil
+	return Binaries{ControlPlane: out[0], Agent: out[1]}, nil
 }
 
 // createObjects creates the namespace, the nodes, the Service and its
@@ -162,12 +194,16 @@ func (c *Cluster) createObjects(ctx context.Context) error {
 		return fmt.Errorf("create namespace: %w", err)
 	}
 	for _, n := range c.Topo.Nodes() {
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{corev1.LabelTopologyZone: zone(n)}}}
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.Name, Labels: map[string]string{
+			corev1.LabelTopologyZone: Zone(n), corev1.LabelHostname: n.Name,
+		}}}
 		created, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 		if err != nil {
 			return fmt.Errorf("create node %s: %w", n.Name, err)
 		}
-		created.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.IP.String()}}
+		created.Status.Addresses = []corev1.NodeAddress{
+			{Type: corev1.NodeInternalIP, Address: n.IP.String()}, {Type: corev1.NodeHostName, Address: n.Name},
+		}
 		if _, err := cs.CoreV1().Nodes().UpdateStatus(ctx, created, metav1.UpdateOptions{}); err != nil {
 			return fmt.Errorf("set addresses of node %s: %w", n.Name, err)
 		}
@@ -188,14 +224,22 @@ func (c *Cluster) createObjects(ctx context.Context) error {
 	return nil
 }
 
-func zone(n netns.Node) string { return "zone-" + strconv.Itoa(n.Index%2) }
+// Zone is node n's topology.kubernetes.io/zone label: nodes alternate
+// between zone-0 and zone-1.
+func Zone(n netns.Node) string { return "zone-" + strconv.Itoa(n.Index%2) }
+
+// Endpoint is pod p as the EndpointSlice controller lists a ready pod: its
+// address, node name and the node's zone.
+func (c *Cluster) Endpoint(p netns.Pod) eps.Endpoint {
+	node := c.Topo.Node(p.Node)
+	return eps.Ready(p.IP.String()).OnNode(node.Name).InZone(Zone(node))
+}
 
 // slice is the Service's EndpointSlice with the given pods as ready endpoints.
 func (c *Cluster) slice(pods []netns.Pod) eps.Slice {
 	s := eps.Slice{Namespace: Namespace, Service: ServiceName, Suffix: sliceSuffix, Ports: []eps.Port{eps.TCP("http", TargetPort)}}
 	for _, p := range pods {
-		node := c.Topo.Node(p.Node)
-		s.Endpoints = append(s.Endpoints, eps.Ready(p.IP.String()).OnNode(node.Name).InZone(zone(node)))
+		s.Endpoints = append(s.Endpoints, c.Endpoint(p))
 	}
 	return s
 }
@@ -234,120 +278,19 @@ func freeLoopback() (string, error) {
 	return l.Addr().String(), nil
 }
 
-// startControlPlane runs switchyard-controlplane in this namespace, serving
-// gRPC on the unix socket, and waits for /readyz.
-func (c *Cluster) startControlPlane(ctx context.Context, bin string) error {
-	healthz, err := freeLoopback()
-	if err != nil {
-		return err
-	}
-	c.log.Info("starting switchyard-controlplane", "listen", c.Target)
-	c.cp = exec.Command(bin, "--kubeconfig", c.API.KubeconfigPath(), "--insecure", "--listen", c.Target,
-		"--healthz-bind-address", healthz, "--metrics-bind-address", "", "--coalesce-window", "20ms",
-		"--id", "cp-system", "--cluster-cidr", clusterCIDR)
-	c.cp.Stdout, c.cp.Stderr = c.cpLogs, c.cpLogs
-	c.cp.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := c.cp.Start(); err != nil {
-		return fmt.Errorf("start control plane: %w", err)
-	}
-	c.cpDone = make(chan struct{})
-	go func() { _ = c.cp.Wait(); close(c.cpDone) }()
-	deadline := time.NewTimer(30 * time.Second)
-	defer deadline.Stop()
-	for {
-		if resp, err := http.Get("http://" + healthz + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-c.cpDone:
-			return fmt.Errorf("control plane exited: %s", c.cpLogs.String())
-		case <-deadline.C:
-			return fmt.Errorf("control plane not ready after 30s: %s", c.cpLogs.String())
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// startAgent runs switchyard-agent inside the node's namespace.
-func (c *Cluster) startAgent(ctx context.Context, bin string, n netns.Node) error {
-	state := filepath.Join(c.dir, "agent-"+n.Name)
-	if err := os.MkdirAll(state, 0o700); err != nil {
-		return err
-	}
-	p, err := c.Topo.Start(ctx, n.NS, netns.Cmd{Argv: []string{bin,
-		"--mode", "iptables", "--insecure", "--control-plane", c.Target, "--node-name", n.Name,
-		"--state-dir", state, "--healthz-bind-address", "127.0.0.1:10256",
-		"--metrics-bind-address", "127.0.0.1:10249", "--min-sync-period", "100ms",
-	}})
-	if err != nil {
-		return fmt.Errorf("start agent on %s: %w", n.Name, err)
-	}
-	c.log.Info("started switchyard-agent", "node", n.Name, "ns", n.NS, "pid", p.Pid)
-	c.agents = append(c.agents, p)
-	return nil
-}
-
-// ListNodes asks the control plane's AdminService.
-func (c *Cluster) ListNodes(ctx context.Context) ([]*switchyardv1.NodeStatus, error) {
-	resp, err := switchyardv1.NewAdminServiceClient(c.conn).ListNodes(ctx, &switchyardv1.ListNodesRequest{})
-	if err != nil {
-		return nil, fmt.Errorf("ListNodes: %w", err)
-	}
-	return resp.GetNodes(), nil
-}
-
-// Settled reports whether every node's agent is connected and has acked the
-// version the control plane wants it to have.
-func (c *Cluster) Settled(ctx context.Context) (bool, error) {
-	nodes, err := c.ListNodes(ctx)
-	if err != nil {
-		return false, err
-	}
-	acked := map[string]bool{}
-	for _, n := range nodes {
-		acked[n.GetName()] = n.GetConnected() && n.GetDesiredVersion() != "" && n.GetAckedVersion() == n.GetDesiredVersion()
-	}
-	for _, name := range c.nodeIDs {
-		if !acked[name] {
-			return false, nil
-		}
-	}
-	return true, nil
-}
-
-// WaitSettled polls Settled until it holds or ctx ends.
-func (c *Cluster) WaitSettled(ctx context.Context) error {
-	for {
-		ok, err := c.Settled(ctx)
-		if ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("agents not settled (last error: %v): %w", err, ctx.Err())
-		case <-time.After(50 * time.Millisecond):
-		}
-	}
-}
-
-// ControlPlaneLogs returns the control plane's output so far.
-func (c *Cluster) ControlPlaneLogs() string { return c.cpLogs.String() }
-
 // Close stops agents (by PID) and pods, deletes the namespaces, stops the
-// control plane and the API server and removes the temp dir. Idempotent.
+// control planes and the API server and removes the temp dir. Idempotent.
 func (c *Cluster) Close() error {
 	var errs []error
 	c.closeMu.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		for _, a := range c.agents {
-			if err := a.Stop(ctx); err != nil {
-				c.log.Debug("agent stop", "pid", a.Pid, "err", err)
+			if a.proc == nil {
+				continue
+			}
+			if err := a.proc.Stop(ctx); err != nil {
+				c.log.Debug("agent stop", "pid", a.proc.Pid, "err", err)
 			}
 		}
 		if c.Topo != nil {
@@ -355,17 +298,8 @@ func (c *Cluster) Close() error {
 				errs = append(errs, fmt.Errorf("tear down namespaces: %w", err))
 			}
 		}
-		if c.conn != nil {
-			c.conn.Close()
-		}
-		if c.cp != nil && c.cp.Process != nil {
-			_ = c.cp.Process.Signal(syscall.SIGTERM)
-			select {
-			case <-c.cpDone:
-			case <-time.After(10 * time.Second):
-				_ = syscall.Kill(-c.cp.Process.Pid, syscall.SIGKILL)
-				<-c.cpDone
-			}
+		for _, cp := range c.cps {
+			c.stopControlPlane(cp)
 		}
 		if c.API != nil {
 			if err := c.API.Stop(); err != nil {

@@ -1,19 +1,41 @@
 // Package system runs the whole of Switchyard for real and tests it end to
 // end: the test bed's etcd + kube-apiserver, the real switchyard-controlplane
-// binary, and one real switchyard-agent (iptables mode) per node namespace,
-// with echo-server pods and real connections.
+// binary (one or more replicas), and one real switchyard-agent (iptables
+// mode) per node namespace, with echo-server pods (TCP and UDP on :8080)
+// and real connections.
 //
-// Connectivity: the API server and the control plane run in the machine's
+// Connectivity: the API server and the control planes run in the machine's
 // own network namespace on loopback (neither touches the kernel's network
-// configuration); the control plane serves gRPC on a unix socket
-// (--listen unix:///…/cp.sock). A unix socket is a file-system object, so
-// the agents, started inside their node namespaces with `ip netns exec`,
-// reach it with --control-plane unix:///…/cp.sock although they cannot see
-// the host's loopback. Each agent's iptables calls therefore program only its
-// node namespace; nothing is ever programmed in the machine's namespace.
+// configuration); each replica serves gRPC on a unix socket
+// (--listen unix:///…/cp-<i>.sock). A unix socket is a file-system object,
+// so the agents, started inside their node namespaces with `ip netns exec`,
+// reach it with --control-plane unix:///…/cp-0.sock,unix:///…/cp-1.sock
+// although they cannot see the host's loopback. Each agent's iptables calls
+// therefore program only its node namespace; nothing is ever programmed in
+// the machine's namespace.
 //
-// Cluster (cluster.go) is the reusable harness, used by the tests here and
-// by e2e/cmd/demo. Start needs root and the test-bed binaries; Close stops
-// agents by PID before the namespaces are deleted, then the control plane
-// and the API server.
+// With Config.TLS the tiers talk mutual TLS (pki.go makes a CA, a serving
+// certificate for "localhost" — the authority gRPC uses for unix:// targets,
+// so the agent verifies it without a server-name override — and one client
+// certificate per node, subject system:node:<node>).
+//
+// Files: cluster.go (Start, objects, Close), controlplane.go (replicas:
+// start, kill -9, restart, /metrics), agents.go (agents: kill -9, restart
+// with the same state directory), admin.go (ListNodes, settled), pki.go.
+// The harness is used by the tests here and by e2e/cmd/demo. Start needs
+// root and the test-bed binaries; Close stops agents by PID before the
+// namespaces are deleted, then the control planes and the API server.
+//
+// Tests: scenarios_test.go, udp_test.go, scale_test.go and tls_test.go run
+// in one shared cluster (TestScenarios), each scenario with a Service and
+// namespace of its own; reliability_test.go starts its own clusters because
+// it kills processes (TestRestarts, TestControlPlaneFailover). Every
+// measured change logs one line per node:
+//
+//	latency scenario=<name> node=<node> to_traffic=<d> to_ack=<d> reported=<d>
+//
+// (from just before the API write until traffic shows it from or at that
+// node, until the control plane saw the node's ACK, and the agent's own
+// trigger-time-to-kernel latency), and every scenario checks that
+// ListNodes shows each node's acked version equal to its desired one.
 package system

@@ -1,0 +1,117 @@
+// Command switchyard-compare runs upstream kube-proxy and Switchyard side by
+// side against one real kube-apiserver (package e2e/compare) and writes the
+// result as JSON and as a markdown table. It needs root (network
+// namespaces), the test bed (`make deps`) and the upstream kube-proxy
+// (`BUILD_KUBE_PROXY=1 hack/testbed-build.sh`).
+//
+//	go run ./e2e/cmd/switchyard-compare -sizes 1000,5000 -out bench/compare.json
+//
+// writes bench/compare.json and bench/compare.md.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/switchyard-proxy/switchyard/e2e/compare"
+)
+
+func main() {
+	if err := run(); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "switchyard-compare:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	fs := flag.NewFlagSet("switchyard-compare", flag.ContinueOnError)
+	sizes := fs.String("sizes", "1000,5000", "comma-separated numbers of services, one fresh API server each")
+	endpoints := fs.Int("endpoints", compare.DefaultEndpointsPerService, "endpoints per service")
+	changes := fs.Int("changes", compare.DefaultChanges, "EndpointSlice changes measured per proxy and size")
+	modes := fs.String("kube-proxy-modes", "iptables,nftables", "upstream kube-proxy modes to run")
+	syModes := fs.String("switchyard-modes", "iptables,nftables", "switchyard-agent modes to run")
+	minSync := fs.Duration("min-sync-period", compare.DefaultMinSyncPeriod, "min sync period of both proxies")
+	coalesce := fs.Duration("coalesce-window", compare.DefaultCoalesceWindow, "control plane --coalesce-window")
+	gap := fs.Duration("change-gap", compare.DefaultChangeGap, "pause before each change (must exceed -min-sync-period)")
+	parallel := fs.Int("parallel", compare.DefaultParallel, "concurrent create requests")
+	out := fs.String("out", "compare.json", "JSON report path; the markdown table goes next to it with .md")
+	md := fs.String("markdown", "", "markdown path (default: -out with .md)")
+	workDir := fs.String("work-dir", "", "directory for binaries, sockets and logs (default: a temp dir, removed on success)")
+	level := fs.String("log-level", "info", "debug|info|warn|error")
+	if err := fs.Parse(os.Args[1:]); err != nil {
+		return err
+	}
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(*level)); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+	cfg := compare.Config{
+		EndpointsPerService: *endpoints, Changes: *changes, KubeProxyModes: splitList(*modes),
+		SwitchyardModes: splitList(*syModes),
+		MinSyncPeriod:   *minSync, CoalesceWindow: *coalesce, ChangeGap: *gap, Parallel: *parallel,
+		WorkDir: *workDir, Logger: log, Command: strings.Join(os.Args, " "),
+	}
+	for _, s := range splitList(*sizes) {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return fmt.Errorf("-sizes: %w", err)
+		}
+		cfg.Sizes = append(cfg.Sizes, n)
+	}
+	if *md == "" {
+		*md = strings.TrimSuffix(*out, filepath.Ext(*out)) + ".md"
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	start := time.Now()
+	rep, err := compare.Run(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	if err := writeFile(*out, rep.WriteJSON); err != nil {
+		return err
+	}
+	if err := writeFile(*md, rep.WriteMarkdown); err != nil {
+		return err
+	}
+	log.Info("done", "json", *out, "markdown", *md, "elapsed", time.Since(start).Round(time.Second))
+	return nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func writeFile(path string, write func(w io.Writer) error) (err error) {
+	if dir := filepath.Dir(path); dir != "." {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return err
+		}
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, f.Close()) }()
+	return write(f)
+}

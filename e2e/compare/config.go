@@ -1,0 +1,161 @@
+package compare
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
+)
+
+// Defaults of Config.
+const (
+	DefaultEndpointsPerService = 5
+	DefaultChanges             = 3
+	DefaultMinSyncPeriod       = time.Second // kube-proxy's and the agent's default
+	DefaultCoalesceWindow      = 100 * time.Millisecond
+	DefaultChangeGap           = 2 * time.Second
+	DefaultSyncTimeout         = 20 * time.Minute
+	DefaultChangeTimeout       = 3 * time.Minute
+	DefaultParallel            = 16
+)
+
+// kubeProxyBinary is the upstream binary hack/testbed-build.sh builds into
+// the test bed's bin dir with BUILD_KUBE_PROXY=1.
+const kubeProxyBinary = "kube-proxy"
+
+// ErrNoKubeProxy reports that the upstream kube-proxy binary is not built.
+var ErrNoKubeProxy = errors.New("upstream kube-proxy not built")
+
+// KubeProxyHint says how to build the missing binary.
+const KubeProxyHint = "run `BUILD_KUBE_PROXY=1 hack/testbed-build.sh` (reuses the cached kube-apiserver module; ~5-10 min cold)"
+
+// KubeProxyPath returns the test bed's kube-proxy binary, or an error
+// wrapping ErrNoKubeProxy when it is missing.
+func KubeProxyPath() (string, error) {
+	dir, err := apiserver.BinDir()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, kubeProxyBinary)
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "", fmt.Errorf("%w: %s missing", ErrNoKubeProxy, path)
+	case err != nil:
+		return "", err
+	case fi.IsDir() || fi.Mode().Perm()&0o111 == 0:
+		return "", fmt.Errorf("%w: %s is not executable", ErrNoKubeProxy, path)
+	}
+	return path, nil
+}
+
+// Config describes a comparison. The zero value measures nothing: set
+// Sizes.
+type Config struct {
+	// Sizes are the numbers of services, one fresh API server each.
+	Sizes []int
+	// EndpointsPerService (default 5).
+	EndpointsPerService int
+	// Changes is the number of EndpointSlice changes measured per proxy
+	// and size (default 3).
+	Changes int
+	// KubeProxyModes are the upstream modes to run (default iptables and
+	// nftables).
+	KubeProxyModes []string
+	// SwitchyardModes are the agent's modes to run (default iptables and
+	// nftables).
+	SwitchyardModes []string
+	// MinSyncPeriod is given to both proxies (kube-proxy's
+	// --iptables-min-sync-period / --nftables-min-sync-period equivalent
+	// and the agent's --min-sync-period); default 1 s, both defaults.
+	MinSyncPeriod time.Duration
+	// CoalesceWindow is the control plane's --coalesce-window (default
+	// 100 ms, its default).
+	CoalesceWindow time.Duration
+	// ChangeGap is the pause before each change, longer than MinSyncPeriod
+	// so that no change waits for the rate limiter (default 2 s).
+	ChangeGap time.Duration
+	// SyncTimeout bounds a first sync, ChangeTimeout one change.
+	SyncTimeout, ChangeTimeout time.Duration
+	// Parallel is the number of concurrent create requests (default 16).
+	Parallel int
+	// KubeProxyBinary defaults to KubeProxyPath().
+	KubeProxyBinary string
+	// ControlPlaneBinary and AgentBinary are built from the workspace
+	// when empty.
+	ControlPlaneBinary, AgentBinary string
+	// WorkDir holds binaries, sockets and logs; default a temp dir that is
+	// removed afterwards (kept when the run fails, for its logs).
+	WorkDir string
+	// Command is recorded in the report.
+	Command string
+	// Logger receives progress (default: discard).
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() Config {
+	if c.EndpointsPerService == 0 {
+		c.EndpointsPerService = DefaultEndpointsPerService
+	}
+	if c.Changes == 0 {
+		c.Changes = DefaultChanges
+	}
+	if c.KubeProxyModes == nil {
+		c.KubeProxyModes = []string{"iptables", "nftables"}
+	}
+	if c.SwitchyardModes == nil {
+		c.SwitchyardModes = []string{"iptables", "nftables"}
+	}
+	if c.MinSyncPeriod == 0 {
+		c.MinSyncPeriod = DefaultMinSyncPeriod
+	}
+	if c.CoalesceWindow == 0 {
+		c.CoalesceWindow = DefaultCoalesceWindow
+	}
+	if c.ChangeGap == 0 {
+		c.ChangeGap = DefaultChangeGap
+	}
+	if c.SyncTimeout == 0 {
+		c.SyncTimeout = DefaultSyncTimeout
+	}
+	if c.ChangeTimeout == 0 {
+		c.ChangeTimeout = DefaultChangeTimeout
+	}
+	if c.Parallel == 0 {
+		c.Parallel = DefaultParallel
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	if len(c.Sizes) == 0 {
+		return errors.New("compare: no sizes")
+	}
+	for _, m := range c.KubeProxyModes {
+		if m != "iptables" && m != "nftables" {
+			return fmt.Errorf("compare: kube-proxy mode %q: want iptables or nftables", m)
+		}
+	}
+	for _, m := range c.SwitchyardModes {
+		if m != "iptables" && m != "nftables" {
+			return fmt.Errorf("compare: switchyard mode %q: want iptables or nftables", m)
+		}
+	}
+	if c.ChangeGap <= c.MinSyncPeriod {
+		return fmt.Errorf("compare: change gap %v must exceed the min sync period %v", c.ChangeGap, c.MinSyncPeriod)
+	}
+	return nil
+}
+
+func (c Config) settings() Settings {
+	return Settings{Sizes: c.Sizes, EndpointsPerService: c.EndpointsPerService, Changes: c.Changes,
+		KubeProxyModes: c.KubeProxyModes, SwitchyardModes: c.SwitchyardModes, MinSyncPeriodSeconds: c.MinSyncPeriod.Seconds(),
+		CoalesceWindowSeconds: c.CoalesceWindow.Seconds(), ChangeGapSeconds: c.ChangeGap.Seconds()}
+}

@@ -1,0 +1,44 @@
+// Package compare runs upstream kube-proxy and Switchyard side by side
+// against one real kube-apiserver and the same services, and reports what
+// each needs to program a node: first full sync, EndpointSlice change to
+// rule present, and memory.
+//
+//	kube-apiserver + etcd (host loopback; test bed)
+//	   │  M services × K endpoints, one Node, created through the API
+//	   ├──relay──▶ kube-proxy --proxy-mode=iptables   in node namespace A
+//	   ├──relay──▶ kube-proxy --proxy-mode=nftables   in node namespace B
+//	   └─────────▶ switchyard-controlplane (host, unix socket)
+//	                  └──▶ switchyard-agent --mode=iptables in node namespace C
+//
+// Per size (Config.Sizes) a fresh API server and workload; the proxies run
+// one after the other, each in a throwaway topology from e2e/testbed/netns,
+// so they never compete for the CPU with each other (they do with whatever
+// else runs on the machine: compare ratios of one run, not absolute values
+// across runs).
+//
+// How it measures, the same way for both proxies:
+//   - first sync: from the process start (Switchyard: the control plane's
+//     start, the agent is started when the control plane is ready) until a
+//     rule dump of the node namespace (iptables-save -t nat, or nft list
+//     table ip kube-proxy) holds the cluster IP of every service; the
+//     dump's cost (PollMedianSeconds) is the resolution;
+//   - change: one EndpointSlice update moves an endpoint to a fresh address;
+//     from just before the update until `nft monitor` in the node namespace
+//     reports a committed rule holding that address (monitor.go; it sees
+//     iptables-nft and nftables rules alike, one event per new rule, so
+//     no table dump competes with the proxy for the CPU). A dump then
+//     confirms the rule. Both proxies also export kube-proxy's
+//     network_programming_duration_seconds, recorded per change when
+//     exactly one observation was added: a cross-check from the inside;
+//   - memory: VmRSS and VmHWM of the node process (kube-proxy, or the
+//     agent) after the changes, and the control plane's separately.
+//
+// Invariants: nothing runs or is configured in the machine's network
+// namespace except the API server, etcd and the control plane, which only
+// use loopback and a unix socket. kube-proxy reaches the API server through
+// a relay (nsnet.go) that listens inside its namespace and dials from the
+// host, so no route or link is added anywhere. Flags that make kube-proxy
+// write machine-wide settings are off (kubeProxyArgs). Every process is
+// stopped by PID and every namespace deleted before Run returns, on
+// success and on failure.
+package compare

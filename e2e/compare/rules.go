@@ -1,0 +1,125 @@
+package compare
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
+)
+
+// pollPause is the pause between two rule dumps; the dump itself (up to a
+// second for 10k services) dominates the poll period.
+const pollPause = 20 * time.Millisecond
+
+// ruleDumper reads the ruleset a proxy wrote in one node namespace, with
+// the same command whichever proxy wrote it.
+type ruleDumper struct {
+	topo *netns.Topology
+	ns   string
+	argv []string
+	// polls records how long each dump took.
+	polls []time.Duration
+}
+
+// nftTable names the table an nftables-mode proxy programs.
+func newRuleDumper(topo *netns.Topology, ns, mode, nftTable string) *ruleDumper {
+	argv := []string{"iptables-save", "-t", "nat"}
+	if mode == "nftables" {
+		argv = []string{"nft", "list", "table", "ip", nftTable}
+	}
+	return &ruleDumper{topo: topo, ns: ns, argv: argv}
+}
+
+// dump returns the ruleset; a table that does not exist yet is empty.
+func (d *ruleDumper) dump(ctx context.Context) []byte {
+	start := time.Now()
+	out, err := d.topo.Exec(ctx, d.ns, d.argv...)
+	d.polls = append(d.polls, time.Since(start))
+	if err != nil {
+		return nil
+	}
+	return out
+}
+
+// waitUntil dumps until ok holds on a dump and returns when that dump
+// returned, or fails when ctx ends or alive reports the proxy gone.
+func (d *ruleDumper) waitUntil(ctx context.Context, what string, alive func() error, ok func([]byte) bool) (time.Time, error) {
+	for {
+		out := d.dump(ctx)
+		if ok(out) {
+			return time.Now(), nil
+		}
+		if err := alive(); err != nil {
+			return time.Time{}, fmt.Errorf("waiting for %s: %w", what, err)
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("waiting for %s in %s: %w", what, d.ns, context.Cause(ctx))
+		case <-time.After(pollPause):
+		}
+	}
+}
+
+// pollMedian is the median dump time so far, in seconds.
+func (d *ruleDumper) pollMedian() float64 {
+	xs := make([]float64, len(d.polls))
+	for i, p := range d.polls {
+		xs[i] = p.Seconds()
+	}
+	return seconds(time.Duration(median(xs) * float64(time.Second)))
+}
+
+// allVIPs reports whether every address in want occurs in dump.
+func allVIPs(want map[string]bool) func([]byte) bool {
+	return func(dump []byte) bool { return countIPs(dump, []byte("10.96."), want) == len(want) }
+}
+
+// countIPs counts the distinct addresses of want that occur in dump, looking
+// only at tokens starting with prefix.
+func countIPs(dump, prefix []byte, want map[string]bool) int {
+	seen := make(map[string]bool, len(want))
+	for rest := dump; ; {
+		i := bytes.Index(rest, prefix)
+		if i < 0 {
+			break
+		}
+		if i > 0 && isIPByte(rest[i-1]) {
+			rest = rest[i+len(prefix):]
+			continue
+		}
+		j := i + len(prefix)
+		for j < len(rest) && isIPByte(rest[j]) {
+			j++
+		}
+		if ip := string(rest[i:j]); want[ip] {
+			seen[ip] = true
+		}
+		rest = rest[j:]
+	}
+	return len(seen)
+}
+
+// hasIP reports whether ip occurs in dump as a whole address (not as the
+// prefix of a longer one).
+func hasIP(ip string) func([]byte) bool {
+	needle := []byte(ip)
+	return func(dump []byte) bool {
+		for rest := dump; ; {
+			i := bytes.Index(rest, needle)
+			if i < 0 {
+				return false
+			}
+			before := i == 0 || !isIPByte(rest[i-1])
+			end := i + len(needle)
+			after := end == len(rest) || !isIPByte(rest[end])
+			if before && after {
+				return true
+			}
+			rest = rest[i+1:]
+		}
+	}
+}
+
+func isIPByte(b byte) bool { return b == '.' || (b >= '0' && b <= '9') }

@@ -1,0 +1,72 @@
+package system
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+// ListNodes asks replica 0's AdminService.
+func (c *Cluster) ListNodes(ctx context.Context) ([]*switchyardv1.NodeStatus, error) {
+	return c.ListNodesAt(ctx, 0)
+}
+
+// ListNodesAt asks replica i's AdminService.
+func (c *Cluster) ListNodesAt(ctx context.Context, i int) ([]*switchyardv1.NodeStatus, error) {
+	resp, err := switchyardv1.NewAdminServiceClient(c.cps[i].conn).ListNodes(ctx, &switchyardv1.ListNodesRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("ListNodes on %s: %w", c.cps[i].id, err)
+	}
+	return resp.GetNodes(), nil
+}
+
+// Settled reports whether, on replica 0, every node's agent is connected
+// and has acked the version the control plane wants it to have.
+func (c *Cluster) Settled(ctx context.Context) (bool, error) { return c.SettledAt(ctx, 0) }
+
+// SettledAt is Settled as replica i sees it.
+func (c *Cluster) SettledAt(ctx context.Context, i int) (bool, error) {
+	nodes, err := c.ListNodesAt(ctx, i)
+	if err != nil {
+		return false, err
+	}
+	return Settled(nodes, c.nodeIDs), nil
+}
+
+// Settled reports whether every one of names is connected in nodes with
+// its acked version equal to its (non-empty) desired version.
+func Settled(nodes []*switchyardv1.NodeStatus, names []string) bool {
+	acked := map[string]bool{}
+	for _, n := range nodes {
+		acked[n.GetName()] = n.GetConnected() && n.GetDesiredVersion() != "" && n.GetAckedVersion() == n.GetDesiredVersion()
+	}
+	for _, name := range names {
+		if !acked[name] {
+			return false
+		}
+	}
+	return true
+}
+
+// WaitSettled polls Settled until it holds or ctx ends.
+func (c *Cluster) WaitSettled(ctx context.Context) error { return c.WaitSettledAt(ctx, 0) }
+
+// WaitSettledAt polls SettledAt(i) until it holds or ctx ends.
+func (c *Cluster) WaitSettledAt(ctx context.Context, i int) error {
+	for {
+		ok, err := c.SettledAt(ctx, i)
+		if ok {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("agents not settled on %s (last error: %v): %w", c.cps[i].id, err, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// NodeNames returns the names of the cluster's nodes, in index order.
+func (c *Cluster) NodeNames() []string { return append([]string(nil), c.nodeIDs...) }
