@@ -4,6 +4,8 @@ go 1.26.0
 
 require (
 	github.com/google/go-cmp v0.7.0
+	github.com/google/nftables v0.3.0
+	github.com/mdlayher/netlink v1.11.2
 	github.com/moby/ipvs v1.1.0
 	github.com/switchyard-proxy/switchyard/proto v0.0.0
 	github.com/vishvananda/netlink v1.3.1
@@ -14,8 +16,6 @@ require (
 )
 
 require (
-	github.com/google/nftables v0.3.0 // indirect
-	github.com/mdlayher/netlink v1.11.2 // indirect
 	github.com/mdlayher/socket v0.6.1 // indirect
 	github.com/sirupsen/logrus v1.9.0 // indirect
 	golang.org/x/net v0.60.0 // indirect

@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
+	"time"
 
+	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
@@ -30,6 +33,14 @@ type Config struct {
 	Conntrack conntrack.Cleaner
 	// Logger receives skips and sync summaries; nil discards.
 	Logger *slog.Logger
+	// PartialNetlink, when set, sends partial syncs over netlink
+	// (google/nftables) through a connection it opens in the node's
+	// namespace, instead of running nft: nft 1.0.6 loads every chain name
+	// of the family before an "add rule", so its cost grows with the
+	// table. Full syncs always run nft. A partial transaction holding an
+	// operation the translator does not know runs nft instead
+	// (SyncStats.NetlinkFallbacks). Off (nil) by default.
+	PartialNetlink NetlinkDialer
 }
 
 // Dataplane programs one node's namespace with nftables. It implements
@@ -62,6 +73,18 @@ type SyncStats struct {
 	ElementsAdded   int
 	ElementsDeleted int
 	Full            bool
+	// Netlink counts transactions sent over netlink; NetlinkFallbacks
+	// partial transactions that ran nft because the netlink translator
+	// does not support one of their operations.
+	Netlink          int
+	NetlinkFallbacks int
+	// TxTime is the wall time spent running the transactions (nft
+	// processes, or opening the netlink socket and committing).
+	TxTime time.Duration
+	// NetlinkCPU is the user+system time of the thread that sent and
+	// acknowledged the netlink transactions; the kernel's commit runs in
+	// that thread's sendmsg, so it is counted.
+	NetlinkCPU time.Duration
 }
 
 var _ dataplane.Dataplane = (*Dataplane)(nil)
@@ -165,10 +188,32 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 		ps = planFull(tx, next, existing, !d.baseReset[fam])
 		d.stats.Full = true
 	} else {
-		ps = planPartial(tx, prev, next)
+		log := &opLog{tx: tx}
+		ps = planPartial(log, prev, next)
+		if n := tx.NumOperations(); n > 0 && d.cfg.PartialNetlink != nil {
+			// What knftables refused to render, nft would refuse too.
+			if _, err := txText(tx); err != nil {
+				return err
+			}
+			t0 := time.Now()
+			done, err := d.runNetlink(log.ops, fam, prev, next)
+			d.stats.TxTime += time.Since(t0)
+			if err != nil {
+				return fmt.Errorf("netlink transaction of %d operations: %w", n, err)
+			}
+			if done {
+				d.stats.Netlink++
+				d.stats.Transactions++
+				d.stats.Operations += n
+				tx = nft.NewTransaction() // sent; nothing left for nft
+			}
+		}
 	}
 	if n := tx.NumOperations(); n > 0 {
-		if err := nft.Run(ctx, tx); err != nil {
+		t0 := time.Now()
+		err := nft.Run(ctx, tx)
+		d.stats.TxTime += time.Since(t0)
+		if err != nil {
 			return fmt.Errorf("transaction of %d operations: %w", n, err)
 		}
 		d.stats.Transactions++
@@ -181,6 +226,48 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 	d.stats.ElementsDeleted += ps.elementsDeled
 	d.applied[fam] = next
 	return d.cleanConntrack(ctx, fam, next)
+}
+
+// runNetlink sends a partial transaction over netlink. It returns false,
+// having sent nothing, when an operation is not supported: the caller
+// runs nft. An error is a failed transaction (nothing applied).
+func (d *Dataplane) runNetlink(ops []op, fam Family, prev, next *Ruleset) (bool, error) {
+	sets := make(map[string]*Set, len(prev.Sets)+len(next.Sets))
+	for n, s := range prev.Sets {
+		sets[n] = s
+	}
+	for n, s := range next.Sets {
+		sets[n] = s
+	}
+	b, err := translate(ops, fam, d.cfg.Table, sets)
+	if errors.Is(err, errNoNetlink) {
+		d.log.Debug("partial sync runs nft", "family", fam.String(), "reason", err)
+		d.stats.NetlinkFallbacks++
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	c, err := d.cfg.PartialNetlink()
+	if err != nil {
+		return false, fmt.Errorf("open netlink: %w", err)
+	}
+	defer func() { _ = c.CloseLasting() }()
+	runtime.LockOSThread() // so the thread's CPU time is this batch's
+	defer runtime.UnlockOSThread()
+	cpu0 := threadCPU()
+	err = b.run(c)
+	d.stats.NetlinkCPU += threadCPU() - cpu0
+	return true, err
+}
+
+// threadCPU is the user+system time of the calling thread.
+func threadCPU() time.Duration {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_THREAD, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // listTable returns the chains, sets and maps of the kernel table; none

@@ -73,12 +73,30 @@
 // family before it applies any "add rule" or "add element" (its cache;
 // measured: 426 KB for 6,000 chains, 0.4–0.6 s for 60,000 chains), so a
 // transaction's wall time grows with the number of chains, not with the
-// change. See README.md for the measurements and the ways out.
+// change. See README.md for the measurements.
+//
+// # Partial syncs over netlink
+//
+// With Config.PartialNetlink set, a partial transaction is sent over
+// netlink with github.com/google/nftables instead of nft, skipping nft's
+// cache. The knftables transaction stays the plan and the source of
+// truth: planPartial records each operation it writes (opLog), and
+// translate (netlink.go) maps the recorded objects to netlink messages:
+// non-base chain add/flush/delete, rules of the closed grammar of
+// parseRule (netlink_rule.go: address matches, set lookups, the numgen
+// cascade, meta l4proto, goto/jump/drop/return, affinity update, dnat)
+// and verdict-map elements. The expressions are the ones nft 1.0.6
+// generates for the same text; e2e/dataplane/nftables compares the
+// kernel's dump after a netlink partial sync with a fresh nft load of the
+// same state. Any other operation (sets, set elements, base chains,
+// fib, reject, prefixes, …) makes the whole transaction run through nft
+// (SyncStats.NetlinkFallbacks). Full syncs always run nft.
 //
 // # Invariants
 //   - Only the "switchyard" tables are touched; Cleanup deletes them whole.
-//   - Everything runs through the Runner given in Config, in the node's
-//     namespace; nothing here chooses a namespace.
+//   - Everything runs through the Runner (and, if set, the netlink
+//     dialer) given in Config, in the node's namespace; nothing here
+//     chooses a namespace.
 //   - Removing a chain that a map element pointed to in the same
 //     transaction needs kernel ≥ 6.2 (older kernels release the reference
 //     asynchronously; kube-proxy defers such deletes).

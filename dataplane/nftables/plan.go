@@ -11,6 +11,32 @@ type tableObjects struct {
 	chains, sets, maps []string
 }
 
+// txWriter is what the planners write to: a *knftables.Transaction, or
+// an opLog that also records the operations for the netlink runner.
+type txWriter interface {
+	Add(knftables.Object)
+	Flush(knftables.Object)
+	Delete(knftables.Object)
+}
+
+// op is one recorded operation of a transaction.
+type op struct {
+	verb string // "add", "flush", "delete"
+	obj  knftables.Object
+}
+
+// opLog writes to a knftables transaction (the source of truth, and what
+// nft runs) and records each operation, so a partial transaction can be
+// sent over netlink instead.
+type opLog struct {
+	tx  *knftables.Transaction
+	ops []op
+}
+
+func (l *opLog) Add(o knftables.Object)    { l.tx.Add(o); l.ops = append(l.ops, op{"add", o}) }
+func (l *opLog) Flush(o knftables.Object)  { l.tx.Flush(o); l.ops = append(l.ops, op{"flush", o}) }
+func (l *opLog) Delete(o knftables.Object) { l.tx.Delete(o); l.ops = append(l.ops, op{"delete", o}) }
+
 // planStats counts what one transaction writes.
 type planStats struct {
 	chainsWritten, chainsRemoved int
@@ -30,7 +56,7 @@ func (s *planStats) add(o planStats) {
 // removed chains (all flushed before any is deleted, since they may
 // reference each other) and removed sets. Nothing that did not change is
 // touched, so the transaction's size follows the change, not the table.
-func planPartial(tx *knftables.Transaction, prev, next *Ruleset) planStats {
+func planPartial(tx txWriter, prev, next *Ruleset) planStats {
 	var st planStats
 	for _, n := range sortedKeys(next.Sets) {
 		if old, ok := prev.Sets[n]; !ok || !sameSet(old, next.Sets[n]) {
@@ -84,7 +110,7 @@ func planPartial(tx *knftables.Transaction, prev, next *Ruleset) planStats {
 
 // planElements deletes elements that went away or changed value, then
 // adds new and changed ones.
-func planElements(tx *knftables.Transaction, prev, next *Ruleset) planStats {
+func planElements(tx txWriter, prev, next *Ruleset) planStats {
 	var st planStats
 	for _, n := range sortedKeys(prev.Elements) {
 		s, ok := prev.Sets[n]
@@ -185,7 +211,7 @@ func planFull(tx *knftables.Transaction, next *Ruleset, existing tableObjects, r
 	return st
 }
 
-func addRules(tx *knftables.Transaction, c *Chain) {
+func addRules(tx txWriter, c *Chain) {
 	for _, r := range c.Rules {
 		tx.Add(&knftables.Rule{Chain: c.Name, Rule: r})
 	}

@@ -2,6 +2,7 @@ package nftables
 
 import (
 	"fmt"
+	"syscall"
 	"testing"
 	"time"
 
@@ -60,10 +61,18 @@ func withService(st *dataplane.State, sv *switchyardv1.ServiceView) *dataplane.S
 //     rewrites the table);
 //   - one-endpoint: one endpoint of one service moves (partial sync);
 //   - add-service: a service appears / disappears (partial sync);
+//   - one-endpoint-netlink, add-service-netlink: the same partial syncs
+//     sent over netlink (Config.PartialNetlink) by a second Dataplane;
 //   - nft-floor: one "nft -f" of a single "add table" (what any
 //     transaction costs at this table size: fork/exec plus nft's cache).
 //
-// The first sync into an empty table is logged.
+// Metrics: nft-cpu-ms is the user+system time of the nft processes,
+// self-cpu-ms that of this process during Apply (render and diff of the
+// whole state, and for netlink the kernel's commit, which runs in the
+// sending thread), cpu-ms their sum; tx-wall-ms and tx-cpu-ms are the
+// wall and CPU time of the transaction alone (SyncStats.TxTime; nft's CPU,
+// or SyncStats.NetlinkCPU, the sending thread's). The first sync into an
+// empty table is logged.
 func BenchmarkSync(b *testing.B) {
 	for _, n := range []int{1000, 5000, 10000} {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) { benchOne(b, n) })
@@ -89,51 +98,21 @@ func benchOne(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	b.Logf("n=%d first sync %v wall, %v nft CPU (%d operations)", n, time.Since(start), r.takeCPU(), dp.LastSync().Operations)
-	var ops int
-	apply := func(b *testing.B, st *dataplane.State, full bool) {
-		if err := dp.Apply(ctx, st, dataplane.ApplyOptions{Full: full}); err != nil {
-			b.Fatal(err)
-		}
-		ops += dp.LastSync().Operations
+	runFull(b, r, dp, st)
+	runPartials(b, r, dp, st, n, "")
+	// The same partial syncs sent over netlink: a second Dataplane (its
+	// first sync is full, through nft, and not measured).
+	dpNL, err := nftables.New(nftables.Config{Runner: r, Families: []nftables.Family{nftables.IPv4},
+		PartialNetlink: nsNetlink(topo, topo.Node(0).NS)})
+	if err != nil {
+		b.Fatal(err)
 	}
-	report := func(b *testing.B) {
-		b.ReportMetric(float64(ops)/float64(b.N), "nftops/op")
-		b.ReportMetric(float64(r.takeCPU().Microseconds())/1000/float64(b.N), "nft-cpu-ms/op")
-		ops = 0
+	start = time.Now()
+	if err := dpNL.Apply(ctx, st, dataplane.ApplyOptions{}); err != nil {
+		b.Fatal(err)
 	}
-	r.takeCPU()
-	b.Run("full", func(b *testing.B) {
-		for b.Loop() {
-			apply(b, st, true)
-		}
-		report(b)
-	})
-	moved := withService(st, benchService(n/2, true))
-	b.Run("one-endpoint", func(b *testing.B) {
-		i := 0
-		for b.Loop() {
-			if i++; i%2 == 1 {
-				apply(b, moved, false)
-			} else {
-				apply(b, st, false)
-			}
-		}
-		report(b)
-		apply(b, st, false)
-	})
-	added := withService(st, benchService(n, false))
-	b.Run("add-service", func(b *testing.B) {
-		i := 0
-		for b.Loop() {
-			if i++; i%2 == 1 {
-				apply(b, added, false)
-			} else {
-				apply(b, st, false)
-			}
-		}
-		report(b)
-		apply(b, st, false)
-	})
+	b.Logf("n=%d netlink dataplane's first (full, nft) sync %v wall, %v nft CPU", n, time.Since(start), r.takeCPU())
+	runPartials(b, r, dpNL, st, n, "-netlink")
 	b.Run("nft-floor", func(b *testing.B) {
 		for b.Loop() {
 			if _, err := r.Run(ctx, []string{"nft", "-f", "-"}, []byte("add table ip switchyard\n")); err != nil {
@@ -142,4 +121,95 @@ func benchOne(b *testing.B, n int) {
 		}
 		b.ReportMetric(float64(r.takeCPU().Microseconds())/1000/float64(b.N), "nft-cpu-ms/op")
 	})
+}
+
+// meter sums what the syncs of one sub-benchmark cost: nft operations,
+// the CPU of the nft processes, and the CPU of this process (render,
+// diff, and for netlink the kernel's commit work, which runs in the
+// sending thread's sendmsg).
+type meter struct {
+	r         *nsRunner
+	ops       int
+	netlink   int
+	fallbacks int
+	self      time.Duration
+	tx        time.Duration
+	txCPU     time.Duration
+}
+
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func (m *meter) apply(b *testing.B, dp *nftables.Dataplane, st *dataplane.State, full bool) {
+	t0 := selfCPU()
+	if err := dp.Apply(b.Context(), st, dataplane.ApplyOptions{Full: full}); err != nil {
+		b.Fatal(err)
+	}
+	m.self += selfCPU() - t0
+	s := dp.LastSync()
+	m.ops += s.Operations
+	m.netlink += s.Netlink
+	m.fallbacks += s.NetlinkFallbacks
+	m.tx += s.TxTime
+	m.txCPU += s.NetlinkCPU
+}
+
+func (m *meter) report(b *testing.B) {
+	n := float64(b.N)
+	nft := m.r.takeCPU()
+	b.ReportMetric(float64(m.ops)/n, "nftops/op")
+	b.ReportMetric(float64(nft.Microseconds())/1000/n, "nft-cpu-ms/op")
+	b.ReportMetric(float64(m.self.Microseconds())/1000/n, "self-cpu-ms/op")
+	b.ReportMetric(float64((nft+m.self).Microseconds())/1000/n, "cpu-ms/op")
+	b.ReportMetric(float64(m.tx.Microseconds())/1000/n, "tx-wall-ms/op")
+	b.ReportMetric(float64((nft+m.txCPU).Microseconds())/1000/n, "tx-cpu-ms/op")
+	if m.netlink+m.fallbacks > 0 {
+		b.ReportMetric(float64(m.netlink)/n, "netlink/op")
+		b.ReportMetric(float64(m.fallbacks)/n, "fallbacks/op")
+	}
+	*m = meter{r: m.r}
+}
+
+func runFull(b *testing.B, r *nsRunner, dp *nftables.Dataplane, st *dataplane.State) {
+	r.takeCPU()
+	b.Run("full", func(b *testing.B) {
+		m := &meter{r: r}
+		for b.Loop() {
+			m.apply(b, dp, st, true)
+		}
+		m.report(b)
+	})
+}
+
+// runPartials measures partial syncs that flip between st and a state
+// with one endpoint moved, or one service more.
+func runPartials(b *testing.B, r *nsRunner, dp *nftables.Dataplane, st *dataplane.State, n int, suffix string) {
+	for _, c := range []struct {
+		name string
+		alt  *dataplane.State
+	}{
+		{"one-endpoint", withService(st, benchService(n/2, true))},
+		{"add-service", withService(st, benchService(n, false))},
+	} {
+		r.takeCPU()
+		b.Run(c.name+suffix, func(b *testing.B) {
+			m := &meter{r: r}
+			i := 0
+			for b.Loop() {
+				if i++; i%2 == 1 {
+					m.apply(b, dp, c.alt, false)
+				} else {
+					m.apply(b, dp, st, false)
+				}
+			}
+			m.report(b)
+			m.apply(b, dp, st, false)
+			m.r.takeCPU()
+		})
+	}
 }

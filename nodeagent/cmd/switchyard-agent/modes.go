@@ -120,6 +120,9 @@ func newNFTables(log *slog.Logger) (dataplane.Dataplane, error) {
 		Runner:    nftables.ExecRunner{},
 		Conntrack: conntrack.Netlink{Handle: h},
 		Logger:    log.With("mode", "nftables"),
+		// Partial syncs over netlink: 4-10x less CPU than nft 1.0.6, which
+		// loads every chain name before adding a rule; full syncs use nft.
+		PartialNetlink: nftables.DialOwnNamespace,
 	})
 	if err != nil {
 		h.Close()

@@ -1,0 +1,210 @@
+package nftables
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	gnft "github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"golang.org/x/sys/unix"
+	"sigs.k8s.io/knftables"
+)
+
+// NetlinkDialer opens a google/nftables connection whose socket is in the
+// node's network namespace (for example gnft.New(gnft.AsLasting()) run on
+// a thread that entered it, or gnft.New(gnft.WithNetNSFd(fd))). The
+// Dataplane calls it once per partial sync and closes the connection
+// (CloseLasting) after the sync.
+type NetlinkDialer func() (*gnft.Conn, error)
+
+// errNoNetlink marks an operation the netlink translator does not
+// support; the sync then runs through nft instead.
+var errNoNetlink = errors.New("not supported over netlink")
+
+func unsupported(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errNoNetlink, fmt.Sprintf(format, args...))
+}
+
+// nlBatch is a partial transaction translated for google/nftables: one
+// closure per operation, queued on a Conn in order and committed by
+// Conn.Flush as one atomic batch, as nft -f would.
+type nlBatch struct {
+	table *gnft.Table
+	queue []func(c *gnft.Conn) error
+}
+
+func (b *nlBatch) run(c *gnft.Conn) error {
+	for _, q := range b.queue {
+		if err := q(c); err != nil {
+			return err
+		}
+	}
+	return c.Flush()
+}
+
+// translate turns the recorded operations of a partial transaction into
+// netlink messages that create, in the kernel, exactly what nft 1.0.6
+// creates for the same text. Only the shapes the renderer emits for
+// per-service objects are known (see parseRule); anything else returns
+// an error wrapping errNoNetlink and nothing is sent. sets holds the
+// definitions of every set and map the operations may name.
+func translate(ops []op, fam Family, table string, sets map[string]*Set) (*nlBatch, error) {
+	t := &gnft.Table{Name: table, Family: gnft.TableFamilyIPv4}
+	if fam == IPv6 {
+		t.Family = gnft.TableFamilyIPv6
+	}
+	b := &nlBatch{table: t}
+	for _, o := range ops {
+		q, err := translateOp(o, fam, t, sets)
+		if err != nil {
+			return nil, err
+		}
+		b.queue = append(b.queue, q)
+	}
+	return b, nil
+}
+
+func translateOp(o op, fam Family, t *gnft.Table, sets map[string]*Set) (func(*gnft.Conn) error, error) {
+	switch obj := o.obj.(type) {
+	case *knftables.Chain:
+		if obj.Type != nil || obj.Hook != nil || obj.Priority != nil || obj.Comment != nil || obj.Handle != nil {
+			return nil, unsupported("base chain or chain attributes (%s)", obj.Name)
+		}
+		ch := &gnft.Chain{Name: obj.Name, Table: t}
+		switch o.verb {
+		case "add":
+			return func(c *gnft.Conn) error { c.AddChain(ch); return nil }, nil
+		case "flush":
+			return func(c *gnft.Conn) error { c.FlushChain(ch); return nil }, nil
+		case "delete":
+			return func(c *gnft.Conn) error { c.DelChain(ch); return nil }, nil
+		}
+	case *knftables.Rule:
+		if o.verb != "add" || obj.Comment != nil || obj.Index != nil || obj.Handle != nil {
+			return nil, unsupported("rule operation %s in %s", o.verb, obj.Chain)
+		}
+		exprs, err := parseRule(fam, obj.Rule)
+		if err != nil {
+			return nil, err
+		}
+		r := &gnft.Rule{Table: t, Chain: &gnft.Chain{Name: obj.Chain, Table: t}, Exprs: exprs}
+		return func(c *gnft.Conn) error { c.AddRule(r); return nil }, nil
+	case *knftables.Element:
+		return translateElement(o.verb, obj, fam, t, sets)
+	}
+	return nil, unsupported("%s %T", o.verb, o.obj)
+}
+
+// translateElement handles elements of the verdict maps keyed by
+// address . proto . port or proto . port.
+func translateElement(verb string, e *knftables.Element, fam Family, t *gnft.Table, sets map[string]*Set) (func(*gnft.Conn) error, error) {
+	s := sets[e.Map]
+	if e.Map == "" || s == nil || !s.Map || e.Comment != nil {
+		return nil, unsupported("element of set %q", e.Set+e.Map)
+	}
+	kind, _, ok := strings.Cut(s.Type, " : ")
+	if !ok || !strings.HasSuffix(s.Type, " : verdict") {
+		return nil, unsupported("map %s of type %s", s.Name, s.Type)
+	}
+	key, err := concatKey(fam, strings.Split(kind, " . "), e.Key)
+	if err != nil {
+		return nil, fmt.Errorf("map %s: %w", s.Name, err)
+	}
+	el := gnft.SetElement{Key: key}
+	set := &gnft.Set{Name: s.Name, Table: t, IsMap: true}
+	switch verb {
+	case "add":
+		if len(e.Value) != 1 {
+			return nil, unsupported("element value %q", e.Value)
+		}
+		v, err := verdict(strings.Fields(e.Value[0]))
+		if err != nil {
+			return nil, err
+		}
+		el.VerdictData = v
+		return func(c *gnft.Conn) error { return c.SetAddElements(set, []gnft.SetElement{el}) }, nil
+	case "delete":
+		return func(c *gnft.Conn) error { return c.SetDeleteElements(set, []gnft.SetElement{el}) }, nil
+	}
+	return nil, unsupported("%s element", verb)
+}
+
+// concatKey encodes a concatenated key as nft does: each part in network
+// byte order, padded to a multiple of 4 bytes.
+func concatKey(fam Family, types, parts []string) ([]byte, error) {
+	if len(types) < 2 || len(types) != len(parts) {
+		return nil, unsupported("key %q of type %q", parts, types)
+	}
+	var out []byte
+	for i, typ := range types {
+		var v []byte
+		switch typ {
+		case fam.addrType():
+			a, err := familyAddr(fam, parts[i])
+			if err != nil {
+				return nil, err
+			}
+			v = a.AsSlice()
+		case "inet_proto":
+			p, ok := protoNumber[parts[i]]
+			if !ok {
+				return nil, unsupported("protocol %q", parts[i])
+			}
+			v = []byte{p}
+		case "inet_service":
+			p, err := strconv.ParseUint(parts[i], 10, 16)
+			if err != nil {
+				return nil, unsupported("port %q", parts[i])
+			}
+			v = binary.BigEndian.AppendUint16(nil, uint16(p))
+		default:
+			return nil, unsupported("key type %s", typ)
+		}
+		for len(v)%4 != 0 {
+			v = append(v, 0)
+		}
+		out = append(out, v...)
+	}
+	return out, nil
+}
+
+var protoNumber = map[string]byte{"tcp": unix.IPPROTO_TCP, "udp": unix.IPPROTO_UDP, "sctp": unix.IPPROTO_SCTP}
+
+// familyAddr parses a plain address (no prefix) of family fam, in the
+// form the renderer writes it.
+func familyAddr(fam Family, s string) (netip.Addr, error) {
+	a, err := netip.ParseAddr(s)
+	if err != nil || a.Zone() != "" || !fam.has(a) || a.Is4In6() || a.String() != s {
+		return netip.Addr{}, unsupported("address %q", s)
+	}
+	return a, nil
+}
+
+// verdict parses "goto C", "jump C", "drop", "return".
+func verdict(tok []string) (*expr.Verdict, error) {
+	switch {
+	case len(tok) == 2 && tok[0] == "goto" && validName(tok[1]):
+		return &expr.Verdict{Kind: expr.VerdictGoto, Chain: tok[1]}, nil
+	case len(tok) == 2 && tok[0] == "jump" && validName(tok[1]):
+		return &expr.Verdict{Kind: expr.VerdictJump, Chain: tok[1]}, nil
+	case len(tok) == 1 && tok[0] == "drop":
+		return &expr.Verdict{Kind: expr.VerdictDrop}, nil
+	case len(tok) == 1 && tok[0] == "return":
+		return &expr.Verdict{Kind: expr.VerdictReturn}, nil
+	}
+	return nil, unsupported("verdict %q", strings.Join(tok, " "))
+}
+
+// validName accepts the chain and set names the renderer writes: no
+// quoting, no spaces, no braces.
+func validName(n string) bool {
+	return n != "" && len(n) < 256 && !strings.ContainsAny(n, " \t\"'{}@;$,") && !strings.HasPrefix(n, "@")
+}
+
+// DialOwnNamespace is the NetlinkDialer of an agent running in the node's
+// namespace: a connection per partial sync, in the process's namespace.
+func DialOwnNamespace() (*gnft.Conn, error) { return gnft.New() }
