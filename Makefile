@@ -13,22 +13,25 @@ GOTEST_FLAGS ?= -count=1
 FUZZTIME ?= 10s
 
 .PHONY: all deps apt-deps tools testbed proto proto-check buf-breaking build \
-        lint fmt-check vet test unit-test fuzz bench compare demo clean help
+        lint fmt-check vet test unit-test fuzz bench compare qemu-guest demo clean help
 
 all: build
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-deps: apt-deps tools testbed ## install everything the tests need (first run: ~20 min, the kube-apiserver build)
+deps: apt-deps tools testbed qemu-guest ## install everything the tests need (first run: ~20 min, the kube-apiserver build)
 
 apt-deps: ## Debian packages for dataplane tests (root only; skipped otherwise)
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	  missing=""; for c in iptables:iptables nft:nftables conntrack:conntrack socat:socat ip:iproute2 ipset:ipset openssl:openssl curl:curl; do \
+	  missing=""; for c in iptables:iptables nft:nftables conntrack:conntrack socat:socat ip:iproute2 ipset:ipset openssl:openssl curl:curl qemu-system-x86_64:qemu-system-x86; do \
 	    command -v $${c%%:*} >/dev/null || missing="$$missing $${c#*:}"; done; \
 	  if [ -n "$$missing" ]; then echo "apt-get install$$missing"; \
-	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; fi; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi; \
 	else echo "apt-deps: not root, skipping Debian packages"; fi
+
+qemu-guest: ## Debian kernel + busybox + base initramfs for the IPVS guest tests (root; cached in ~/.cache/switchyard/qemu)
+	@if [ "$$(id -u)" = 0 ]; then hack/qemu-kernel.sh prepare; else echo "qemu-guest: not root, skipping (IPVS guest tests will skip)"; fi
 
 GRPCURL_VERSION := v1.9.4
 
