@@ -13,7 +13,7 @@ GOTEST_FLAGS ?= -count=1
 FUZZTIME ?= 10s
 
 .PHONY: all deps apt-deps tools testbed proto proto-check buf-breaking build \
-        lint fmt-check vet test unit-test fuzz bench compare qemu-guest demo clean help
+        lint fmt-check vet test unit-test fuzz bench bench-harness compare qemu-guest demo clean help
 
 all: build
 
@@ -86,8 +86,21 @@ fuzz: ## run each fuzz target for $(FUZZTIME)
 
 test: lint proto-check unit-test fuzz ## everything CI runs
 
-bench: ## benchmarks (numbers, never pass/fail)
+BENCH_OUT  ?= $(CURDIR)/bench-out
+BENCH_ARGS ?=
+
+bench: ## benchmarks (numbers, never pass/fail): go test -bench, then the fan-out/API-load harness
 	go test -run '^$$' -bench . -benchmem $(PKGS)
+	$(MAKE) bench-harness
+
+bench-harness: ## control-plane fan-out (fake feed + real apiserver) and API load -> $(BENCH_OUT)/bench.{jsonl,md} + profiles (~1.5 h on 2 vCPU; root for the kube-proxy part)
+	mkdir -p $(BENCH_OUT) && rm -f $(BENCH_OUT)/bench.jsonl
+	$(NOCGO) go run -trimpath ./e2e/cmd/switchyard-bench -workdir $(BENCH_OUT) \
+	  -suites fanout,apiload -paths fake,apiserver -sizes 1000x10,10000x10,5000x50 \
+	  -agents 10,100,1000 -apiserver-agents 100 -reps 3 -changes 10 -sotw-changes 3 \
+	  -apiload-agents 10,100,300,1000 -kube-proxies 20 \
+	  -cpuprofile $(BENCH_OUT)/cpu.pprof -memprofile $(BENCH_OUT)/heap.pprof \
+	  -out-json $(BENCH_OUT)/bench.jsonl -out-md $(BENCH_OUT)/bench.md $(BENCH_ARGS)
 
 compare: ## upstream kube-proxy vs Switchyard side by side in namespaces (root; 10-40 min)
 	mkdir -p bench
