@@ -3,6 +3,8 @@ package iptables
 import (
 	"fmt"
 	"net/netip"
+
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 )
 
 // Family is the IP family one ruleset is rendered for.
@@ -22,33 +24,15 @@ func (f Family) String() string {
 	return "IPv4"
 }
 
-// has reports whether a belongs to the family.
-func (f Family) has(a netip.Addr) bool {
-	if f == IPv6 {
-		return a.Is6() && !a.Is4In6()
-	}
-	return a.Is4() || a.Is4In6()
-}
+// has, parseAddr and parsePrefix read addresses as every mode does.
+func (f Family) has(a netip.Addr) bool { return serviceport.Family(f).Has(a) }
 
-// parseAddr parses an address of family f. ok is false for another family;
-// err is set for text that is not an address.
 func (f Family) parseAddr(s string) (netip.Addr, bool, error) {
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Addr{}, false, fmt.Errorf("bad address %q: %w", s, err)
-	}
-	a = a.Unmap()
-	return a, f.has(a), nil
+	return serviceport.Family(f).ParseAddr(s)
 }
 
-// parsePrefix is parseAddr for CIDRs.
 func (f Family) parsePrefix(s string) (netip.Prefix, bool, error) {
-	p, err := netip.ParsePrefix(s)
-	if err != nil {
-		return netip.Prefix{}, false, fmt.Errorf("bad CIDR %q: %w", s, err)
-	}
-	p = p.Masked()
-	return p, f.has(p.Addr()), nil
+	return serviceport.Family(f).ParsePrefix(s)
 }
 
 // shardMatch returns the "-d addr/mask" value that selects shard i of

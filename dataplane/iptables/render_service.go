@@ -3,9 +3,8 @@ package iptables
 import (
 	"fmt"
 	"net/netip"
-	"regexp"
-	"slices"
 
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -36,122 +35,40 @@ type portPlan struct {
 	hasAny       bool
 }
 
-var (
-	dnsName  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
-	portName = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)?$`)
-)
-
-var protoMatch = map[switchyardv1.Protocol]string{
-	switchyardv1.Protocol_PROTOCOL_TCP:  "tcp",
-	switchyardv1.Protocol_PROTOCOL_UDP:  "udp",
-	switchyardv1.Protocol_PROTOCOL_SCTP: "sctp",
-}
-
 // service renders every port of one view.
 func (r *renderer) service(key string, sv *switchyardv1.ServiceView) {
-	if sv == nil || !dnsName.MatchString(sv.GetNamespace()) || !dnsName.MatchString(sv.GetName()) {
-		r.skip(key, "bad or missing namespace/name")
+	svc, ok := serviceport.Read(key, sv, serviceport.Family(r.fam), func(service, reason string) {
+		r.rs.Skips = append(r.rs.Skips, Skip{Service: service, Reason: reason})
+	})
+	if !ok {
 		return
 	}
-	name := sv.GetNamespace() + "/" + sv.GetName()
-	if key != name {
-		// Two keys for one service would write the same chains twice.
-		r.skip(key, "resource name does not match %s", name)
-		return
-	}
-	base := portPlan{
-		intLocal:  sv.GetInternalTrafficPolicy() == switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
-		extLocal:  sv.GetExternalTrafficPolicy() == switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
-		hasAny:    sv.GetHasAnyEndpoints(),
-		hasRanges: len(sv.GetLoadBalancerSourceRanges()) > 0,
-	}
-	if sv.GetSessionAffinity() == switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP {
-		base.affinity = max(sv.GetSessionAffinityTimeoutSeconds(), 1)
-	}
-	base.clusterIPs = r.addrs(name, sv.GetClusterIps())
-	base.externalIPs = r.addrs(name, sv.GetExternalIps())
-	base.lbIPs = r.addrs(name, sv.GetLoadBalancerIps())
-	for _, s := range sv.GetLoadBalancerSourceRanges() {
-		p, ok, err := r.fam.parsePrefix(s)
-		if err != nil {
-			r.skip(name, "source range: %v", err)
-		} else if ok {
-			base.sourceRanges = append(base.sourceRanges, p)
-		}
-	}
-	if hc := sv.GetHealthCheckNodePort(); hc > 0 && hc < 65536 && base.extLocal {
-		r.rs.add(tableFilter, chainNodePorts, comment(name+" health check node port"),
+	if hc := svc.HealthCheckNodePort; hc > 0 {
+		r.rs.add(tableFilter, chainNodePorts, comment(svc.Name+" health check node port"),
 			fmt.Sprintf("-p tcp -m tcp --dport %d -j ACCEPT", hc))
 	}
-	seen := map[string]bool{}
-	for _, sp := range sv.GetPorts() {
-		proto, ok := protoMatch[sp.GetProtocol()]
-		switch {
-		case !ok:
-			r.skip(name, "port %q: unknown protocol %v", sp.GetName(), sp.GetProtocol())
-			continue
-		case !portName.MatchString(sp.GetName()) || seen[sp.GetName()]:
-			r.skip(name, "port %q: bad or duplicate name", sp.GetName())
-			continue
-		case sp.GetPort() == 0 || sp.GetPort() > 65535 || sp.GetNodePort() > 65535:
-			r.skip(name, "port %q: bad port number", sp.GetName())
-			continue
+	for i := range svc.Ports {
+		sp := &svc.Ports[i]
+		p := portPlan{
+			label: sp.Label, id: portID(svc.Namespace, svc.ServiceName, sp.Name, sp.Protocol),
+			proto: sp.Protocol, match: "-p " + sp.Protocol + " -m " + sp.Protocol,
+			port: sp.Port, nodePort: sp.NodePort,
+			clusterIPs: sp.ClusterIPs, externalIPs: sp.ExternalIPs, lbIPs: sp.LBIPs,
+			sourceRanges: sp.SourceRanges, hasRanges: sp.HasRanges,
+			intLocal: sp.IntLocal, extLocal: sp.ExtLocal, affinity: sp.Affinity, hasAny: sp.HasAny,
 		}
-		seen[sp.GetName()] = true
-		p := base
-		p.label = name
-		if sp.GetName() != "" {
-			p.label += ":" + sp.GetName()
-		}
-		p.id = portID(sv.GetNamespace(), sv.GetName(), sp.GetName(), proto)
-		p.proto, p.match = proto, "-p "+proto+" -m "+proto
-		p.port, p.nodePort = sp.GetPort(), sp.GetNodePort()
-		p.cluster = r.endpoints(name, p.id, sp.GetName(), sv.GetClusterEndpoints())
-		p.local = r.endpoints(name, p.id, sp.GetName(), sv.GetLocalEndpoints())
+		p.cluster = endpointsOf(p.id, sp.Cluster)
+		p.local = endpointsOf(p.id, sp.Local)
 		r.port(&p)
 	}
 }
 
-// addrs parses the addresses of this family, skipping bad ones.
-func (r *renderer) addrs(svc string, in []string) []netip.Addr {
-	var out []netip.Addr
-	for _, s := range in {
-		a, ok, err := r.fam.parseAddr(s)
-		if err != nil {
-			r.skip(svc, "%v", err)
-		} else if ok && !slices.Contains(out, a) {
-			out = append(out, a)
-		}
+// endpointsOf names the endpoint chains of one service port.
+func endpointsOf(id string, eps []serviceport.Endpoint) []endpoint {
+	out := make([]endpoint, 0, len(eps))
+	for _, ep := range eps {
+		out = append(out, endpoint{addr: ep.Addr, chain: sepChain(id, ep.Addr)})
 	}
-	return out
-}
-
-// endpoints returns the endpoints of this family that serve port name,
-// deduplicated and sorted.
-func (r *renderer) endpoints(svc, id, name string, in []*switchyardv1.Endpoint) []endpoint {
-	var out []endpoint
-	seen := map[netip.AddrPort]bool{}
-	for _, ep := range in {
-		a, ok, err := r.fam.parseAddr(ep.GetAddress())
-		if err != nil {
-			r.skip(svc, "endpoint: %v", err)
-			continue
-		}
-		if !ok {
-			continue
-		}
-		for _, pt := range ep.GetPorts() {
-			if pt.GetName() != name || pt.GetPort() == 0 || pt.GetPort() > 65535 {
-				continue
-			}
-			ap := netip.AddrPortFrom(a, uint16(pt.GetPort()))
-			if !seen[ap] {
-				seen[ap] = true
-				out = append(out, endpoint{addr: ap, chain: sepChain(id, ap)})
-			}
-		}
-	}
-	slices.SortFunc(out, func(x, y endpoint) int { return x.addr.Compare(y.addr) })
 	return out
 }
 

@@ -3,13 +3,13 @@ package ipvs
 import (
 	"fmt"
 	"net/netip"
-	"regexp"
 	"slices"
 	"sort"
 	"strconv"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -19,16 +19,7 @@ var schedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh",
 // ValidScheduler reports whether name is an IPVS scheduler.
 func ValidScheduler(name string) bool { return slices.Contains(schedulers, name) }
 
-var (
-	dnsName  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
-	portName = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)?$`)
-)
-
-var protocols = map[switchyardv1.Protocol]Protocol{
-	switchyardv1.Protocol_PROTOCOL_TCP:  TCP,
-	switchyardv1.Protocol_PROTOCOL_UDP:  UDP,
-	switchyardv1.Protocol_PROTOCOL_SCTP: SCTP,
-}
+var protocols = map[string]Protocol{"tcp": TCP, "udp": UDP, "sctp": SCTP}
 
 type renderOptions struct {
 	families  []Family
@@ -84,12 +75,7 @@ func (r *renderer) skip(svc, format string, args ...any) {
 
 // parseAddr parses s; ok is false when it is of another family.
 func (r *renderer) parseAddr(s string) (netip.Addr, bool, error) {
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return a, false, fmt.Errorf("bad address %q", s)
-	}
-	a = a.Unmap()
-	return a, a.Is4() == (r.fam == IPv4), nil
+	return serviceport.Family(r.fam).ParseAddr(s)
 }
 
 func (r *renderer) readNode(cfg *switchyardv1.NodeConfig) {
@@ -130,116 +116,47 @@ type portPlan struct {
 	sourceRanges []netip.Prefix
 }
 
-// service renders every port of one view.
+// service renders every port of one view; serviceport reads it exactly as
+// for the iptables and nftables modes.
 func (r *renderer) service(key string, sv *switchyardv1.ServiceView) {
-	if sv == nil || !dnsName.MatchString(sv.GetNamespace()) || !dnsName.MatchString(sv.GetName()) {
-		r.skip(key, "bad or missing namespace/name")
+	svc, ok := serviceport.Read(key, sv, serviceport.Family(r.fam), func(service, reason string) {
+		r.skip(service, "%s", reason)
+	})
+	if !ok {
 		return
 	}
-	name := sv.GetNamespace() + "/" + sv.GetName()
-	if key != name {
-		r.skip(key, "resource name does not match %s", name)
-		return
-	}
-	base := portPlan{
-		svc:       name,
-		intLocal:  sv.GetInternalTrafficPolicy() == switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
-		extLocal:  sv.GetExternalTrafficPolicy() == switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
-		hasAny:    sv.GetHasAnyEndpoints(),
-		hasRanges: len(sv.GetLoadBalancerSourceRanges()) > 0,
-	}
-	if sv.GetSessionAffinity() == switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP {
-		base.affinity = max(sv.GetSessionAffinityTimeoutSeconds(), 1)
-	}
-	base.clusterIPs = r.addrs(name, sv.GetClusterIps())
-	base.externalIPs = r.addrs(name, sv.GetExternalIps())
-	base.lbIPs = r.addrs(name, sv.GetLoadBalancerIps())
-	for _, s := range sv.GetLoadBalancerSourceRanges() {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			r.skip(name, "source range: bad CIDR %q", s)
-		} else if p.Addr().Is4() == (r.fam == IPv4) {
-			base.sourceRanges = append(base.sourceRanges, p.Masked())
-		}
-	}
-	if hc := sv.GetHealthCheckNodePort(); hc > 0 && hc < 65536 && base.extLocal {
+	if hc := svc.HealthCheckNodePort; hc > 0 {
 		r.member(setHealthCheck, strconv.Itoa(int(hc)))
 	}
-	seen := map[string]bool{}
-	for _, sp := range sv.GetPorts() {
-		proto, ok := protocols[sp.GetProtocol()]
-		switch {
-		case !ok:
-			r.skip(name, "port %q: unknown protocol %v", sp.GetName(), sp.GetProtocol())
-			continue
-		case !portName.MatchString(sp.GetName()) || seen[sp.GetName()]:
-			r.skip(name, "port %q: bad or duplicate name", sp.GetName())
-			continue
-		case sp.GetPort() == 0 || sp.GetPort() > 65535 || sp.GetNodePort() > 65535:
-			r.skip(name, "port %q: bad port number", sp.GetName())
-			continue
+	for i := range svc.Ports {
+		sp := &svc.Ports[i]
+		proto := protocols[sp.Protocol]
+		p := portPlan{
+			svc: svc.Name, id: svc.Name + ":" + sp.Name + "/" + sp.Protocol,
+			proto: proto, port: uint16(sp.Port), node: uint16(sp.NodePort),
+			intLocal: sp.IntLocal, extLocal: sp.ExtLocal, affinity: sp.Affinity, hasAny: sp.HasAny,
+			hasRanges: sp.HasRanges, clusterIPs: sp.ClusterIPs, externalIPs: sp.ExternalIPs,
+			lbIPs: sp.LBIPs, sourceRanges: sp.SourceRanges,
+			cluster: realServers(sp.Cluster), local: realServers(sp.Local),
 		}
-		seen[sp.GetName()] = true
-		p := base
-		p.id = name + ":" + sp.GetName() + "/" + proto.lower()
-		p.proto, p.port, p.node = proto, uint16(sp.GetPort()), uint16(sp.GetNodePort())
-		p.cluster = r.endpoints(name, sp.GetName(), sv.GetClusterEndpoints())
-		p.local = r.endpoints(name, sp.GetName(), sv.GetLocalEndpoints())
 		r.port(&p)
 	}
 }
 
-// addrs parses the addresses of this family, skipping bad ones.
-func (r *renderer) addrs(svc string, in []string) []netip.Addr {
-	var out []netip.Addr
-	for _, s := range in {
-		a, ok, err := r.parseAddr(s)
-		if err != nil {
-			r.skip(svc, "%v", err)
-		} else if ok && !slices.Contains(out, a) {
-			out = append(out, a)
+// realServers turns endpoints into real servers. Terminating endpoints get
+// weight 0 when the set also has endpoints that are not terminating (they
+// drain); a set of only terminating ones is the control plane's serving
+// fallback and gets weight 1.
+func realServers(eps []serviceport.Endpoint) []RealServer {
+	active := slices.ContainsFunc(eps, func(ep serviceport.Endpoint) bool { return !ep.Terminating })
+	out := make([]RealServer, 0, len(eps))
+	for _, ep := range eps {
+		w := 1
+		if active && ep.Terminating {
+			w = 0
 		}
+		out = append(out, RealServer{Addr: ep.Addr, Weight: w})
 	}
-	return out
-}
-
-// endpoints returns the real servers of this family serving port name,
-// deduplicated and sorted. Terminating endpoints get weight 0 when the
-// set also has endpoints that are not terminating (they drain); a set of
-// only terminating ones is the control plane's serving fallback and gets
-// weight 1.
-func (r *renderer) endpoints(svc, name string, in []*switchyardv1.Endpoint) []RealServer {
-	var out []RealServer
-	term := map[netip.AddrPort]bool{}
-	active := false
-	for _, ep := range in {
-		a, ok, err := r.parseAddr(ep.GetAddress())
-		if err != nil {
-			r.skip(svc, "endpoint: %v", err)
-			continue
-		}
-		if !ok {
-			continue
-		}
-		for _, pt := range ep.GetPorts() {
-			if pt.GetName() != name || pt.GetPort() == 0 || pt.GetPort() > 65535 {
-				continue
-			}
-			ap := netip.AddrPortFrom(a, uint16(pt.GetPort()))
-			if slices.ContainsFunc(out, func(rs RealServer) bool { return rs.Addr == ap }) {
-				continue
-			}
-			out = append(out, RealServer{Addr: ap, Weight: 1})
-			term[ap] = ep.GetTerminating()
-			active = active || !ep.GetTerminating()
-		}
-	}
-	for i := range out {
-		if active && term[out[i].Addr] {
-			out[i].Weight = 0
-		}
-	}
-	slices.SortFunc(out, func(x, y RealServer) int { return x.Addr.Compare(y.Addr) })
 	return out
 }
 

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"fmt"
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	"net/netip"
 	"strings"
 
@@ -103,32 +104,15 @@ func (f Family) notLocalhost() string {
 	return "ip daddr != 127.0.0.0/8"
 }
 
-func (f Family) has(a netip.Addr) bool {
-	if f == IPv6 {
-		return a.Is6() && !a.Is4In6()
-	}
-	return a.Is4() || a.Is4In6()
-}
+// has, parseAddr and parsePrefix read addresses as every mode does.
+func (f Family) has(a netip.Addr) bool { return serviceport.Family(f).Has(a) }
 
-// parseAddr parses an address of family f. ok is false for another family;
-// err is set for text that is not an address.
 func (f Family) parseAddr(s string) (netip.Addr, bool, error) {
-	a, err := netip.ParseAddr(s)
-	if err != nil {
-		return netip.Addr{}, false, fmt.Errorf("bad address %q: %w", s, err)
-	}
-	a = a.Unmap()
-	return a, f.has(a), nil
+	return serviceport.Family(f).ParseAddr(s)
 }
 
-// parsePrefix is parseAddr for CIDRs.
 func (f Family) parsePrefix(s string) (netip.Prefix, bool, error) {
-	p, err := netip.ParsePrefix(s)
-	if err != nil {
-		return netip.Prefix{}, false, fmt.Errorf("bad CIDR %q: %w", s, err)
-	}
-	p = p.Masked()
-	return p, f.has(p.Addr()), nil
+	return serviceport.Family(f).ParsePrefix(s)
 }
 
 // dnatTarget is the "dnat to" argument for an endpoint.

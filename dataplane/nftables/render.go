@@ -46,7 +46,11 @@ func Render(st *dataplane.State, fam Family) (*Ruleset, error) {
 }
 
 func (r *renderer) skip(svc, format string, args ...any) {
-	r.rs.Skips = append(r.rs.Skips, Skip{Service: svc, Reason: fmt.Sprintf(format, args...)})
+	r.skipReason(svc, fmt.Sprintf(format, args...))
+}
+
+func (r *renderer) skipReason(svc, reason string) {
+	r.rs.Skips = append(r.rs.Skips, Skip{Service: svc, Reason: reason})
 }
 
 func (r *renderer) readNode(st *dataplane.State) {

@@ -3,13 +3,13 @@ package nftables
 import (
 	"fmt"
 	"net/netip"
-	"regexp"
 	"slices"
 	"time"
 
 	"sigs.k8s.io/knftables"
 
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -39,119 +39,38 @@ type portPlan struct {
 	hasAny       bool
 }
 
-var (
-	dnsName  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
-	portName = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)?$`)
-)
-
-var protoName = map[switchyardv1.Protocol]string{
-	switchyardv1.Protocol_PROTOCOL_TCP:  "tcp",
-	switchyardv1.Protocol_PROTOCOL_UDP:  "udp",
-	switchyardv1.Protocol_PROTOCOL_SCTP: "sctp",
-}
-
-// service renders every port of one view, with the same interpretation
-// of a ServiceView as the iptables mode.
+// service renders every port of one view; serviceport reads it exactly as
+// for the iptables and ipvs modes.
 func (r *renderer) service(key string, sv *switchyardv1.ServiceView) {
-	if sv == nil || !dnsName.MatchString(sv.GetNamespace()) || !dnsName.MatchString(sv.GetName()) {
-		r.skip(key, "bad or missing namespace/name")
+	svc, ok := serviceport.Read(key, sv, serviceport.Family(r.fam), r.skipReason)
+	if !ok {
 		return
 	}
-	name := sv.GetNamespace() + "/" + sv.GetName()
-	if key != name {
-		// Two keys for one service would write the same objects twice.
-		r.skip(key, "resource name does not match %s", name)
-		return
-	}
-	base := portPlan{
-		intLocal:  sv.GetInternalTrafficPolicy() == switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
-		extLocal:  sv.GetExternalTrafficPolicy() == switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
-		hasAny:    sv.GetHasAnyEndpoints(),
-		hasRanges: len(sv.GetLoadBalancerSourceRanges()) > 0,
-	}
-	if sv.GetSessionAffinity() == switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP {
-		base.affinity = max(sv.GetSessionAffinityTimeoutSeconds(), 1)
-	}
-	base.clusterIPs = r.addrs(name, sv.GetClusterIps())
-	base.externalIPs = r.addrs(name, sv.GetExternalIps())
-	base.lbIPs = r.addrs(name, sv.GetLoadBalancerIps())
-	for _, s := range sv.GetLoadBalancerSourceRanges() {
-		p, ok, err := r.fam.parsePrefix(s)
-		if err != nil {
-			r.skip(name, "source range: %v", err)
-		} else if ok {
-			base.sourceRanges = append(base.sourceRanges, p)
+	for i := range svc.Ports {
+		sp := &svc.Ports[i]
+		p := portPlan{
+			names: namesFor(svc.Namespace, svc.ServiceName, sp.Name, sp.Protocol),
+			proto: sp.Protocol, port: sp.Port, nodePort: sp.NodePort,
+			clusterIPs: sp.ClusterIPs, externalIPs: sp.ExternalIPs, lbIPs: sp.LBIPs,
+			sourceRanges: sp.SourceRanges, hasRanges: sp.HasRanges,
+			intLocal: sp.IntLocal, extLocal: sp.ExtLocal, affinity: sp.Affinity, hasAny: sp.HasAny,
 		}
-	}
-	seen := map[string]bool{}
-	for _, sp := range sv.GetPorts() {
-		proto, ok := protoName[sp.GetProtocol()]
-		switch {
-		case !ok:
-			r.skip(name, "port %q: unknown protocol %v", sp.GetName(), sp.GetProtocol())
-			continue
-		case !portName.MatchString(sp.GetName()) || seen[sp.GetName()]:
-			r.skip(name, "port %q: bad or duplicate name", sp.GetName())
-			continue
-		case sp.GetPort() == 0 || sp.GetPort() > 65535 || sp.GetNodePort() > 65535:
-			r.skip(name, "port %q: bad port number", sp.GetName())
-			continue
-		}
-		seen[sp.GetName()] = true
-		p := base
-		p.names = namesFor(sv.GetNamespace(), sv.GetName(), sp.GetName(), proto)
-		p.proto, p.port, p.nodePort = proto, sp.GetPort(), sp.GetNodePort()
-		p.cluster = r.endpoints(name, &p, sp.GetName(), sv.GetClusterEndpoints())
-		p.local = r.endpoints(name, &p, sp.GetName(), sv.GetLocalEndpoints())
+		p.cluster = endpointsOf(&p, sp.Cluster)
+		p.local = endpointsOf(&p, sp.Local)
 		r.port(&p)
 	}
 }
 
-// addrs parses the addresses of this family, skipping bad ones.
-func (r *renderer) addrs(svc string, in []string) []netip.Addr {
-	var out []netip.Addr
-	for _, s := range in {
-		a, ok, err := r.fam.parseAddr(s)
-		if err != nil {
-			r.skip(svc, "%v", err)
-		} else if ok && !slices.Contains(out, a) {
-			out = append(out, a)
+// endpointsOf names the objects of each endpoint of one service port.
+func endpointsOf(p *portPlan, eps []serviceport.Endpoint) []endpoint {
+	out := make([]endpoint, 0, len(eps))
+	for _, ep := range eps {
+		e := endpoint{addr: ep.Addr, chain: p.names.endpointChain(ep.Addr)}
+		if p.affinity > 0 {
+			e.affinity = p.names.affinitySet(ep.Addr, p.affinity)
 		}
+		out = append(out, e)
 	}
-	return out
-}
-
-// endpoints returns the endpoints of this family that serve port name,
-// deduplicated and sorted.
-func (r *renderer) endpoints(svc string, p *portPlan, name string, in []*switchyardv1.Endpoint) []endpoint {
-	var out []endpoint
-	seen := map[netip.AddrPort]bool{}
-	for _, ep := range in {
-		a, ok, err := r.fam.parseAddr(ep.GetAddress())
-		if err != nil {
-			r.skip(svc, "endpoint: %v", err)
-			continue
-		}
-		if !ok {
-			continue
-		}
-		for _, pt := range ep.GetPorts() {
-			if pt.GetName() != name || pt.GetPort() == 0 || pt.GetPort() > 65535 {
-				continue
-			}
-			ap := netip.AddrPortFrom(a, uint16(pt.GetPort()))
-			if seen[ap] {
-				continue
-			}
-			seen[ap] = true
-			e := endpoint{addr: ap, chain: p.names.endpointChain(ap)}
-			if p.affinity > 0 {
-				e.affinity = p.names.affinitySet(ap, p.affinity)
-			}
-			out = append(out, e)
-		}
-	}
-	slices.SortFunc(out, func(x, y endpoint) int { return x.addr.Compare(y.addr) })
 	return out
 }
 

@@ -1,0 +1,227 @@
+// Package serviceport reads a ServiceView the way every kernel mode must:
+// names validated, one family's addresses parsed and deduplicated, each
+// port's endpoints picked by port name, traffic policies and affinity
+// decoded. Modes differ in what they program, not in what a view means;
+// reading it in one place keeps iptables, nftables and ipvs agreeing on
+// every edge of bad input.
+package serviceport
+
+import (
+	"fmt"
+	"net/netip"
+	"regexp"
+	"slices"
+
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+// Family is the IP family one ruleset is built for.
+type Family int
+
+const (
+	// IPv4 addresses (IPv4-mapped IPv6 ones count as IPv4).
+	IPv4 Family = 4
+	// IPv6 addresses.
+	IPv6 Family = 6
+)
+
+func (f Family) String() string {
+	if f == IPv6 {
+		return "IPv6"
+	}
+	return "IPv4"
+}
+
+// Has reports whether a belongs to the family.
+func (f Family) Has(a netip.Addr) bool {
+	if f == IPv6 {
+		return a.Is6() && !a.Is4In6()
+	}
+	return a.Is4() || a.Is4In6()
+}
+
+// ParseAddr parses an address of family f. ok is false for another
+// family; err is set for text that is not an address.
+func (f Family) ParseAddr(s string) (a netip.Addr, ok bool, err error) {
+	a, err = netip.ParseAddr(s)
+	if err != nil {
+		return netip.Addr{}, false, fmt.Errorf("bad address %q: %w", s, err)
+	}
+	a = a.Unmap()
+	return a, f.Has(a), nil
+}
+
+// ParsePrefix is ParseAddr for CIDRs; the prefix comes back masked.
+func (f Family) ParsePrefix(s string) (netip.Prefix, bool, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, false, fmt.Errorf("bad CIDR %q: %w", s, err)
+	}
+	p = p.Masked()
+	return p, f.Has(p.Addr()), nil
+}
+
+// Service is one view read for one family.
+type Service struct {
+	// Name is "namespace/name".
+	Name, Namespace, ServiceName string
+	// HealthCheckNodePort is set with externalTrafficPolicy Local only.
+	HealthCheckNodePort uint32
+	Ports               []Port
+}
+
+// Port is one service port with everything its rules need.
+type Port struct {
+	// Name is the port's name ("" for a single unnamed port); Label is
+	// "namespace/name[:port]", as kube-proxy's rule comments say it.
+	Name, Label string
+	// Protocol is "tcp", "udp" or "sctp".
+	Protocol       string
+	Port, NodePort uint32
+	ClusterIPs     []netip.Addr
+	ExternalIPs    []netip.Addr
+	LBIPs          []netip.Addr
+	SourceRanges   []netip.Prefix
+	// HasRanges: the service has source ranges in some family; traffic
+	// from outside them is dropped even when none is of this family.
+	HasRanges bool
+	// Cluster and Local are the endpoints serving this port, sorted by
+	// address and deduplicated (the first occurrence wins).
+	Cluster, Local     []Endpoint
+	IntLocal, ExtLocal bool
+	// Affinity is the ClientIP timeout in seconds, 0 without affinity.
+	Affinity uint32
+	// HasAny: the service has endpoints somewhere (a Local policy without
+	// local endpoints drops instead of rejecting).
+	HasAny bool
+}
+
+// Endpoint is one backend of a port. Terminating matters to modes that
+// drain (ipvs); the control plane already chose which endpoints serve.
+type Endpoint struct {
+	Addr        netip.AddrPort
+	Terminating bool
+}
+
+var (
+	dnsName  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
+	portName = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)?$`)
+)
+
+var protocols = map[switchyardv1.Protocol]string{
+	switchyardv1.Protocol_PROTOCOL_TCP:  "tcp",
+	switchyardv1.Protocol_PROTOCOL_UDP:  "udp",
+	switchyardv1.Protocol_PROTOCOL_SCTP: "sctp",
+}
+
+// SkipFunc receives input left out, with the service it belongs to, in
+// input order.
+type SkipFunc func(service, reason string)
+
+// Read reads the view stored under key for family f. ok is false when the
+// whole view is unusable (bad name, or a key that is not its name: two
+// keys for one service would program the same objects twice).
+func Read(key string, sv *switchyardv1.ServiceView, f Family, skip SkipFunc) (svc Service, ok bool) {
+	skipf := func(service, format string, args ...any) { skip(service, fmt.Sprintf(format, args...)) }
+	if sv == nil || !dnsName.MatchString(sv.GetNamespace()) || !dnsName.MatchString(sv.GetName()) {
+		skipf(key, "bad or missing namespace/name")
+		return svc, false
+	}
+	name := sv.GetNamespace() + "/" + sv.GetName()
+	if key != name {
+		skipf(key, "resource name does not match %s", name)
+		return svc, false
+	}
+	svc = Service{Name: name, Namespace: sv.GetNamespace(), ServiceName: sv.GetName()}
+	base := Port{
+		IntLocal:  sv.GetInternalTrafficPolicy() == switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
+		ExtLocal:  sv.GetExternalTrafficPolicy() == switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
+		HasAny:    sv.GetHasAnyEndpoints(),
+		HasRanges: len(sv.GetLoadBalancerSourceRanges()) > 0,
+	}
+	if sv.GetSessionAffinity() == switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP {
+		base.Affinity = max(sv.GetSessionAffinityTimeoutSeconds(), 1)
+	}
+	base.ClusterIPs = addrs(name, sv.GetClusterIps(), f, skipf)
+	base.ExternalIPs = addrs(name, sv.GetExternalIps(), f, skipf)
+	base.LBIPs = addrs(name, sv.GetLoadBalancerIps(), f, skipf)
+	for _, s := range sv.GetLoadBalancerSourceRanges() {
+		p, ok, err := f.ParsePrefix(s)
+		if err != nil {
+			skipf(name, "source range: %v", err)
+		} else if ok {
+			base.SourceRanges = append(base.SourceRanges, p)
+		}
+	}
+	if hc := sv.GetHealthCheckNodePort(); hc > 0 && hc < 65536 && base.ExtLocal {
+		svc.HealthCheckNodePort = hc
+	}
+	seen := map[string]bool{}
+	for _, sp := range sv.GetPorts() {
+		proto, ok := protocols[sp.GetProtocol()]
+		switch {
+		case !ok:
+			skipf(name, "port %q: unknown protocol %v", sp.GetName(), sp.GetProtocol())
+			continue
+		case !portName.MatchString(sp.GetName()) || seen[sp.GetName()]:
+			skipf(name, "port %q: bad or duplicate name", sp.GetName())
+			continue
+		case sp.GetPort() == 0 || sp.GetPort() > 65535 || sp.GetNodePort() > 65535:
+			skipf(name, "port %q: bad port number", sp.GetName())
+			continue
+		}
+		seen[sp.GetName()] = true
+		p := base
+		p.Name, p.Label = sp.GetName(), name
+		if p.Name != "" {
+			p.Label += ":" + p.Name
+		}
+		p.Protocol, p.Port, p.NodePort = proto, sp.GetPort(), sp.GetNodePort()
+		p.Cluster = endpoints(name, p.Name, sv.GetClusterEndpoints(), f, skipf)
+		p.Local = endpoints(name, p.Name, sv.GetLocalEndpoints(), f, skipf)
+		svc.Ports = append(svc.Ports, p)
+	}
+	return svc, true
+}
+
+// addrs parses the addresses of family f, skipping bad ones.
+func addrs(svc string, in []string, f Family, skipf func(string, string, ...any)) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range in {
+		a, ok, err := f.ParseAddr(s)
+		if err != nil {
+			skipf(svc, "%v", err)
+		} else if ok && !slices.Contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// endpoints returns the endpoints of family f that serve port name,
+// deduplicated and sorted.
+func endpoints(svc, name string, in []*switchyardv1.Endpoint, f Family, skipf func(string, string, ...any)) []Endpoint {
+	var out []Endpoint
+	seen := map[netip.AddrPort]bool{}
+	for _, ep := range in {
+		a, ok, err := f.ParseAddr(ep.GetAddress())
+		if err != nil {
+			skipf(svc, "endpoint: %v", err)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		for _, pt := range ep.GetPorts() {
+			if pt.GetName() != name || pt.GetPort() == 0 || pt.GetPort() > 65535 {
+				continue
+			}
+			if ap := netip.AddrPortFrom(a, uint16(pt.GetPort())); !seen[ap] {
+				seen[ap] = true
+				out = append(out, Endpoint{Addr: ap, Terminating: ep.GetTerminating()})
+			}
+		}
+	}
+	slices.SortFunc(out, func(x, y Endpoint) int { return x.Addr.Compare(y.Addr) })
+	return out
+}

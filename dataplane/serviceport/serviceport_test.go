@@ -1,0 +1,105 @@
+package serviceport_test
+
+import (
+	"net/netip"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+func TestRead(t *testing.T) {
+	ep := func(addr string, term bool, ports ...*switchyardv1.EndpointPort) *switchyardv1.Endpoint {
+		return &switchyardv1.Endpoint{Address: addr, Terminating: term, Ports: ports}
+	}
+	http := &switchyardv1.EndpointPort{Name: "http", Port: 8080}
+	view := func() *switchyardv1.ServiceView {
+		return &switchyardv1.ServiceView{
+			Namespace: "ns", Name: "web",
+			ClusterIps:               []string{"10.96.0.1", "fd00::1", "10.96.0.1", "999.1.1.1"},
+			LoadBalancerSourceRanges: []string{"192.0.2.7/24", "2001:db8::/32"},
+			ExternalTrafficPolicy:    switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
+			HealthCheckNodePort:      31000,
+			SessionAffinity:          switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP,
+			HasAnyEndpoints:          true,
+			Ports: []*switchyardv1.ServicePort{
+				{Name: "http", Protocol: switchyardv1.Protocol_PROTOCOL_TCP, Port: 80, NodePort: 30080},
+				{Name: "http", Protocol: switchyardv1.Protocol_PROTOCOL_UDP, Port: 81},
+				{Name: "zero", Protocol: switchyardv1.Protocol_PROTOCOL_TCP},
+			},
+			ClusterEndpoints: []*switchyardv1.Endpoint{
+				ep("10.244.0.9", true, http), ep("10.244.0.2", false, http), ep("::ffff:10.244.0.2", true, http),
+				ep("fd00::9", false, http), ep("bogus", false, http), ep("10.244.0.3", false, &switchyardv1.EndpointPort{Name: "other", Port: 1}),
+			},
+		}
+	}
+	var skips []string
+	skip := func(svc, reason string) { skips = append(skips, svc+": "+reason) }
+	svc, ok := serviceport.Read("ns/web", view(), serviceport.IPv4, skip)
+	if !ok {
+		t.Fatal("view refused")
+	}
+	want := serviceport.Service{
+		Name: "ns/web", Namespace: "ns", ServiceName: "web", HealthCheckNodePort: 31000,
+		Ports: []serviceport.Port{{
+			Name: "http", Label: "ns/web:http", Protocol: "tcp", Port: 80, NodePort: 30080,
+			ClusterIPs:   []netip.Addr{netip.MustParseAddr("10.96.0.1")},
+			SourceRanges: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}, HasRanges: true,
+			Cluster: []serviceport.Endpoint{
+				{Addr: netip.MustParseAddrPort("10.244.0.2:8080")},
+				{Addr: netip.MustParseAddrPort("10.244.0.9:8080"), Terminating: true},
+			},
+			ExtLocal: true, Affinity: 1, HasAny: true,
+		}},
+	}
+	opts := cmp.Options{
+		cmp.Comparer(func(x, y netip.Addr) bool { return x == y }),
+		cmp.Comparer(func(x, y netip.AddrPort) bool { return x == y }),
+		cmp.Comparer(func(x, y netip.Prefix) bool { return x == y }),
+	}
+	if diff := cmp.Diff(want, svc, opts); diff != "" {
+		t.Errorf("IPv4 read (-want +got):\n%s", diff)
+	}
+	wantSkips := []string{
+		`ns/web: bad address "999.1.1.1": ParseAddr("999.1.1.1"): IPv4 field has value >255`,
+		`ns/web: endpoint: bad address "bogus": ParseAddr("bogus"): unable to parse IP`,
+		`ns/web: port "http": bad or duplicate name`,
+		`ns/web: port "zero": bad port number`,
+	}
+	if diff := cmp.Diff(wantSkips, skips); diff != "" {
+		t.Errorf("skips (-want +got):\n%s", diff)
+	}
+
+	six, _ := serviceport.Read("ns/web", view(), serviceport.IPv6, func(string, string) {})
+	if got := six.Ports[0].ClusterIPs; len(got) != 1 || got[0] != netip.MustParseAddr("fd00::1") {
+		t.Errorf("IPv6 cluster IPs = %v", got)
+	}
+	if got := six.Ports[0].Cluster; len(got) != 1 || got[0].Addr != netip.MustParseAddrPort("[fd00::9]:8080") {
+		t.Errorf("IPv6 endpoints = %v", got)
+	}
+
+	for _, tc := range []struct {
+		name, key string
+		mut       func(*switchyardv1.ServiceView)
+	}{
+		{"bad name", "ns/web", func(sv *switchyardv1.ServiceView) { sv.Name = "Web" }},
+		{"key is not the name", "ns/other", func(*switchyardv1.ServiceView) {}},
+	} {
+		sv := view()
+		tc.mut(sv)
+		if _, ok := serviceport.Read(tc.key, sv, serviceport.IPv4, func(string, string) {}); ok {
+			t.Errorf("%s: accepted", tc.name)
+		}
+	}
+	if _, ok := serviceport.Read("x", nil, serviceport.IPv4, func(string, string) {}); ok {
+		t.Error("nil view accepted")
+	}
+
+	cluster := view()
+	cluster.ExternalTrafficPolicy = switchyardv1.TrafficPolicy_TRAFFIC_POLICY_CLUSTER
+	if got, _ := serviceport.Read("ns/web", cluster, serviceport.IPv4, func(string, string) {}); got.HealthCheckNodePort != 0 {
+		t.Errorf("health check node port %d without ETP Local", got.HealthCheckNodePort)
+	}
+}
