@@ -69,7 +69,7 @@ func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error
 	fs.StringVar(&o.Listen, "listen", ":18000", "gRPC address for the discovery and admin services (host:port, or unix:///path for a unix socket)")
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":10263", "HTTP address for /metrics; empty disables")
 	fs.StringVar(&o.HealthzAddr, "healthz-bind-address", ":10262", "HTTP address for /healthz and /readyz; empty disables")
-	fs.DurationVar(&o.CoalesceWindow, "coalesce-window", 100*time.Millisecond, "how long changes are batched per node before a response")
+	fs.DurationVar(&o.CoalesceWindow, "coalesce-window", 100*time.Millisecond, "minimum time between two responses to a node: a change to an idle node goes out at once, later ones within the window are batched")
 	fs.IntVar(&o.MaxMessageBytes, "max-message-bytes", 4<<20, "largest gRPC message sent or received; larger batches are split")
 	fs.StringVar(&o.TLS.CertFile, "tls-cert-file", "", "PEM server certificate for gRPC")
 	fs.StringVar(&o.TLS.KeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file")

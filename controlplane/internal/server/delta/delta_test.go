@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/durationpb"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // summary is a comparable digest of one or more responses.
@@ -282,11 +283,14 @@ func TestRemoval(t *testing.T) {
 	}
 }
 
+// TestCoalescesBursts: changes arriving inside the window after a flush go
+// out as one response when the window ends, carrying the newest view.
 func TestCoalescesBursts(t *testing.T) {
 	c := cache.New()
 	nv := cachetest.NewNodeView(svc(t, 0, 0), svc(t, 1, 0), svc(t, 2, 0))
 	c.Publish("n1", nv, nil)
-	h := start(t, c, stream.Options{CoalesceWindow: 200 * time.Millisecond})
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	h := start(t, c, stream.Options{CoalesceWindow: 200 * time.Millisecond, Clock: clk})
 	cl := h.open(t, "n1", nil, true)
 	cl.ack(cl.recv(), nil)
 	eventually(t, "ACK", func() bool { return h.status("n1").AckedVersion == nv.Version() })
@@ -299,6 +303,8 @@ func TestCoalescesBursts(t *testing.T) {
 		nv = nv.With(v)
 		c.Publish("n1", nv, []string{v.Name()})
 	}
+	eventually(t, "the coalesce timer", clk.HasWaiters)
+	clk.Step(200 * time.Millisecond)
 	r := cl.recv()
 	if r.GetSystemVersion() != nv.Version() {
 		t.Errorf("coalesced response has version %q, want the newest %q", r.GetSystemVersion(), nv.Version())
@@ -308,6 +314,44 @@ func TestCoalescesBursts(t *testing.T) {
 	}
 	if got := h.obs.responses.Load(); got != 2 {
 		t.Errorf("%d responses for one burst, want 2 (initial + one)", got)
+	}
+}
+
+// TestLoneChangeGoesOutAtOnce: a change to a session idle for longer than
+// the window is sent without waiting; one right after it waits the window.
+func TestLoneChangeGoesOutAtOnce(t *testing.T) {
+	c := cache.New()
+	nv := cachetest.NewNodeView(svc(t, 0, 0), svc(t, 1, 0))
+	c.Publish("n1", nv, nil)
+	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
+	h := start(t, c, stream.Options{CoalesceWindow: 200 * time.Millisecond, Clock: clk})
+	cl := h.open(t, "n1", nil, true)
+	cl.ack(cl.recv(), nil)
+	eventually(t, "ACK", func() bool { return h.status("n1").AckedVersion == nv.Version() })
+
+	clk.Step(time.Second) // idle for longer than the window
+	lone := svc(t, 0, 1)
+	nv = nv.With(lone)
+	c.Publish("n1", nv, []string{lone.Name()})
+	r := cl.recv() // the fake clock does not move: no timer was involved
+	if diff := cmp.Diff(refs(lone), summarize(r).Resources); diff != "" {
+		t.Errorf("lone change (-want +got):\n%s", diff)
+	}
+	cl.ack(r, nil)
+	eventually(t, "ACK", func() bool { return h.status("n1").AckedVersion == nv.Version() })
+
+	next := svc(t, 1, 1)
+	nv = nv.With(next)
+	c.Publish("n1", nv, []string{next.Name()})
+	eventually(t, "the coalesce timer", clk.HasWaiters)
+	select {
+	case r := <-cl.resps:
+		t.Fatalf("sent inside the window: %v", summarize(r))
+	default:
+	}
+	clk.Step(200 * time.Millisecond)
+	if diff := cmp.Diff(refs(next), summarize(cl.recv()).Resources); diff != "" {
+		t.Errorf("change after the window (-want +got):\n%s", diff)
 	}
 }
 

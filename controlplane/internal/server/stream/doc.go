@@ -19,8 +19,10 @@
 //     response carries the newest view, never a backlog.
 //   - A NACK keeps the agent's acknowledged state, and the rejected version
 //     is not sent again: the session holds until the node's view changes.
-//   - A wakeup waits the coalesce window before taking the view, so a burst
-//     of changes becomes one response.
+//   - A change to an idle session is sent at once; changes within the
+//     coalesce window after a flush wait for the window to end and go out
+//     as one response (kube-proxy's min-sync-period shape), so a burst
+//     costs two responses, not one per change, and a lone change no delay.
 //   - A batch too large for one message is split into parts sent one after
 //     the other, each answered by the agent. Every part but the last has an
 //     empty version; the last carries the batch's version. An agent buffers

@@ -28,7 +28,7 @@ type session[Req Request, Resp proto.Message] struct {
 	carry   cache.Changes // names to diff again at the next flush
 	sentAny bool
 	wake    bool      // the view changed since the last flush
-	wakeAt  time.Time // when wake was first set
+	flushAt time.Time // when the last flush took the view
 	timer   clock.Timer
 }
 
@@ -71,10 +71,10 @@ func (s *session[Req, Resp]) run(ctx context.Context, reqs <-chan Req, recvErr f
 				return err
 			}
 		case <-s.watch.Ready():
-			if !s.wake {
-				s.wake, s.wakeAt = true, s.o.Clock.Now()
+			s.wake = true
+			if err := s.arm(ctx); err != nil {
+				return err
 			}
-			s.arm()
 		case <-fire:
 			s.timer = nil
 			if err := s.flush(ctx); err != nil {
@@ -85,13 +85,19 @@ func (s *session[Req, Resp]) run(ctx context.Context, reqs <-chan Req, recvErr f
 }
 
 // arm starts the coalesce timer when a change waits and nothing is in
-// flight; the window counts from the first change.
-func (s *session[Req, Resp]) arm() {
+// flight. The window counts from the last flush, as kube-proxy's
+// min-sync-period does: a change to an idle session goes out at once, and
+// changes that follow within the window wait for it and go out together.
+func (s *session[Req, Resp]) arm(ctx context.Context) error {
 	if !s.wake || s.flight != nil || s.timer != nil {
-		return
+		return nil
 	}
-	d := max(s.o.CoalesceWindow-s.o.Clock.Since(s.wakeAt), 0)
+	d := s.o.CoalesceWindow - s.o.Clock.Since(s.flushAt)
+	if d <= 0 {
+		return s.flush(ctx)
+	}
 	s.timer = s.o.Clock.NewTimer(d)
+	return nil
 }
 
 func (s *session[Req, Resp]) stopTimer() {
@@ -104,7 +110,7 @@ func (s *session[Req, Resp]) stopTimer() {
 // flush takes the node's newest view and sends what brings the agent there.
 func (s *session[Req, Resp]) flush(ctx context.Context) error {
 	nv, changes := s.watch.Take()
-	s.wake = false
+	s.wake, s.flushAt = false, s.o.Clock.Now()
 	if nv == nil {
 		// Unknown node: remember what changed, send nothing.
 		s.carry = s.carry.Merge(changes, 0)
@@ -176,8 +182,7 @@ func (s *session[Req, Resp]) answer(ctx context.Context, req Req) error {
 		s.o.Observer.Nacked(s.o.RPC)
 		s.log.Warn("agent rejected view", "version", s.nacked, "nonce", nonce,
 			"code", codes.Code(st.GetCode()).String(), "message", st.GetMessage())
-		s.arm()
-		return nil
+		return s.arm(ctx)
 	}
 	s.o.Observer.Acked(s.o.RPC, latency)
 	if f.next < len(f.batch.Parts) {
@@ -191,6 +196,5 @@ func (s *session[Req, Resp]) answer(ctx context.Context, req Req) error {
 	r := req.GetReport()
 	s.o.Observer.AgentApplied(r.GetApplyDuration().AsDuration(), r.GetProgrammingLatency().AsDuration())
 	s.log.Debug("agent applied view", "version", f.target.Version(), "ackLatency", latency)
-	s.arm()
-	return nil
+	return s.arm(ctx)
 }

@@ -43,7 +43,7 @@ func run(args []string, stderr io.Writer) error {
 	fs.StringVar(&cfg.Daemon.MetricsAddr, "metrics-bind-address", "", "HTTP address for /metrics; empty disables")
 	fs.StringVar(&cfg.Daemon.HealthzAddr, "healthz-bind-address", "", "HTTP address for /healthz and /readyz; empty disables")
 	fs.StringVar(&cfg.ControlAddr, "control-address", "127.0.0.1:0", "HTTP address of the control API")
-	fs.DurationVar(&cfg.Daemon.CoalesceWindow, "coalesce-window", 100*time.Millisecond, "how long changes are batched per node before a response")
+	fs.DurationVar(&cfg.Daemon.CoalesceWindow, "coalesce-window", 100*time.Millisecond, "minimum time between two responses to a node: a change to an idle node goes out at once, later ones within the window are batched")
 	fs.IntVar(&cfg.Daemon.MaxMessageBytes, "max-message-bytes", 4<<20, "largest gRPC message; larger batches are split")
 	fs.StringVar(&level, "log-level", "warn", "debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
