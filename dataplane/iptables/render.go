@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 )
 
 // DefaultShardBits gives 64 shard chains: a packet walks at most 64 jumps
@@ -94,27 +95,10 @@ func (r *renderer) skip(svc, format string, args ...any) {
 }
 
 func (r *renderer) readNode(st *dataplane.State) {
-	cfg := st.Config
-	if cfg == nil {
-		return
-	}
-	r.node.masqueradeAll = cfg.GetMasqueradeAll()
-	for _, s := range cfg.GetClusterCidrs() {
-		p, ok, err := r.fam.parsePrefix(s)
-		if err != nil {
-			r.skip("", "node config: %v", err)
-		} else if ok {
-			r.node.clusterCIDRs = append(r.node.clusterCIDRs, p)
-		}
-	}
-	for _, s := range cfg.GetNodeIps() {
-		a, ok, err := r.fam.parseAddr(s)
-		if err != nil {
-			r.skip("", "node config: %v", err)
-		} else if ok {
-			r.node.nodeIPs = append(r.node.nodeIPs, a)
-		}
-	}
+	n := serviceport.ReadNode(st.Config, serviceport.Family(r.fam), func(svc, reason string) {
+		r.rs.Skips = append(r.rs.Skips, Skip{Service: svc, Reason: reason})
+	})
+	r.node = nodeView{clusterCIDRs: n.ClusterCIDRs, masqueradeAll: n.MasqueradeAll, nodeIPs: n.NodeIPs}
 }
 
 // fixedChains writes the chains that exist whatever the services are and

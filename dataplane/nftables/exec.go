@@ -1,63 +1,23 @@
 package nftables
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
 
 	"sigs.k8s.io/knftables"
+
+	"github.com/switchyard-proxy/switchyard/dataplane/command"
 )
 
-// Runner runs one command with stdin and returns its stdout. It is the
-// seam between this package and the kernel, bound to one network
-// namespace: everything it runs must run there.
-type Runner interface {
-	Run(ctx context.Context, argv []string, stdin []byte) ([]byte, error)
-}
-
-// ExecRunner runs commands with os/exec, each prefixed with Prefix (for
-// example "ip", "netns", "exec", "NS"; empty to run in the namespace of
-// this process, as the agent on its node does).
-type ExecRunner struct {
-	Prefix []string
-}
-
-var _ Runner = ExecRunner{}
-
-// RunError is a command that failed, with its stderr.
-type RunError struct {
-	Argv   []string
-	Stderr string
-	Err    error
-}
-
-func (e *RunError) Error() string {
-	return fmt.Sprintf("%s: %v: %s", strings.Join(e.Argv, " "), e.Err, strings.TrimSpace(e.Stderr))
-}
-
-func (e *RunError) Unwrap() error { return e.Err }
-
-// Run implements Runner.
-func (r ExecRunner) Run(ctx context.Context, argv []string, stdin []byte) ([]byte, error) {
-	full := append(append([]string(nil), r.Prefix...), argv...)
-	if len(full) == 0 {
-		return nil, errors.New("empty command")
-	}
-	cmd := exec.CommandContext(ctx, full[0], full[1:]...)
-	if stdin != nil {
-		cmd.Stdin = bytes.NewReader(stdin)
-	}
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		return out.Bytes(), &RunError{Argv: argv, Stderr: errb.String(), Err: err}
-	}
-	return out.Bytes(), nil
-}
+// Runner, ExecRunner and RunError are the shared command seam.
+type (
+	Runner     = command.Runner
+	ExecRunner = command.ExecRunner
+	RunError   = command.RunError
+)
 
 // IsNotFound reports whether err says a table, chain, set or element does
 // not exist, from knftables (Fake) or from nft run through a Runner.

@@ -8,6 +8,7 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 )
 
 // nodeView is the NodeConfig reduced to one family.
@@ -54,27 +55,8 @@ func (r *renderer) skipReason(svc, reason string) {
 }
 
 func (r *renderer) readNode(st *dataplane.State) {
-	cfg := st.Config
-	if cfg == nil {
-		return
-	}
-	r.node.masqueradeAll = cfg.GetMasqueradeAll()
-	for _, s := range cfg.GetClusterCidrs() {
-		p, ok, err := r.fam.parsePrefix(s)
-		if err != nil {
-			r.skip("", "node config: %v", err)
-		} else if ok {
-			r.node.clusterCIDRs = append(r.node.clusterCIDRs, p)
-		}
-	}
-	for _, s := range cfg.GetNodeIps() {
-		a, ok, err := r.fam.parseAddr(s)
-		if err != nil {
-			r.skip("", "node config: %v", err)
-		} else if ok {
-			r.node.nodeIPs = append(r.node.nodeIPs, a)
-		}
-	}
+	n := serviceport.ReadNode(st.Config, serviceport.Family(r.fam), r.skipReason)
+	r.node = nodeView{clusterCIDRs: n.ClusterCIDRs, masqueradeAll: n.MasqueradeAll, nodeIPs: n.NodeIPs}
 }
 
 // Base chain priorities as numbers: nft 1.0.6 refuses the name "dstnat"

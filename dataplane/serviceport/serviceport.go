@@ -1,4 +1,5 @@
-// Package serviceport reads a ServiceView the way every kernel mode must:
+// Package serviceport reads a ServiceView (and the NodeConfig fields they
+// render with) the way every kernel mode must:
 // names validated, one family's addresses parsed and deduplicated, each
 // port's endpoints picked by port name, traffic policies and affinity
 // decoded. Modes differ in what they program, not in what a view means;
