@@ -83,6 +83,11 @@ func testUDPFlow(t *testing.T, e *env) {
 			return err == nil && answeredBy(res, first.Name), fmt.Sprint(res, err)
 		})
 	}
+	// Programmed is not finished: after the rules, the agent deletes the
+	// port's conntrack entries (its first endpoint made it active) and only
+	// then ACKs. A flow opened before that would lose its entry and pick an
+	// endpoint anew on its next datagram, so wait for the ACKs.
+	e.settled(t, "udp-first-endpoint")
 	flows := map[string]*udpFlow{}
 	for _, src := range sources(e.c) {
 		flows[src.name] = e.openFlow(t, src.ns, s.vip(0))

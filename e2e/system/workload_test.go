@@ -261,12 +261,20 @@ func settledAt(t *testing.T, c *system.Cluster, replica int, scenario string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	if err := c.WaitSettledAt(ctx, replica); err != nil {
-		t.Fatal(err)
-	}
-	list, err := c.ListNodesAt(ctx, replica)
-	if err != nil {
-		t.Fatal(err)
+	// Check and log the very listing that was settled: a second listing
+	// may already show the next version a just-written change produced.
+	var list []*switchyardv1.NodeStatus
+	for {
+		l, err := c.ListNodesAt(ctx, replica)
+		if err == nil && system.Settled(l, c.NodeNames()) {
+			list = l
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("agents not settled on replica %d (last error: %v): %v", replica, err, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 	for _, n := range list {
 		if n.GetAckedVersion() != n.GetDesiredVersion() {

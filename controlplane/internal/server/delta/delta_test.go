@@ -312,6 +312,9 @@ func TestCoalescesBursts(t *testing.T) {
 	if diff := cmp.Diff(refs(burst[18], burst[19], burst[17]), summarize(r).Resources); diff != "" {
 		t.Errorf("coalesced resources (-want +got):\n%s", diff)
 	}
+	// The observer counts a response after Send returned, which may be
+	// after the client read it.
+	eventually(t, "2 responses counted", func() bool { return h.obs.responses.Load() >= 2 })
 	if got := h.obs.responses.Load(); got != 2 {
 		t.Errorf("%d responses for one burst, want 2 (initial + one)", got)
 	}
