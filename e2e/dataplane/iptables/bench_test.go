@@ -2,6 +2,7 @@ package iptables
 
 import (
 	"fmt"
+	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"os"
 	"syscall"
 	"testing"
@@ -10,54 +11,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
-	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
-
-// benchService is service i with 5 endpoints; alt moves its last endpoint.
-func benchService(i int, alt bool) *switchyardv1.ServiceView {
-	sv := &switchyardv1.ServiceView{
-		Namespace: "bench", Name: fmt.Sprintf("s%d", i), Type: switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP,
-		ClusterIps:      []string{fmt.Sprintf("10.96.%d.%d", i/250, i%250+1)},
-		Ports:           []*switchyardv1.ServicePort{{Name: "http", Protocol: switchyardv1.Protocol_PROTOCOL_TCP, Port: 80}},
-		HasAnyEndpoints: true,
-	}
-	for e := range 5 {
-		n := i*5 + e
-		addr := fmt.Sprintf("10.%d.%d.%d", 128+n/62500, (n/250)%250, n%250+1)
-		if alt && e == 4 {
-			addr = "10.127.0.1"
-		}
-		sv.ClusterEndpoints = append(sv.ClusterEndpoints, &switchyardv1.Endpoint{
-			Address: addr, Ready: true, Serving: true,
-			Ports: []*switchyardv1.EndpointPort{{Name: "http", Port: 8080}},
-		})
-	}
-	return sv
-}
-
-func benchState(n int) *dataplane.State { return benchStateAlt(n, false) }
-
-// benchStateAlt is benchState with, when alt, the last endpoint of every
-// service moved.
-func benchStateAlt(n int, alt bool) *dataplane.State {
-	st := &dataplane.State{
-		Config:   &switchyardv1.NodeConfig{NodeName: "bench", ClusterCidrs: []string{"10.128.0.0/9"}},
-		Services: make(map[string]*switchyardv1.ServiceView, n+1),
-	}
-	for i := range n {
-		st.Services[fmt.Sprintf("bench/s%d", i)] = benchService(i, alt)
-	}
-	return st
-}
-
-func withService(st *dataplane.State, sv *switchyardv1.ServiceView) *dataplane.State {
-	next := &dataplane.State{Config: st.Config, Services: make(map[string]*switchyardv1.ServiceView, len(st.Services)+1)}
-	for k, v := range st.Services {
-		next.Services[k] = v
-	}
-	next.Services["bench/"+sv.Name] = sv
-	return next
-}
 
 // BenchmarkSync measures syncs in a throwaway node namespace, on both
 // flavours, for the sharded structure and for kube-proxy's (flat
@@ -106,7 +60,7 @@ func benchOne(b *testing.B, fl iptables.Flavour, kubeProxy bool, n int) {
 		b.Fatal(err)
 	}
 	ctx := b.Context()
-	st := benchState(n)
+	st := dptest.BenchState(n, false)
 	start := time.Now()
 	if err := dp.Apply(ctx, st, dataplane.ApplyOptions{}); err != nil {
 		b.Fatal(err)
@@ -146,7 +100,7 @@ func benchOne(b *testing.B, fl iptables.Flavour, kubeProxy bool, n int) {
 		}
 		report(b)
 	})
-	moved := withService(st, benchService(n/2, true))
+	moved := dptest.WithService(st, dptest.BenchService(n/2, true))
 	b.Run("one-endpoint", func(b *testing.B) {
 		i := 0
 		for b.Loop() {
@@ -159,7 +113,7 @@ func benchOne(b *testing.B, fl iptables.Flavour, kubeProxy bool, n int) {
 		report(b)
 		apply(b, st, false)
 	})
-	added := withService(st, benchService(n, false))
+	added := dptest.WithService(st, dptest.BenchService(n, false))
 	b.Run("add-service", func(b *testing.B) {
 		i := 0
 		for b.Loop() {
@@ -175,7 +129,7 @@ func benchOne(b *testing.B, fl iptables.Flavour, kubeProxy bool, n int) {
 	if kubeProxy {
 		return // a full sync there rewrites every chain anyway (see full)
 	}
-	allMoved := benchStateAlt(n, true)
+	allMoved := dptest.BenchState(n, true)
 	b.Run("all-move", func(b *testing.B) {
 		i := 0
 		for b.Loop() {

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"math"
+	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"net/netip"
 	"os"
 	"slices"
@@ -81,37 +81,6 @@ func newBed(t *testing.T) *bed {
 	return &bed{topo: topo, node: node, pods: topo.Pods(), runner: r, dp: dp}
 }
 
-func (b *bed) svc(name, vip string, port, nodePort uint32, pods ...netns.Pod) *switchyardv1.ServiceView {
-	sv := &switchyardv1.ServiceView{
-		Namespace: "default", Name: name, Type: switchyardv1.ServiceType_SERVICE_TYPE_NODE_PORT,
-		ClusterIps: []string{vip},
-		Ports: []*switchyardv1.ServicePort{{Name: "http", Protocol: switchyardv1.Protocol_PROTOCOL_TCP,
-			Port: port, NodePort: nodePort}},
-		ExternalTrafficPolicy: switchyardv1.TrafficPolicy_TRAFFIC_POLICY_CLUSTER,
-		InternalTrafficPolicy: switchyardv1.TrafficPolicy_TRAFFIC_POLICY_CLUSTER,
-		HasAnyEndpoints:       len(pods) > 0,
-	}
-	for _, p := range pods {
-		sv.ClusterEndpoints = append(sv.ClusterEndpoints, &switchyardv1.Endpoint{
-			Address: p.IP.String(), Ready: true, Serving: true,
-			Ports: []*switchyardv1.EndpointPort{{Name: "http", Port: 8080}},
-		})
-	}
-	return sv
-}
-
-func (b *bed) state(svcs ...*switchyardv1.ServiceView) *dataplane.State {
-	st := &dataplane.State{
-		Config: &switchyardv1.NodeConfig{NodeName: b.node.Name,
-			ClusterCidrs: []string{"10.244.0.0/16"}, NodeIps: []string{b.node.IP.String()}},
-		Services: map[string]*switchyardv1.ServiceView{},
-	}
-	for _, sv := range svcs {
-		st.Services[sv.Namespace+"/"+sv.Name] = sv
-	}
-	return st
-}
-
 func (b *bed) apply(t *testing.T, st *dataplane.State) {
 	t.Helper()
 	if err := b.dp.Apply(t.Context(), st, dataplane.ApplyOptions{}); err != nil {
@@ -119,32 +88,11 @@ func (b *bed) apply(t *testing.T, st *dataplane.State) {
 	}
 }
 
-// checkShares asserts n connections spread over the backends within ±4σ
-// of the binomial expectation, with no failures.
-func checkShares(t *testing.T, res probe.Result, backends int) {
-	t.Helper()
-	if len(res.Failures) > 0 {
-		t.Fatalf("%d failures, first: %v", len(res.Failures), res.Failures[0])
-	}
-	n := float64(res.Attempts)
-	p := 1 / float64(backends)
-	mean, sigma := n*p, math.Sqrt(n*p*(1-p))
-	if len(res.Counts) != backends {
-		t.Fatalf("reached %d backends, want %d: %v", len(res.Counts), backends, res.Counts)
-	}
-	for name, c := range res.Counts {
-		if math.Abs(float64(c)-mean) > 4*sigma {
-			t.Errorf("backend %s got %d of %d, want %.0f±%.0f", name, c, res.Attempts, mean, 4*sigma)
-		}
-	}
-	t.Logf("shares: %v", res.Counts)
-}
-
 var vip = netip.MustParseAddrPort("10.96.0.10:80")
 
 func TestClusterIPFromNodeAndClient(t *testing.T) {
 	b := newBed(t)
-	b.apply(t, b.state(b.svc("web", vip.Addr().String(), 80, 30080, b.pods...)))
+	b.apply(t, dptest.State(b.node, dptest.Service("web", vip.Addr().String(), 80, 30080, b.pods...)))
 	for _, from := range []struct{ name, ns string }{
 		{"node (OUTPUT)", b.node.NS}, {"client (PREROUTING)", b.topo.Client().NS},
 	} {
@@ -153,7 +101,7 @@ func TestClusterIPFromNodeAndClient(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkShares(t, res, 3)
+			dptest.CheckShares(t, res, 3)
 		})
 	}
 	t.Run("NodePort on the node IP", func(t *testing.T) {
@@ -162,17 +110,17 @@ func TestClusterIPFromNodeAndClient(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkShares(t, res, 3)
+		dptest.CheckShares(t, res, 3)
 	})
 }
 
 func TestAffinityPinsClient(t *testing.T) {
 	b := newBed(t)
-	sv := b.svc("sticky", vip.Addr().String(), 80, 0, b.pods...)
+	sv := dptest.Service("sticky", vip.Addr().String(), 80, 0, b.pods...)
 	sv.Type = switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP
 	sv.SessionAffinity = switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP
 	sv.SessionAffinityTimeoutSeconds = 600
-	b.apply(t, b.state(sv))
+	b.apply(t, dptest.State(b.node, sv))
 	res, err := probe.New(b.topo, b.topo.Client().NS).TCP(t.Context(), vip, probe.Options{Count: 50})
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +132,7 @@ func TestAffinityPinsClient(t *testing.T) {
 
 func TestNoEndpointsRefusedFast(t *testing.T) {
 	b := newBed(t)
-	b.apply(t, b.state(b.svc("empty", vip.Addr().String(), 80, 0)))
+	b.apply(t, dptest.State(b.node, dptest.Service("empty", vip.Addr().String(), 80, 0)))
 	for _, ns := range []string{b.node.NS, b.topo.Client().NS} {
 		res, err := probe.New(b.topo, ns).TCP(t.Context(), vip, probe.Options{Count: 5, Timeout: 2 * time.Second})
 		if err != nil {
@@ -206,9 +154,9 @@ func TestNoEndpointsRefusedFast(t *testing.T) {
 
 func TestETPLocalDropsWithoutLocalEndpoints(t *testing.T) {
 	b := newBed(t)
-	sv := b.svc("local", vip.Addr().String(), 80, 30081, b.pods...)
+	sv := dptest.Service("local", vip.Addr().String(), 80, 30081, b.pods...)
 	sv.ExternalTrafficPolicy = switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL
-	b.apply(t, b.state(sv)) // endpoints exist, none local: DROP
+	b.apply(t, dptest.State(b.node, sv)) // endpoints exist, none local: DROP
 	np := netip.AddrPortFrom(b.node.IP, 30081)
 	res, err := probe.New(b.topo, b.topo.Client().NS).TCP(t.Context(), np, probe.Options{Count: 3, Parallel: 3})
 	if err != nil {
@@ -233,14 +181,14 @@ func TestPartialSyncTouchesOnlyChangedChains(t *testing.T) {
 	b := newBed(t)
 	var svcs []*switchyardv1.ServiceView
 	for i := range 50 {
-		svcs = append(svcs, b.svc(fmt.Sprintf("s%d", i), fmt.Sprintf("10.96.1.%d", i+1), 80, 0, b.pods...))
+		svcs = append(svcs, dptest.Service(fmt.Sprintf("s%d", i), fmt.Sprintf("10.96.1.%d", i+1), 80, 0, b.pods...))
 	}
-	b.apply(t, b.state(svcs...))
+	b.apply(t, dptest.State(b.node, svcs...))
 	before := b.save(t)
 	b.runner.takeRestores()
 
-	svcs[7] = b.svc("s7", "10.96.1.8", 80, 0, b.pods[0], b.pods[1]) // one endpoint gone
-	b.apply(t, b.state(svcs...))
+	svcs[7] = dptest.Service("s7", "10.96.1.8", 80, 0, b.pods[0], b.pods[1]) // one endpoint gone
+	b.apply(t, dptest.State(b.node, svcs...))
 	rs := b.runner.takeRestores()
 	if len(rs) != 1 {
 		t.Fatalf("want one restore, got %d", len(rs))
@@ -319,7 +267,7 @@ func TestSecondApplyIsNoopAndCleanupRemovesOnlyOurs(t *testing.T) {
 	if _, err := b.topo.ExecInput(t.Context(), b.node.NS, strings.NewReader(foreign), "iptables-restore", "--noflush"); err != nil {
 		t.Fatal(err)
 	}
-	st := b.state(b.svc("web", vip.Addr().String(), 80, 30080, b.pods...))
+	st := dptest.State(b.node, dptest.Service("web", vip.Addr().String(), 80, 30080, b.pods...))
 	b.apply(t, st)
 	b.runner.takeRestores()
 	b.apply(t, st)
@@ -354,11 +302,11 @@ func TestFullResyncOfUnchangedStateWritesNothing(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			web := b.svc("web", "10.96.0.10", 80, 30080, b.pods...)
-			sticky := b.svc("sticky", "10.96.0.11", 80, 0, b.pods...)
+			web := dptest.Service("web", "10.96.0.10", 80, 30080, b.pods...)
+			sticky := dptest.Service("sticky", "10.96.0.11", 80, 0, b.pods...)
 			sticky.SessionAffinity = switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP
 			sticky.SessionAffinityTimeoutSeconds = 60
-			lb := b.svc("lb", "10.96.0.12", 443, 30443, b.pods[0])
+			lb := dptest.Service("lb", "10.96.0.12", 443, 30443, b.pods[0])
 			lb.Type = switchyardv1.ServiceType_SERVICE_TYPE_LOAD_BALANCER
 			lb.LoadBalancerIps = []string{"203.0.113.9"}
 			lb.LoadBalancerSourceRanges = []string{"198.51.100.0/24"}
@@ -366,10 +314,10 @@ func TestFullResyncOfUnchangedStateWritesNothing(t *testing.T) {
 			lb.ExternalTrafficPolicy = switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL
 			lb.LocalEndpoints = lb.ClusterEndpoints
 			lb.HealthCheckNodePort = 32000
-			dns := b.svc("dns", "10.96.0.13", 53, 0, b.pods...)
+			dns := dptest.Service("dns", "10.96.0.13", 53, 0, b.pods...)
 			dns.Ports[0].Protocol = switchyardv1.Protocol_PROTOCOL_UDP
-			empty := b.svc("empty", "10.96.0.14", 80, 30081)
-			st := b.state(web, sticky, lb, dns, empty)
+			empty := dptest.Service("empty", "10.96.0.14", 80, 30081)
+			st := dptest.State(b.node, web, sticky, lb, dns, empty)
 			if err := dp.Apply(t.Context(), st, dataplane.ApplyOptions{}); err != nil {
 				t.Fatal(err)
 			}

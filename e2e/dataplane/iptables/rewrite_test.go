@@ -1,6 +1,7 @@
 package iptables
 
 import (
+	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"strings"
 	"testing"
 
@@ -29,7 +30,7 @@ func TestNFTTableRewriteKeepsForeignRules(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	st := b.state(b.svc("web", vip.Addr().String(), 80, 30080, b.pods...))
+	st := dptest.State(b.node, dptest.Service("web", vip.Addr().String(), 80, 30080, b.pods...))
 	if err := dp.Apply(t.Context(), st, dataplane.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}

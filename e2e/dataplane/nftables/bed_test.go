@@ -3,7 +3,6 @@ package nftables
 import (
 	"bytes"
 	"context"
-	"math"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -16,8 +15,6 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/nftables"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/echo"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
-	"github.com/switchyard-proxy/switchyard/e2e/testbed/probe"
-	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 func TestMain(m *testing.M) {
@@ -114,37 +111,6 @@ func (b *bed) newDP(t *testing.T, cfg nftables.Config) *nftables.Dataplane {
 	return dp
 }
 
-func (b *bed) svc(name, vip string, port, nodePort uint32, pods ...netns.Pod) *switchyardv1.ServiceView {
-	sv := &switchyardv1.ServiceView{
-		Namespace: "default", Name: name, Type: switchyardv1.ServiceType_SERVICE_TYPE_NODE_PORT,
-		ClusterIps: []string{vip},
-		Ports: []*switchyardv1.ServicePort{{Name: "http", Protocol: switchyardv1.Protocol_PROTOCOL_TCP,
-			Port: port, NodePort: nodePort}},
-		ExternalTrafficPolicy: switchyardv1.TrafficPolicy_TRAFFIC_POLICY_CLUSTER,
-		InternalTrafficPolicy: switchyardv1.TrafficPolicy_TRAFFIC_POLICY_CLUSTER,
-		HasAnyEndpoints:       len(pods) > 0,
-	}
-	for _, p := range pods {
-		sv.ClusterEndpoints = append(sv.ClusterEndpoints, &switchyardv1.Endpoint{
-			Address: p.IP.String(), Ready: true, Serving: true,
-			Ports: []*switchyardv1.EndpointPort{{Name: "http", Port: 8080}},
-		})
-	}
-	return sv
-}
-
-func (b *bed) state(svcs ...*switchyardv1.ServiceView) *dataplane.State {
-	st := &dataplane.State{
-		Config: &switchyardv1.NodeConfig{NodeName: b.node.Name,
-			ClusterCidrs: []string{"10.244.0.0/16"}, NodeIps: []string{b.node.IP.String()}},
-		Services: map[string]*switchyardv1.ServiceView{},
-	}
-	for _, sv := range svcs {
-		st.Services[sv.Namespace+"/"+sv.Name] = sv
-	}
-	return st
-}
-
 func (b *bed) apply(t *testing.T, st *dataplane.State) {
 	t.Helper()
 	if err := b.dp.Apply(t.Context(), st, dataplane.ApplyOptions{}); err != nil {
@@ -180,27 +146,6 @@ func chainsOf(listing string) map[string]string {
 		}
 	}
 	return out
-}
-
-// checkShares asserts the connections spread over the backends within
-// ±4σ of the binomial expectation, with no failures.
-func checkShares(t *testing.T, res probe.Result, backends int) {
-	t.Helper()
-	if len(res.Failures) > 0 {
-		t.Fatalf("%d failures, first: %v", len(res.Failures), res.Failures[0])
-	}
-	n := float64(res.Attempts)
-	p := 1 / float64(backends)
-	mean, sigma := n*p, math.Sqrt(n*p*(1-p))
-	if len(res.Counts) != backends {
-		t.Fatalf("reached %d backends, want %d: %v", len(res.Counts), backends, res.Counts)
-	}
-	for name, c := range res.Counts {
-		if math.Abs(float64(c)-mean) > 4*sigma {
-			t.Errorf("backend %s got %d of %d, want %.0f±%.0f", name, c, res.Attempts, mean, 4*sigma)
-		}
-	}
-	t.Logf("shares: %v", res.Counts)
 }
 
 var vip = netip.MustParseAddrPort("10.96.0.10:80")

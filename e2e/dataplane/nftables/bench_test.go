@@ -2,6 +2,7 @@ package nftables
 
 import (
 	"fmt"
+	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"syscall"
 	"testing"
 	"time"
@@ -9,51 +10,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/nftables"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
-	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
-
-// benchService is service i with 5 endpoints; alt moves its last one.
-// The same shape as e2e/dataplane/iptables' benchmark.
-func benchService(i int, alt bool) *switchyardv1.ServiceView {
-	sv := &switchyardv1.ServiceView{
-		Namespace: "bench", Name: fmt.Sprintf("s%d", i), Type: switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP,
-		ClusterIps:      []string{fmt.Sprintf("10.96.%d.%d", i/250, i%250+1)},
-		Ports:           []*switchyardv1.ServicePort{{Name: "http", Protocol: switchyardv1.Protocol_PROTOCOL_TCP, Port: 80}},
-		HasAnyEndpoints: true,
-	}
-	for e := range 5 {
-		n := i*5 + e
-		addr := fmt.Sprintf("10.%d.%d.%d", 128+n/62500, (n/250)%250, n%250+1)
-		if alt && e == 4 {
-			addr = "10.127.0.1"
-		}
-		sv.ClusterEndpoints = append(sv.ClusterEndpoints, &switchyardv1.Endpoint{
-			Address: addr, Ready: true, Serving: true,
-			Ports: []*switchyardv1.EndpointPort{{Name: "http", Port: 8080}},
-		})
-	}
-	return sv
-}
-
-func benchState(n int) *dataplane.State {
-	st := &dataplane.State{
-		Config:   &switchyardv1.NodeConfig{NodeName: "bench", ClusterCidrs: []string{"10.128.0.0/9"}},
-		Services: make(map[string]*switchyardv1.ServiceView, n+1),
-	}
-	for i := range n {
-		st.Services[fmt.Sprintf("bench/s%d", i)] = benchService(i, false)
-	}
-	return st
-}
-
-func withService(st *dataplane.State, sv *switchyardv1.ServiceView) *dataplane.State {
-	next := &dataplane.State{Config: st.Config, Services: make(map[string]*switchyardv1.ServiceView, len(st.Services)+1)}
-	for k, v := range st.Services {
-		next.Services[k] = v
-	}
-	next.Services["bench/"+sv.Name] = sv
-	return next
-}
 
 // BenchmarkSync measures syncs in a throwaway node namespace, IPv4, 5
 // endpoints per service. Sub-benchmarks:
@@ -92,7 +49,7 @@ func benchOne(b *testing.B, n int) {
 		b.Fatal(err)
 	}
 	ctx := b.Context()
-	st := benchState(n)
+	st := dptest.BenchState(n, false)
 	start := time.Now()
 	if err := dp.Apply(ctx, st, dataplane.ApplyOptions{}); err != nil {
 		b.Fatal(err)
@@ -193,8 +150,8 @@ func runPartials(b *testing.B, r *nsRunner, dp *nftables.Dataplane, st *dataplan
 		name string
 		alt  *dataplane.State
 	}{
-		{"one-endpoint", withService(st, benchService(n/2, true))},
-		{"add-service", withService(st, benchService(n, false))},
+		{"one-endpoint", dptest.WithService(st, dptest.BenchService(n/2, true))},
+		{"add-service", dptest.WithService(st, dptest.BenchService(n, false))},
 	} {
 		r.takeCPU()
 		b.Run(c.name+suffix, func(b *testing.B) {

@@ -1,42 +1,19 @@
 package nftables
 
 import (
+	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"net"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	"github.com/switchyard-proxy/switchyard/dataplane/nftables"
-	"github.com/switchyard-proxy/switchyard/e2e/testbed/echo"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
-
-// exchange sends one datagram on c and returns the name of the backend
-// that answered.
-func exchange(t *testing.T, c *net.UDPConn) string {
-	t.Helper()
-	if err := c.SetDeadline(time.Now().Add(time.Second)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Write([]byte("probe")); err != nil {
-		t.Fatal(err)
-	}
-	buf := make([]byte, 512)
-	n, err := c.Read(buf)
-	if err != nil {
-		t.Fatalf("no reply: %v", err)
-	}
-	name, _, err := echo.ParseReply(buf[:n])
-	if err != nil {
-		t.Fatal(err)
-	}
-	return name
-}
 
 func TestRemovedUDPEndpointLosesEstablishedFlow(t *testing.T) {
 	t.Run("with conntrack cleanup", func(t *testing.T) { udpFlowAfterRemoval(t, true) })
@@ -62,12 +39,12 @@ func udpFlowAfterRemoval(t *testing.T, cleanup bool) {
 	}
 	b.dp = b.newDP(t, cfg)
 	svc := func(pods ...netns.Pod) *switchyardv1.ServiceView {
-		sv := b.svc("dns", vip.Addr().String(), 80, 0, pods...)
+		sv := dptest.Service("dns", vip.Addr().String(), 80, 0, pods...)
 		sv.Type = switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP
 		sv.Ports[0].Protocol = switchyardv1.Protocol_PROTOCOL_UDP
 		return sv
 	}
-	b.apply(t, b.state(svc(b.pods...)))
+	b.apply(t, dptest.State(b.node, svc(b.pods...)))
 
 	var conn *net.UDPConn
 	if err := b.topo.Do(b.topo.Client().NS, func() error {
@@ -78,9 +55,9 @@ func udpFlowAfterRemoval(t *testing.T, cleanup bool) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	first := exchange(t, conn)
+	first := dptest.Exchange(t, conn)
 	for range 5 {
-		if got := exchange(t, conn); got != first {
+		if got := dptest.Exchange(t, conn); got != first {
 			t.Fatalf("one UDP flow reached %s then %s", first, got)
 		}
 	}
@@ -93,8 +70,8 @@ func udpFlowAfterRemoval(t *testing.T, cleanup bool) {
 	if len(rest) != 2 {
 		t.Fatalf("backend %q is not one of the pods", first)
 	}
-	b.apply(t, b.state(svc(rest...)))
-	got := exchange(t, conn)
+	b.apply(t, dptest.State(b.node, svc(rest...)))
+	got := dptest.Exchange(t, conn)
 	switch {
 	case cleanup && got == first:
 		t.Fatalf("flow still reaches removed endpoint %s: conntrack entry not cleared", first)

@@ -1,6 +1,7 @@
 package nftables
 
 import (
+	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"regexp"
 	"slices"
 	"strings"
@@ -155,28 +156,28 @@ func TestNetlinkPartialMatchesNft(t *testing.T) {
 	b := newBed(t)
 	b.dp = b.newDP(t, nftables.Config{PartialNetlink: nsNetlink(b.topo, b.node.NS)})
 	p := b.pods
-	stateA := b.state(
-		b.svc("web", vip.Addr().String(), 80, 30080, p[0], p[1]),
-		b.svc("gone", "10.96.0.11", 80, 30081, p[2]),
-		twoPort(b.svc("empty", "10.96.0.12", 80, 0)),
+	stateA := dptest.State(b.node,
+		dptest.Service("web", vip.Addr().String(), 80, 30080, p[0], p[1]),
+		dptest.Service("gone", "10.96.0.11", 80, 30081, p[2]),
+		twoPort(dptest.Service("empty", "10.96.0.12", 80, 0)),
 	)
-	stateB := b.state(
-		b.svc("web", vip.Addr().String(), 80, 30080, p...), // endpoint added
-		twoPort(b.svc("empty", "10.96.0.12", 80, 0, p[0])), // gets an endpoint
-		b.svc("fresh", "10.96.0.13", 8080, 30083, p[1], p[2]),
-		twoPort(b.svc("nothing", "10.96.0.14", 53, 0)),            // reject element
-		noLocal(twoPort(b.svc("elsewhere", "10.96.0.15", 80, 0))), // drop element
+	stateB := dptest.State(b.node,
+		dptest.Service("web", vip.Addr().String(), 80, 30080, p...), // endpoint added
+		twoPort(dptest.Service("empty", "10.96.0.12", 80, 0, p[0])), // gets an endpoint
+		dptest.Service("fresh", "10.96.0.13", 8080, 30083, p[1], p[2]),
+		twoPort(dptest.Service("nothing", "10.96.0.14", 53, 0)),            // reject element
+		noLocal(twoPort(dptest.Service("elsewhere", "10.96.0.15", 80, 0))), // drop element
 	)
 	// An affinity service whose cluster IP changes: its chain (with the
 	// affinity lookups) is rewritten, its sets stay.
 	sticky := func(ip string) *switchyardv1.ServiceView {
-		sv := twoPort(b.svc("web", ip, 80, 0, p...))
+		sv := twoPort(dptest.Service("web", ip, 80, 0, p...))
 		sv.SessionAffinity = switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP
 		sv.SessionAffinityTimeoutSeconds = 600
 		return sv
 	}
-	stateC := b.state(sticky("10.96.0.20"))
-	stateD := b.state(sticky(vip.Addr().String()))
+	stateC := dptest.State(b.node, sticky("10.96.0.20"))
+	stateD := dptest.State(b.node, sticky(vip.Addr().String()))
 	fresh := func(st *dataplane.State) kernelView {
 		if err := b.dp.Cleanup(t.Context()); err != nil {
 			t.Fatal(err)
@@ -221,7 +222,7 @@ func TestNetlinkPartialMatchesNft(t *testing.T) {
 					t.Fatalf("affinity: want one backend, got %v, failures %v", res.Counts, res.Failures)
 				}
 			} else {
-				checkShares(t, res, len(web.ClusterEndpoints))
+				dptest.CheckShares(t, res, len(web.ClusterEndpoints))
 			}
 			want := fresh(step.to)
 			if d := cmp.Diff(want.List, got.List); d != "" {
@@ -245,15 +246,15 @@ func TestNetlinkPartialMatchesNft(t *testing.T) {
 func TestNetlinkFallsBackToNft(t *testing.T) {
 	b := newBed(t)
 	b.dp = b.newDP(t, nftables.Config{PartialNetlink: nsNetlink(b.topo, b.node.NS)})
-	sv := b.svc("sticky", vip.Addr().String(), 80, 0, b.pods...)
+	sv := dptest.Service("sticky", vip.Addr().String(), 80, 0, b.pods...)
 	sv.Type = switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP
-	b.apply(t, b.state(sv))
+	b.apply(t, dptest.State(b.node, sv))
 	b.runner.take()
-	sv2 := b.svc("sticky", vip.Addr().String(), 80, 0, b.pods...)
+	sv2 := dptest.Service("sticky", vip.Addr().String(), 80, 0, b.pods...)
 	sv2.Type = switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP
 	sv2.SessionAffinity = switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP
 	sv2.SessionAffinityTimeoutSeconds = 600
-	b.apply(t, b.state(sv2))
+	b.apply(t, dptest.State(b.node, sv2))
 	if s := b.dp.LastSync(); s.Netlink != 0 || s.NetlinkFallbacks != 1 || s.Transactions != 1 {
 		t.Fatalf("want one nft fallback: %+v", s)
 	}

@@ -2,6 +2,7 @@ package nftables
 
 import (
 	"fmt"
+	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"net/netip"
 	"slices"
 	"strings"
@@ -16,7 +17,7 @@ import (
 
 func TestClusterIPAndNodePort(t *testing.T) {
 	b := newBed(t)
-	b.apply(t, b.state(b.svc("web", vip.Addr().String(), 80, 30080, b.pods...)))
+	b.apply(t, dptest.State(b.node, dptest.Service("web", vip.Addr().String(), 80, 30080, b.pods...)))
 	for _, tc := range []struct {
 		name, ns string
 		dst      netip.AddrPort
@@ -30,18 +31,18 @@ func TestClusterIPAndNodePort(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkShares(t, res, 3)
+			dptest.CheckShares(t, res, 3)
 		})
 	}
 }
 
 func TestAffinityPinsClient(t *testing.T) {
 	b := newBed(t)
-	sv := b.svc("sticky", vip.Addr().String(), 80, 0, b.pods...)
+	sv := dptest.Service("sticky", vip.Addr().String(), 80, 0, b.pods...)
 	sv.Type = switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP
 	sv.SessionAffinity = switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP
 	sv.SessionAffinityTimeoutSeconds = 600
-	b.apply(t, b.state(sv))
+	b.apply(t, dptest.State(b.node, sv))
 	res, err := probe.New(b.topo, b.topo.Client().NS).TCP(t.Context(), vip, probe.Options{Count: 50})
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +54,7 @@ func TestAffinityPinsClient(t *testing.T) {
 
 func TestNoEndpointsRefusedFast(t *testing.T) {
 	b := newBed(t)
-	b.apply(t, b.state(b.svc("empty", vip.Addr().String(), 80, 30082)))
+	b.apply(t, dptest.State(b.node, dptest.Service("empty", vip.Addr().String(), 80, 30082)))
 	for _, tc := range []struct {
 		name, ns string
 		dst      netip.AddrPort
@@ -84,9 +85,9 @@ func TestNoEndpointsRefusedFast(t *testing.T) {
 
 func TestETPLocalDropsWithoutLocalEndpoints(t *testing.T) {
 	b := newBed(t)
-	sv := b.svc("local", vip.Addr().String(), 80, 30081, b.pods...)
+	sv := dptest.Service("local", vip.Addr().String(), 80, 30081, b.pods...)
 	sv.ExternalTrafficPolicy = switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL
-	b.apply(t, b.state(sv)) // endpoints exist, none local: DROP
+	b.apply(t, dptest.State(b.node, sv)) // endpoints exist, none local: DROP
 	np := netip.AddrPortFrom(b.node.IP, 30081)
 	res, err := probe.New(b.topo, b.topo.Client().NS).TCP(t.Context(), np, probe.Options{Count: 3, Parallel: 3})
 	if err != nil {
@@ -108,7 +109,7 @@ func TestETPLocalDropsWithoutLocalEndpoints(t *testing.T) {
 	// With a local endpoint the node port answers, from that one only.
 	sv.LocalEndpoints = sv.ClusterEndpoints[:1]
 	sv.LocalEndpoints[0].IsLocal = true
-	b.apply(t, b.state(sv))
+	b.apply(t, dptest.State(b.node, sv))
 	res, err = probe.New(b.topo, b.topo.Client().NS).TCP(t.Context(), np, probe.Options{Count: 10})
 	if err != nil || len(res.Failures) > 0 || len(res.Counts) != 1 {
 		t.Fatalf("node port with a local endpoint: %v %v %v", err, res.Counts, res.Failures)
@@ -119,14 +120,14 @@ func TestPartialSyncTouchesOnlyChangedObjects(t *testing.T) {
 	b := newBed(t)
 	var svcs []*switchyardv1.ServiceView
 	for i := range 50 {
-		svcs = append(svcs, b.svc(fmt.Sprintf("s%d", i), fmt.Sprintf("10.96.1.%d", i+1), 80, 0, b.pods...))
+		svcs = append(svcs, dptest.Service(fmt.Sprintf("s%d", i), fmt.Sprintf("10.96.1.%d", i+1), 80, 0, b.pods...))
 	}
-	b.apply(t, b.state(svcs...))
+	b.apply(t, dptest.State(b.node, svcs...))
 	before := chainsOf(b.listTable(t))
 	b.runner.take()
 
-	svcs[7] = b.svc("s7", "10.96.1.8", 80, 0, b.pods[0], b.pods[1]) // one endpoint gone
-	b.apply(t, b.state(svcs...))
+	svcs[7] = dptest.Service("s7", "10.96.1.8", 80, 0, b.pods[0], b.pods[1]) // one endpoint gone
+	b.apply(t, dptest.State(b.node, svcs...))
 	txs := b.runner.take()
 	if len(txs) != 1 {
 		t.Fatalf("want one transaction, got %d", len(txs))
@@ -170,20 +171,20 @@ func TestSecondApplyIsNoopFullResyncAndCleanup(t *testing.T) {
 	if _, err := b.runner.Run(t.Context(), []string{"nft", "-f", "-"}, []byte(foreign)); err != nil {
 		t.Fatal(err)
 	}
-	web := b.svc("web", "10.96.0.10", 80, 30080, b.pods...)
-	sticky := b.svc("sticky", "10.96.0.11", 80, 0, b.pods...)
+	web := dptest.Service("web", "10.96.0.10", 80, 30080, b.pods...)
+	sticky := dptest.Service("sticky", "10.96.0.11", 80, 0, b.pods...)
 	sticky.SessionAffinity = switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP
 	sticky.SessionAffinityTimeoutSeconds = 60
-	lb := b.svc("lb", "10.96.0.12", 443, 30443, b.pods[0])
+	lb := dptest.Service("lb", "10.96.0.12", 443, 30443, b.pods[0])
 	lb.Type = switchyardv1.ServiceType_SERVICE_TYPE_LOAD_BALANCER
 	lb.LoadBalancerIps = []string{"203.0.113.9"}
 	lb.LoadBalancerSourceRanges = []string{"198.51.100.0/24"}
 	lb.ExternalIps = []string{"192.0.2.9"}
 	lb.ExternalTrafficPolicy = switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL
 	lb.LocalEndpoints = lb.ClusterEndpoints
-	dns := b.svc("dns", "10.96.0.13", 53, 0, b.pods...)
+	dns := dptest.Service("dns", "10.96.0.13", 53, 0, b.pods...)
 	dns.Ports[0].Protocol = switchyardv1.Protocol_PROTOCOL_UDP
-	st := b.state(web, sticky, lb, dns, b.svc("empty", "10.96.0.14", 80, 30081))
+	st := dptest.State(b.node, web, sticky, lb, dns, dptest.Service("empty", "10.96.0.14", 80, 30081))
 	b.apply(t, st)
 	b.runner.take()
 	b.apply(t, st)
@@ -199,7 +200,7 @@ func TestSecondApplyIsNoopFullResyncAndCleanup(t *testing.T) {
 	}
 	// A restarted agent reconciles (lists, rewrites, deletes leftovers).
 	restarted := b.newDP(t, nftables.Config{})
-	if err := restarted.Apply(t.Context(), b.state(web), dataplane.ApplyOptions{}); err != nil {
+	if err := restarted.Apply(t.Context(), dptest.State(b.node, web), dataplane.ApplyOptions{}); err != nil {
 		t.Fatalf("first Apply after restart: %v", err)
 	}
 	if got := b.listTable(t); strings.Contains(got, "default/sticky/") || strings.Contains(got, "default/lb/") {
@@ -226,7 +227,7 @@ func TestSecondApplyIsNoopFullResyncAndCleanup(t *testing.T) {
 // the table must appear in the node namespace and nowhere else we can see.
 func TestRunnerStaysInNodeNamespace(t *testing.T) {
 	b := newBed(t)
-	b.apply(t, b.state(b.svc("web", vip.Addr().String(), 80, 0, b.pods...)))
+	b.apply(t, dptest.State(b.node, dptest.Service("web", vip.Addr().String(), 80, 0, b.pods...)))
 	for _, ns := range []string{b.topo.Client().NS, b.pods[0].NS} {
 		out, err := b.topo.Exec(t.Context(), ns, "nft", "list", "tables")
 		if err != nil {

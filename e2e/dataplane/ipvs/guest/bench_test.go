@@ -2,6 +2,7 @@ package guest
 
 import (
 	"fmt"
+	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"testing"
 	"time"
 
@@ -10,49 +11,18 @@ import (
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
-// benchService is service i with 5 endpoints, the shape of the iptables
-// mode's benchmark (e2e/dataplane/iptables); alt moves its last endpoint.
-func benchService(i int, alt bool) *switchyardv1.ServiceView {
-	sv := &switchyardv1.ServiceView{
-		Namespace: "bench", Name: fmt.Sprintf("s%d", i), Type: switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP,
-		ClusterIps:      []string{fmt.Sprintf("10.96.%d.%d", i/250, i%250+1)},
-		Ports:           []*switchyardv1.ServicePort{{Name: "http", Protocol: switchyardv1.Protocol_PROTOCOL_TCP, Port: 80}},
-		HasAnyEndpoints: true,
-	}
-	for e := range 5 {
-		n := i*5 + e
-		addr := fmt.Sprintf("10.%d.%d.%d", 128+n/62500, (n/250)%250, n%250+1)
-		if alt && e == 4 {
-			addr = "10.127.0.1"
-		}
-		sv.ClusterEndpoints = append(sv.ClusterEndpoints, &switchyardv1.Endpoint{
-			Address: addr, Ready: true, Serving: true,
-			Ports: []*switchyardv1.EndpointPort{{Name: "http", Port: 8080}},
-		})
-	}
-	return sv
-}
-
+// benchState is dptest's benchmark workload (the same shape as the other
+// modes' benchmarks) on node.
 func benchState(node netns.Node, n int) *dataplane.State {
-	st := &dataplane.State{
-		Config: &switchyardv1.NodeConfig{NodeName: node.Name, ClusterCidrs: []string{"10.128.0.0/9"},
-			NodeIps: []string{node.IP.String()}},
-		Services: make(map[string]*switchyardv1.ServiceView, n),
-	}
-	for i := range n {
-		st.Services[fmt.Sprintf("bench/s%d", i)] = benchService(i, false)
-	}
+	st := dptest.BenchState(n, false)
+	st.Config = &switchyardv1.NodeConfig{NodeName: node.Name, ClusterCidrs: []string{"10.128.0.0/9"},
+		NodeIps: []string{node.IP.String()}}
 	return st
 }
 
 // withMoved is st with one endpoint of service i moved.
 func withMoved(st *dataplane.State, i int) *dataplane.State {
-	next := &dataplane.State{Config: st.Config, Services: make(map[string]*switchyardv1.ServiceView, len(st.Services))}
-	for k, v := range st.Services {
-		next.Services[k] = v
-	}
-	next.Services[fmt.Sprintf("bench/s%d", i)] = benchService(i, true)
-	return next
+	return dptest.WithService(st, dptest.BenchService(i, true))
 }
 
 // BenchmarkApply programs services × 5 endpoints in a node namespace of

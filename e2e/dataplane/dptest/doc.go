@@ -1,0 +1,5 @@
+// Package dptest holds what the kernel-mode test beds in e2e/dataplane
+// share: the service views and states they program, the benchmark
+// workload, and the checks on the traffic that results. Each mode's
+// package keeps only what is specific to its kernel interface.
+package dptest
