@@ -2,6 +2,7 @@ package iptables
 
 import (
 	"fmt"
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"os"
 	"path/filepath"
 	"testing"
@@ -52,7 +53,7 @@ func TestMemoMatchesFreshRender(t *testing.T) {
 	m := &Memo{}
 	for _, dir := range dirs {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
-			st := loadState(t, dir)
+			st := dataplanetest.LoadState(t, dir)
 			opts := RenderOptions{ShardBits: DefaultShardBits}
 			if _, err := os.Stat(filepath.Join(dir, "flat")); err == nil {
 				opts.ShardBits = 0

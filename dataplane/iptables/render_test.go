@@ -3,43 +3,19 @@ package iptables
 import (
 	"flag"
 	"fmt"
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/protobuf/encoding/prototext"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*/want.rules")
-
-// loadState reads testdata/<case>/input.textproto: a StreamSnapshotsResponse
-// whose resources are the node's config and service views.
-func loadState(t testing.TB, dir string) *dataplane.State {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(dir, "input.textproto"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var msg switchyardv1.StreamSnapshotsResponse
-	if err := prototext.Unmarshal(raw, &msg); err != nil {
-		t.Fatalf("%s: %v", dir, err)
-	}
-	st := &dataplane.State{Services: map[string]*switchyardv1.ServiceView{}}
-	for _, r := range msg.GetResources() {
-		switch {
-		case r.GetNodeConfig() != nil:
-			st.Config = r.GetNodeConfig()
-		case r.GetService() != nil:
-			st.Services[r.GetName()] = r.GetService()
-		}
-	}
-	return st
-}
 
 func hasIPv6(st *dataplane.State) bool {
 	for _, sv := range st.Services {
@@ -55,7 +31,7 @@ func hasIPv6(st *dataplane.State) bool {
 // renderCase renders a case as the golden text: each family's restore
 // input followed by its skips.
 func renderCase(t testing.TB, dir string) string {
-	st := loadState(t, dir)
+	st := dataplanetest.LoadState(t, dir)
 	opts := RenderOptions{ShardBits: DefaultShardBits}
 	if _, err := os.Stat(filepath.Join(dir, "flat")); err == nil {
 		opts.ShardBits = 0

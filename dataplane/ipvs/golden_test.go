@@ -3,18 +3,17 @@ package ipvs_test
 import (
 	"flag"
 	"fmt"
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/protobuf/encoding/prototext"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipvs"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipvs/ipvstest"
-	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*/want.txt")
@@ -22,30 +21,6 @@ var update = flag.Bool("update", false, "rewrite testdata/*/want.txt")
 // fixtures are the iptables mode's golden inputs: both modes are checked
 // against the same views.
 const fixtures = "../iptables/testdata"
-
-// loadState reads <dir>/input.textproto: a StreamSnapshotsResponse whose
-// resources are the node's config and service views.
-func loadState(t testing.TB, dir string) *dataplane.State {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(dir, "input.textproto"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var msg switchyardv1.StreamSnapshotsResponse
-	if err := prototext.Unmarshal(raw, &msg); err != nil {
-		t.Fatalf("%s: %v", dir, err)
-	}
-	st := &dataplane.State{Services: map[string]*switchyardv1.ServiceView{}}
-	for _, r := range msg.GetResources() {
-		switch {
-		case r.GetNodeConfig() != nil:
-			st.Config = r.GetNodeConfig()
-		case r.GetService() != nil:
-			st.Services[r.GetName()] = r.GetService()
-		}
-	}
-	return st
-}
 
 // families is IPv4, plus IPv6 when a service has an IPv6 cluster IP, as
 // in the iptables golden tests.
@@ -64,7 +39,7 @@ func families(st *dataplane.State) []ipvs.Family {
 // followed by the skips logged.
 func applyCase(t *testing.T, dir string) (string, *ipvstest.Fake, *ipvs.Dataplane, *dataplane.State) {
 	t.Helper()
-	st := loadState(t, dir)
+	st := dataplanetest.LoadState(t, dir)
 	f := ipvstest.New()
 	logs := &logBuffer{}
 	dp := newDataplane(t, f, ipvs.Config{Families: families(st), Logger: logs.logger()})

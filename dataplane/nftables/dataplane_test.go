@@ -3,6 +3,7 @@ package nftables
 import (
 	"context"
 	"fmt"
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"net/netip"
 	"slices"
 	"strings"
@@ -28,7 +29,7 @@ func TestSecondApplyRunsNoTransaction(t *testing.T) {
 	for _, fams := range [][]Family{{IPv4}, {IPv4, IPv6}} {
 		t.Run(fmt.Sprint(fams), func(t *testing.T) {
 			b := newFakeBed(t, fams...)
-			st := loadState(t, "testdata/no-node-ips")
+			st := dataplanetest.LoadState(t, "testdata/no-node-ips")
 			b.apply(t, st, false)
 			b.apply(t, st, false)
 			if s := b.dp.LastSync(); s.Transactions != 0 || s.Operations != 0 {
@@ -187,7 +188,7 @@ func TestCleanupDeletesTable(t *testing.T) {
 	if err := b.dp.Cleanup(t.Context()); err != nil {
 		t.Fatalf("Cleanup of nothing: %v", err)
 	}
-	b.apply(t, loadState(t, "testdata/dual-stack"), false)
+	b.apply(t, dataplanetest.LoadState(t, "testdata/dual-stack"), false)
 	if err := b.dp.Cleanup(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -196,7 +197,7 @@ func TestCleanupDeletesTable(t *testing.T) {
 			t.Errorf("%s: table left after Cleanup:\n%s", f, d)
 		}
 	}
-	b.apply(t, loadState(t, "testdata/dual-stack"), false)
+	b.apply(t, dataplanetest.LoadState(t, "testdata/dual-stack"), false)
 	if s := b.dp.LastSync(); !s.Full {
 		t.Error("Apply after Cleanup was not full")
 	}

@@ -4,44 +4,16 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
-	"google.golang.org/protobuf/encoding/prototext"
 	"sigs.k8s.io/knftables"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
-
-// loadState reads testdata/<case>/input.textproto: a StreamSnapshotsResponse
-// whose resources are the node's config and service views (the inputs of
-// dataplane/iptables/testdata, copied).
-func loadState(t testing.TB, dir string) *dataplane.State {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(dir, "input.textproto"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var msg switchyardv1.StreamSnapshotsResponse
-	if err := prototext.Unmarshal(raw, &msg); err != nil {
-		t.Fatalf("%s: %v", dir, err)
-	}
-	st := &dataplane.State{Services: map[string]*switchyardv1.ServiceView{}}
-	for _, r := range msg.GetResources() {
-		switch {
-		case r.GetNodeConfig() != nil:
-			st.Config = r.GetNodeConfig()
-		case r.GetService() != nil:
-			st.Services[r.GetName()] = r.GetService()
-		}
-	}
-	return st
-}
 
 // recorder is a knftables.Interface that records the text of every
 // transaction it runs and can be told to fail the next one.

@@ -3,6 +3,7 @@ package nftables
 import (
 	"encoding/hex"
 	"errors"
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -175,7 +176,7 @@ func TestGoldenServiceRulesTranslate(t *testing.T) {
 		t.Fatalf("no testdata: %v", err)
 	}
 	for _, dir := range dirs {
-		checkServiceRules(t, loadState(t, dir))
+		checkServiceRules(t, dataplanetest.LoadState(t, dir))
 	}
 }
 

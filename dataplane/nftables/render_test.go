@@ -3,6 +3,7 @@ package nftables
 import (
 	"flag"
 	"fmt"
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,7 +30,7 @@ func hasIPv6(st *dataplane.State) bool {
 // goldenCase applies a case once to knftables Fakes and returns, per
 // family, the Fake's dump (valid "nft -f" input) followed by the skips.
 func goldenCase(t *testing.T, dir string) string {
-	st := loadState(t, dir)
+	st := dataplanetest.LoadState(t, dir)
 	fams := []Family{IPv4}
 	if hasIPv6(st) {
 		fams = append(fams, IPv6)
