@@ -53,6 +53,9 @@ type Dataplane struct {
 	state   map[Family]applied // nil entry: next sync of the family is full
 	udp     map[Family]map[string]conntrack.UDPPort
 	memos   map[Family]*Memo
+	// hairpin holds the hairpin set members last applied per family; nil
+	// entry: read the set back on the next sync.
+	hairpin map[Family]map[string]struct{}
 	stats   SyncStats
 }
 
@@ -64,6 +67,11 @@ type SyncStats struct {
 	// TableRewrites counts restores without --noflush that replaced
 	// whole tables.
 	TableRewrites int
+	// IPSetRestores counts ipset restore runs; HairpinAdded and
+	// HairpinRemoved the hairpin set members they added and deleted.
+	IPSetRestores  int
+	HairpinAdded   int
+	HairpinRemoved int
 }
 
 var _ dataplane.Dataplane = (*Dataplane)(nil)
@@ -87,7 +95,8 @@ func New(cfg Config) (*Dataplane, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Dataplane{cfg: cfg, log: log, flavour: cfg.Flavour, state: map[Family]applied{},
-		udp: map[Family]map[string]conntrack.UDPPort{}, memos: map[Family]*Memo{}}, nil
+		udp: map[Family]map[string]conntrack.UDPPort{}, memos: map[Family]*Memo{},
+		hairpin: map[Family]map[string]struct{}{}}, nil
 }
 
 // Mode implements dataplane.Dataplane.
@@ -102,7 +111,7 @@ func (d *Dataplane) LastSync() SyncStats {
 
 func (d *Dataplane) renderOptions() RenderOptions {
 	if d.cfg.KubeProxyShape {
-		return RenderOptions{}
+		return RenderOptions{KubeProxyShape: true}
 	}
 	return RenderOptions{ShardBits: d.cfg.ShardBits}
 }
@@ -139,6 +148,7 @@ func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, opts datapla
 		if err := d.applyFamily(ctx, st, fam, opts.Full); err != nil {
 			if !IsConntrackError(err) {
 				delete(d.state, fam)
+				delete(d.hairpin, fam)
 			}
 			errs = append(errs, fmt.Errorf("iptables apply %s: %w", fam, err))
 		}
@@ -161,17 +171,29 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 		d.log.Warn("skipped input", "family", fam.String(), "service", s.Service, "reason", s.Reason)
 	}
 	prev, synced := d.state[fam]
+	full = full || !synced
 	var p syncPlan
-	if full || !synced {
+	if full {
 		if err := rs.Validate(); err != nil {
 			return fmt.Errorf("render %s: %w", fam, err)
 		}
+	}
+	// The set must exist, and hold new endpoints, before any restore
+	// matches it or DNATs to them.
+	hp, err := d.planHairpin(ctx, fam, rs, full)
+	if err != nil {
+		return err
+	}
+	if err := d.ipsetRestore(ctx, hp.pre); err != nil {
+		return fmt.Errorf("hairpin set, before rules: %w", err)
+	}
+	if full {
 		var rewritten bool
 		if p, rewritten, err = d.planFullSync(ctx, fam, rs); err != nil {
 			return err
 		}
 		if rewritten {
-			return d.finish(ctx, fam, rs, p)
+			return d.finish(ctx, fam, rs, p, hp)
 		}
 	} else {
 		var always map[string]bool
@@ -194,7 +216,7 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 			d.stats.Restores++
 		}
 	}
-	return d.finish(ctx, fam, rs, p)
+	return d.finish(ctx, fam, rs, p, hp)
 }
 
 // planFullSync reads the tables back and plans a full sync. When the plan
@@ -231,9 +253,18 @@ func (d *Dataplane) readBack(ctx context.Context, fam Family) (map[string]*saved
 	return saved, opaque, nil
 }
 
-// finish records a successful sync of fam and deletes stale UDP
-// conntrack entries.
-func (d *Dataplane) finish(ctx context.Context, fam Family, rs *Ruleset, p syncPlan) error {
+// finish deletes the hairpin members of gone endpoints (no rule DNATs
+// to them any more), records a successful sync of fam and deletes stale
+// UDP conntrack entries.
+func (d *Dataplane) finish(ctx context.Context, fam Family, rs *Ruleset, p syncPlan, hp setPlan) error {
+	if err := d.ipsetRestore(ctx, hp.post); err != nil {
+		return fmt.Errorf("hairpin set, after rules: %w", err)
+	}
+	d.stats.HairpinAdded += hp.added
+	d.stats.HairpinRemoved += hp.removed
+	if rs.HairpinSet != "" {
+		d.hairpin[fam] = rs.hairpin
+	}
 	d.stats.ChainsWritten += p.written
 	for _, rm := range p.remove {
 		d.stats.ChainsRemoved += len(rm)
@@ -289,8 +320,8 @@ func (d *Dataplane) restore(ctx context.Context, fam Family, payload string) err
 }
 
 // Cleanup implements dataplane.Dataplane: it deletes the jumps from
-// built-in chains to chains of this mode, then those chains, and leaves
-// every other rule alone.
+// built-in chains to chains of this mode, then those chains, then the
+// hairpin sets, and leaves every other rule and set alone.
 func (d *Dataplane) Cleanup(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -298,12 +329,20 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 		return fmt.Errorf("iptables cleanup: %w", err)
 	}
 	var errs []error
+	var clean []Family
 	for _, fam := range d.cfg.Families {
 		delete(d.state, fam)
 		delete(d.udp, fam)
+		delete(d.hairpin, fam)
 		if err := d.cleanupFamily(ctx, fam); err != nil {
 			errs = append(errs, fmt.Errorf("iptables cleanup %s: %w", fam, err))
+			continue
 		}
+		clean = append(clean, fam)
+	}
+	// Only now are the rules matching the sets gone.
+	if err := d.destroySets(ctx, clean); err != nil {
+		errs = append(errs, fmt.Errorf("iptables cleanup: %w", err))
 	}
 	return errors.Join(errs...)
 }

@@ -51,6 +51,7 @@ func state(n int) *dataplane.State {
 
 func newDP(t *testing.T, f *iptablestest.Fake, mut ...func(*iptables.Config)) *iptables.Dataplane {
 	t.Helper()
+	f.CheckSetRefs = true // a restore matching a set that is not there yet fails
 	cfg := iptables.Config{Runner: f, Flavour: iptables.FlavourLegacy}
 	for _, m := range mut {
 		m(&cfg)
@@ -113,19 +114,31 @@ func TestPartialSyncWritesOnlyChangedChains(t *testing.T) {
 		t.Fatalf("got %d restores, want 1", len(rs))
 	}
 	v4 := rs[0]
-	for _, forbidden := range []string{":KUBE-SERVICES", ":KUBE-SHARD-", ":KUBE-NODEPORTS", "*filter"} {
+	for _, forbidden := range []string{":KUBE-SERVICES", ":KUBE-SHARD-", ":KUBE-NODEPORTS", ":KUBE-SEP-", "*filter"} {
 		if strings.Contains(v4, forbidden) {
 			t.Errorf("partial restore touches %s:\n%s", forbidden, v4)
 		}
 	}
-	if got := strings.Count(v4, "\n:KUBE-SVC-") + strings.Count(v4, "\n:KUBE-EXT-"); got != 1 {
-		t.Errorf("want exactly the service chain rewritten, got %d:\n%s", got, v4)
+	if got := strings.Count(v4, "\n:KUBE-"); got != 1 || !strings.Contains(v4, "\n:KUBE-SVC-") {
+		t.Errorf("want exactly the service chain rewritten, got %d chains:\n%s", got, v4)
 	}
-	if !strings.Contains(v4, "-X KUBE-SEP-") || !strings.Contains(v4, "10.244.9.9:5353") {
-		t.Errorf("old endpoint chain not deleted or new one not written:\n%s", v4)
+	if !strings.Contains(v4, "-j DNAT --to-destination 10.244.9.9:5353") {
+		t.Errorf("new endpoint not DNATed from the service chain:\n%s", v4)
 	}
-	if s := d.LastSync(); s.ChainsWritten != 2 || s.ChainsRemoved != 1 {
-		t.Errorf("stats %+v, want 2 written (SVC, new SEP v4; v6 unchanged) and 1 removed", s)
+	if s := d.LastSync(); s.ChainsWritten != 1 || s.ChainsRemoved != 0 || s.HairpinAdded != 1 || s.HairpinRemoved != 1 {
+		t.Errorf("stats %+v, want 1 chain written (KUBE-SVC v4; v6 unchanged), 1 hairpin member added and 1 removed", s)
+	}
+	// The new endpoint's member goes in before the restore that DNATs to
+	// it, the old one's out after the restore that stops.
+	var order []string
+	for _, c := range f.Calls() {
+		first, _, _ := strings.Cut(c.Stdin, " ")
+		first, _, _ = strings.Cut(first, "\n")
+		order = append(order, c.Argv[0]+" "+first)
+	}
+	want := []string{"ipset add", "iptables-legacy-restore *nat", "ipset del"}
+	if diff := cmp.Diff(want, order); diff != "" {
+		t.Errorf("command order (-want +got):\n%s", diff)
 	}
 
 	// The kernel converged to what a fresh full sync produces.
@@ -232,14 +245,16 @@ func TestFailedApplyForcesFullResync(t *testing.T) {
 	if !errors.Is(err, boom) {
 		t.Fatalf("Apply error %v, want boom", err)
 	}
-	if f.Dump() != good {
+	// The new endpoint's hairpin member went in before the failed restore
+	// (harmless: no rule DNATs to it); the tables are untouched.
+	if tables(f.Dump()) != tables(good) {
 		t.Error("failed apply changed the tables")
 	}
 	f.Fail = nil
 	f.ResetCalls()
 	apply(t, d, state(6), false)
-	if c := f.Calls(); len(c) == 0 || !strings.HasSuffix(c[0].Argv[0], "-save") {
-		t.Errorf("apply after failure did not start with a read-back (full sync)")
+	if c := f.Calls(); len(c) < 2 || strings.Join(c[0].Argv, " ") != "ipset save KUBE-SWYD-HAIRPIN" || !strings.HasSuffix(c[1].Argv[0], "-save") {
+		t.Errorf("apply after failure did not start with read-backs (full sync): %v", c)
 	}
 }
 
@@ -342,4 +357,10 @@ type failingConntrack struct{}
 
 func (failingConntrack) DeleteUDP(context.Context, conntrack.Family, []conntrack.Flow) error {
 	return errors.New("netlink down")
+}
+
+// tables cuts the ipset part off a Fake dump.
+func tables(dump string) string {
+	before, _, _ := strings.Cut(dump, "# ipset\n")
+	return before
 }

@@ -1,5 +1,7 @@
 // Package iptables is the iptables data plane: it programs a node's nat
-// and filter tables in kube-proxy's shape and lets the kernel forward.
+// and filter tables in a leaner form of kube-proxy's shape (same chain
+// names, sharded dispatch, no per-endpoint chains, hairpin by ipset) and
+// lets the kernel forward.
 //
 // # Render, then apply
 //
@@ -21,14 +23,21 @@
 //
 //	PREROUTING, OUTPUT ─▶ KUBE-SERVICES ─┬─▶ KUBE-SHARD-00 … KUBE-SHARD-3F ─▶ KUBE-SVC-*, KUBE-SVL-*, KUBE-EXT-*, KUBE-FW-*
 //	                                     └─▶ KUBE-NODEPORTS (last) ───────────▶ KUBE-EXT-*
-//	KUBE-SVC-* (cluster endpoints), KUBE-SVL-* (local endpoints) ─▶ KUBE-SEP-* (hairpin mark, DNAT)
-//	POSTROUTING ─▶ KUBE-POSTROUTING (MASQUERADE packets marked 0x4000 by KUBE-MARK-MASQ)
+//	KUBE-SVC-* (cluster endpoints), KUBE-SVL-* (local endpoints) ─┬─▶ DNAT (random choice, no affinity)
+//	                                                               └─▶ KUBE-SEP-* (ClientIP affinity: -m recent, DNAT)
+//	POSTROUTING ─▶ KUBE-POSTROUTING: mark 0x4000 if (src, dst port, dst) ∈ KUBE-SWYD-HAIRPIN[6],
+//	               then MASQUERADE packets marked 0x4000 (here or by KUBE-MARK-MASQ)
 //	filter: KUBE-SERVICES, KUBE-EXTERNAL-SERVICES (REJECT / DROP when no endpoints),
 //	        KUBE-PROXY-FIREWALL (loadBalancerSourceRanges), KUBE-NODEPORTS (health checks), KUBE-FORWARD
 //
 // Per-service chain names are a prefix plus 16 base32 characters of a
 // SHA-256 of "namespace/name:port/protocol" (and the endpoint for
 // KUBE-SEP), so they are stable across restarts and at most 26 characters.
+//
+// RenderOptions.KubeProxyShape (Config.KubeProxyShape, for comparison
+// benchmarks only) renders kube-proxy's exact structure instead: one flat
+// KUBE-SERVICES, a KUBE-SEP chain per endpoint with its own hairpin rule
+// (-s endpoint -j KUBE-MARK-MASQ) and no ipset.
 //
 // # Why shards
 //
@@ -40,9 +49,42 @@
 // address (-d 0.0.0.k/0.0.0.63; ::k/::3f for IPv6: a mask, not a CIDR), and
 // each shard holds the rules of the addresses that fall in it. A packet
 // walks ≤ 64 + n/64 rules (≈ 2√n at n = 4096). An endpoint change rewrites
-// only the service's KUBE-SVC chain and the added or removed KUBE-SEP
-// chains; adding or removing a service rewrites one shard of ~n/64 rules,
-// and KUBE-SERVICES only when a shard becomes empty or non-empty.
+// only the service's KUBE-SVC chain (and, with affinity, the added or
+// removed KUBE-SEP chains); adding or removing a service rewrites one shard
+// of ~n/64 rules, and KUBE-SERVICES only when a shard becomes empty or
+// non-empty. That is what wins on iptables-nft, whose restores touch only
+// the chains they name; on legacy see the next section.
+//
+// # Why no KUBE-SEP chains
+//
+// On iptables-legacy every restore, however small, reads the whole nat
+// table from the kernel as one blob and writes it back whole, so a sync
+// costs O(entries in the table) (shared/notes/kernel-facts.md). Sharding
+// does not shrink the table; only fewer entries do. In the blob a chain
+// costs 2 entries (its head and its policy/return) and a rule 1, each
+// -m comment a 256-byte match. kube-proxy's shape gives a service port
+// with 5 endpoints 6 chains (KUBE-SVC + 5 KUBE-SEP) and 17 rules ≈ 29
+// entries, every rule with a comment. The per-endpoint KUBE-SEP chain
+// exists for two things: its hairpin rule (-s endpoint -j KUBE-MARK-MASQ)
+// and a name for -m recent.
+//   - Hairpin traffic is marked by ONE rule per family in KUBE-POSTROUTING
+//     matching a hash:ip,port,ip set of every endpoint ("ip,proto:port,ip"
+//     on src,dst,dst: an endpoint talking to itself after DNAT), as
+//     kube-proxy's IPVS mode does with KUBE-LOOP-BACK. The set lives in
+//     the kernel's ipset hash, outside the table blob; the existing mark
+//     and MASQUERADE path does the rest.
+//   - Without ClientIP affinity, KUBE-SVC/KUBE-SVL DNAT directly
+//     (-p proto [-m statistic …] -j DNAT). Affinity services keep KUBE-SEP
+//     chains (DNAT plus -m recent --set), since -m recent needs a list
+//     name per endpoint.
+//
+// A port with 5 endpoints now costs 1 chain and 7 rules (shard rule,
+// masquerade check, 5 DNATs) ≈ 9 entries instead of ≈ 29. Measured
+// (legacy, 5 endpoints per service, CPU of iptables-restore and ipset per
+// sync): one endpoint moving costs 162 ms at 1k services and 707 ms at 5k,
+// against 347 ms and 2126 ms for kube-proxy's shape (before this change:
+// 400 and 1712 ms, a tie). The numbers and how to rerun them are in
+// README.md.
 //
 // # Applying
 //
@@ -92,11 +134,22 @@
 //     a failed Apply); writers such as kubelet, CNI plugins and Docker
 //     re-ensure their rules periodically. Set RewriteTablesAbove < 0 to
 //     trade the first-sync time for never flushing.
+//   - The hairpin sets (ipset.go) follow the rules: members of new
+//     endpoints are added (and the set created) with one `ipset restore
+//     -exist` before the iptables restore that DNATs to them, members of
+//     gone endpoints deleted after the restore that stops, so no state in
+//     between DNATs an endpoint to itself unmasqueraded and no restore
+//     matches a missing set. A partial sync diffs against the members it
+//     applied last; a full sync reads the set back (`ipset save NAME`) and
+//     repairs drift the same way, writing nothing when it is right. A set
+//     of our name but another type is reported, not replaced (a set in
+//     use cannot be destroyed or retyped; Cleanup removes it).
 //   - A failed Apply forgets what was applied, so the next one is full.
 //   - The flavour (legacy or nft) is detected in the target namespace as
 //     kube-proxy's iptables-wrapper does (DetectFlavour).
-//   - Cleanup removes every owned chain and every jump to one, and nothing
-//     else.
+//   - Cleanup removes every owned chain and every jump to one, then the
+//     hairpin sets of the families it cleaned (the kernel refuses to
+//     destroy a set a rule still matches), and nothing else.
 //   - TCP services without endpoints are rejected with a TCP reset rather
 //     than ICMP port-unreachable: an ICMP error to a connect() on the node
 //     itself is only acted on at the SYN retransmit (1–2 s, measured).

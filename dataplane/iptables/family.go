@@ -68,3 +68,19 @@ func (f Family) binary(fl Flavour) string {
 	}
 	return base
 }
+
+// hairpinSet names the family's hairpin ipset; ipsetFamily is its
+// "family" option.
+func (f Family) hairpinSet() string {
+	if f == IPv6 {
+		return hairpinSetV6
+	}
+	return hairpinSetV4
+}
+
+func (f Family) ipsetFamily() string {
+	if f == IPv6 {
+		return "inet6"
+	}
+	return "inet"
+}

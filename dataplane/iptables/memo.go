@@ -32,6 +32,8 @@ type fragment struct {
 	shards map[int][]string
 	skips  []Skip
 	udp    map[string]conntrack.UDPPort
+	// hairpin lists the hairpin set members of its endpoints.
+	hairpin []string
 }
 
 func (m *Memo) reset(key string) {
@@ -58,14 +60,15 @@ func (m *Memo) lookup(name string, sv *switchyardv1.ServiceView) *fragment {
 
 // memoKey is the part of a renderer that every fragment depends on.
 func (r *renderer) memoKey() string {
-	return fmt.Sprintf("%v|%d|%v|%v|%v", r.fam, r.opts.ShardBits, r.node.clusterCIDRs, r.node.masqueradeAll, r.node.nodeIPs)
+	return fmt.Sprintf("%v|%+v|%v|%v|%v", r.fam, r.opts, r.node.clusterCIDRs, r.node.masqueradeAll, r.node.nodeIPs)
 }
 
 // renderFragment renders one service into a scratch ruleset.
 func (r *renderer) renderFragment(name string, sv *switchyardv1.ServiceView) *fragment {
 	scratch := &renderer{fam: r.fam, opts: r.opts, node: r.node, rs: newRuleset(r.fam), shards: map[int][]string{}}
 	scratch.service(name, sv)
-	f := &fragment{sv: sv, shards: scratch.shards, skips: scratch.rs.Skips, udp: scratch.rs.udp}
+	f := &fragment{sv: sv, shards: scratch.shards, skips: scratch.rs.Skips, udp: scratch.rs.udp,
+		hairpin: scratch.rs.HairpinMembers()}
 	for _, t := range scratch.rs.Tables() {
 		for _, n := range scratch.rs.ChainNames(t) {
 			f.chains = append(f.chains, scratch.rs.Chains[t][n])
@@ -91,5 +94,8 @@ func (r *renderer) replay(f *fragment) {
 	r.rs.Skips = append(r.rs.Skips, f.skips...)
 	for id, u := range f.udp {
 		r.rs.udp[id] = u
+	}
+	for _, m := range f.hairpin {
+		r.rs.addHairpin(m)
 	}
 }

@@ -3,7 +3,6 @@ package iptables
 import (
 	"fmt"
 	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
-	"os"
 	"path/filepath"
 	"testing"
 
@@ -54,10 +53,7 @@ func TestMemoMatchesFreshRender(t *testing.T) {
 	for _, dir := range dirs {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			st := dataplanetest.LoadState(t, dir)
-			opts := RenderOptions{ShardBits: DefaultShardBits}
-			if _, err := os.Stat(filepath.Join(dir, "flat")); err == nil {
-				opts.ShardBits = 0
-			}
+			opts := caseOptions(dir)
 			for _, fam := range []Family{IPv4, IPv6} {
 				want := freshRender(t, st, fam, opts)
 				if diff := cmp.Diff(want, memoRender(t, st, fam, opts, m)); diff != "" {

@@ -37,6 +37,20 @@ const (
 // maxChainName is the longest chain name iptables accepts.
 const maxChainName = 28
 
+// Hairpin sets, one per family: every endpoint as "ip,proto:port,ip", so
+// that one KUBE-POSTROUTING rule marks a pod reaching itself through a
+// service for masquerade (kube-proxy's IPVS mode does the same with
+// KUBE-LOOP-BACK). Names stay under ipset's 31 characters and clear of
+// kube-proxy's set names, which kube-proxy cleanup destroys.
+const (
+	hairpinSetV4 = "KUBE-SWYD-HAIRPIN"
+	hairpinSetV6 = "KUBE-SWYD-HAIRPIN6"
+	hairpinType  = "hash:ip,port,ip"
+)
+
+// IsOwnedSet reports whether an ipset name is one this mode creates.
+func IsOwnedSet(name string) bool { return name == hairpinSetV4 || name == hairpinSetV6 }
+
 var ownedFixedChains = []string{
 	chainServices, chainNodePorts, chainMarkMasq, chainPostrouting,
 	chainOffClusterMasq, chainExternalServices, chainForward, chainFirewall,

@@ -19,6 +19,13 @@ type RenderOptions struct {
 	// shard chain (0..8). 0 puts every service rule into KUBE-SERVICES,
 	// kube-proxy's flat structure (kept for comparison benchmarks).
 	ShardBits int
+	// KubeProxyShape renders kube-proxy's endpoint structure: a KUBE-SEP
+	// chain per endpoint with its own hairpin rule, no hairpin ipset. By
+	// default only ClientIP-affinity services have KUBE-SEP chains (for
+	// -m recent); the others DNAT from KUBE-SVC/KUBE-SVL and hairpin
+	// traffic is marked through the family's hairpin set (doc.go, "Why
+	// no KUBE-SEP chains").
+	KubeProxyShape bool
 }
 
 // nodeView is the NodeConfig reduced to one family.
@@ -108,6 +115,14 @@ func (r *renderer) fixedChains() {
 	// Written as iptables-save prints them (--or-mark, --xor-mark), so the
 	// read-back comparison of a full sync matches.
 	rs.add(tableNAT, chainMarkMasq, "-j MARK --set-xmark", masqMark+"/"+masqMark)
+	if !r.opts.KubeProxyShape {
+		// Before the RETURN below: packets from an endpoint to itself
+		// (src ip, dst port, dst ip all in one member) get the masquerade
+		// mark, so the reply comes back through the node.
+		rs.HairpinSet = r.fam.hairpinSet()
+		rs.add(tableNAT, chainPostrouting, comment("hairpin: endpoint reaching itself through a service"),
+			"-m set --match-set", rs.HairpinSet, "src,dst,dst -j MARK --set-xmark", masqMark+"/"+masqMark)
+	}
 	rs.add(tableNAT, chainPostrouting, "-m mark ! --mark", masqMark+"/"+masqMark, "-j RETURN")
 	rs.add(tableNAT, chainPostrouting, "-j MARK --set-xmark", masqMark+"/0x0")
 	rs.add(tableNAT, chainPostrouting, `-m comment --comment "kubernetes service traffic requiring SNAT"`,

@@ -11,7 +11,7 @@ import (
 // endpoint is one backend of one service port in one family.
 type endpoint struct {
 	addr  netip.AddrPort
-	chain string // KUBE-SEP-…
+	chain string // KUBE-SEP-…, "" when the port has no KUBE-SEP chains
 }
 
 // portPlan is one service port reduced to what its rules need.
@@ -57,17 +57,29 @@ func (r *renderer) service(key string, sv *switchyardv1.ServiceView) {
 			sourceRanges: sp.SourceRanges, hasRanges: sp.HasRanges,
 			intLocal: sp.IntLocal, extLocal: sp.ExtLocal, affinity: sp.Affinity, hasAny: sp.HasAny,
 		}
-		p.cluster = endpointsOf(p.id, sp.Cluster)
-		p.local = endpointsOf(p.id, sp.Local)
+		seps := r.usesSEPs(&p)
+		p.cluster = endpointsOf(p.id, sp.Cluster, seps)
+		p.local = endpointsOf(p.id, sp.Local, seps)
 		r.port(&p)
 	}
 }
 
-// endpointsOf names the endpoint chains of one service port.
-func endpointsOf(id string, eps []serviceport.Endpoint) []endpoint {
+// usesSEPs reports whether a port's endpoints get KUBE-SEP chains: in
+// kube-proxy's shape always, else only with ClientIP affinity, whose
+// -m recent lists need a name per endpoint.
+func (r *renderer) usesSEPs(p *portPlan) bool { return r.opts.KubeProxyShape || p.affinity > 0 }
+
+// endpointsOf lists the endpoints of one service port, naming their
+// KUBE-SEP chains when they have one (a hash per endpoint, so skipped
+// when not needed).
+func endpointsOf(id string, eps []serviceport.Endpoint, seps bool) []endpoint {
 	out := make([]endpoint, 0, len(eps))
 	for _, ep := range eps {
-		out = append(out, endpoint{addr: ep.Addr, chain: sepChain(id, ep.Addr)})
+		e := endpoint{addr: ep.Addr}
+		if seps {
+			e.chain = sepChain(id, ep.Addr)
+		}
+		out = append(out, e)
 	}
 	return out
 }
@@ -187,9 +199,14 @@ func (r *renderer) clusterChain(p *portPlan, svc string) {
 	r.balance(p, svc, p.cluster)
 }
 
-// balance writes the affinity checks and the random choice over eps.
+// balance writes the affinity checks and the random choice over eps:
+// jumps to their KUBE-SEP chains, or DNATs right here when the port has
+// none (the DNAT needs -p for its port). Every endpoint balanced over is
+// a member of the hairpin set unless kube-proxy's shape marks hairpin
+// traffic in KUBE-SEP.
 func (r *renderer) balance(p *portPlan, chain string, eps []endpoint) {
 	r.rs.chain(tableNAT, chain)
+	seps := r.usesSEPs(p)
 	if p.affinity > 0 {
 		for _, ep := range eps {
 			r.rs.add(tableNAT, chain, comment(p.label+" -> "+ep.addr.String()),
@@ -197,14 +214,31 @@ func (r *renderer) balance(p *portPlan, chain string, eps []endpoint) {
 		}
 	}
 	for i, ep := range eps {
-		left := len(eps) - i
-		c := comment(p.label + " -> " + ep.addr.String())
-		if left > 1 {
-			r.rs.add(tableNAT, chain, c, fmt.Sprintf("-m statistic --mode random --probability %0.10f", 1.0/float64(left)), "-j", ep.chain)
+		args := make([]string, 0, 5)
+		args = append(args, comment(p.label+" -> "+ep.addr.String()))
+		if !seps {
+			args = append(args, "-p", p.proto)
+		}
+		if left := len(eps) - i; left > 1 {
+			args = append(args, fmt.Sprintf("-m statistic --mode random --probability %0.10f", 1.0/float64(left)))
+		}
+		if seps {
+			args = append(args, "-j", ep.chain)
 		} else {
-			r.rs.add(tableNAT, chain, c, "-j", ep.chain)
+			args = append(args, "-j DNAT --to-destination", ep.addr.String())
+		}
+		r.rs.add(tableNAT, chain, args...)
+		if !r.opts.KubeProxyShape {
+			r.rs.addHairpin(hairpinMember(p.proto, ep.addr))
 		}
 	}
+}
+
+// hairpinMember is an endpoint's hairpin set member, as ipset save
+// spells it: "ip,proto:port,ip".
+func hairpinMember(proto string, ep netip.AddrPort) string {
+	ip := ep.Addr().String()
+	return fmt.Sprintf("%s,%s:%d,%s", ip, proto, ep.Port(), ip)
 }
 
 // extChain writes KUBE-EXT: masquerade and choose the policy chain.
@@ -229,14 +263,21 @@ func (r *renderer) extChain(p *portPlan, ext, svc, svl string) {
 	r.rs.add(tableNAT, ext, "-j", svl)
 }
 
-// seps writes one KUBE-SEP chain per endpoint: hairpin masquerade, DNAT.
+// seps writes one KUBE-SEP chain per endpoint when the port has them:
+// DNAT (recording the client for affinity), preceded in kube-proxy's
+// shape by its per-endpoint hairpin masquerade.
 func (r *renderer) seps(p *portPlan, eps []endpoint) {
+	if !r.usesSEPs(p) {
+		return
+	}
 	for _, ep := range eps {
 		if _, done := r.rs.Chains[tableNAT][ep.chain]; done {
 			continue
 		}
 		c := comment(p.label)
-		r.rs.add(tableNAT, ep.chain, c, "-s", ep.addr.Addr().String(), "-j", chainMarkMasq)
+		if r.opts.KubeProxyShape {
+			r.rs.add(tableNAT, ep.chain, c, "-s", ep.addr.Addr().String(), "-j", chainMarkMasq)
+		}
 		recent := ""
 		if p.affinity > 0 {
 			recent = " -m recent --name " + ep.chain + " --set"

@@ -40,6 +40,12 @@ type Ruleset struct {
 	Chains map[string]map[string]*Chain
 	Jumps  []Jump
 	Skips  []Skip
+	// HairpinSet is the ipset KUBE-POSTROUTING matches to masquerade an
+	// endpoint reaching itself through a service; "" in kube-proxy's
+	// shape, whose KUBE-SEP chains mark that traffic themselves.
+	HairpinSet string
+	// hairpin holds HairpinSet's members ("ip,proto:port,ip").
+	hairpin map[string]struct{}
 	// udp describes UDP service ports by id, for conntrack cleanup.
 	udp map[string]conntrack.UDPPort
 }
@@ -47,8 +53,13 @@ type Ruleset struct {
 func newRuleset(f Family) *Ruleset {
 	return &Ruleset{Family: f, Chains: map[string]map[string]*Chain{
 		tableFilter: {}, tableNAT: {},
-	}, udp: map[string]conntrack.UDPPort{}}
+	}, hairpin: map[string]struct{}{}, udp: map[string]conntrack.UDPPort{}}
 }
+
+func (r *Ruleset) addHairpin(member string) { r.hairpin[member] = struct{}{} }
+
+// HairpinMembers returns the members of HairpinSet, sorted.
+func (r *Ruleset) HairpinMembers() []string { return sortedSet(r.hairpin) }
 
 // chain returns the named chain, creating it empty.
 func (r *Ruleset) chain(table, name string) *Chain {
@@ -107,6 +118,14 @@ func (r *Ruleset) String() string {
 	for _, j := range r.Jumps {
 		fmt.Fprintf(&b, "# jump -t %s -A %s %s\n", j.Table, j.Chain, j.Rule)
 	}
+	// The set as ipset restore input, commented out: it is not
+	// iptables-restore input (the e2e golden test feeds it to ipset).
+	if r.HairpinSet != "" {
+		fmt.Fprintf(&b, "# ipset %s\n", createSetLine(r.HairpinSet, r.Family))
+		for _, m := range r.HairpinMembers() {
+			fmt.Fprintf(&b, "# ipset add %s %s\n", r.HairpinSet, m)
+		}
+	}
 	return b.String()
 }
 
@@ -133,7 +152,14 @@ func (r *Ruleset) Validate() error { return r.validate(nil) }
 func (r *Ruleset) validate(only map[string][]string) error {
 	var errs []string
 	check := func(table, where, rule string) {
+		if set, ok := matchSet(rule); ok && (set == "" || set != r.HairpinSet) {
+			errs = append(errs, fmt.Sprintf("%s/%s: match on set %q this ruleset does not create", table, where, set))
+		}
 		tgt := ruleTarget(rule)
+		if tgt == "DNAT" && strings.Contains(rule, "--to-destination") && !strings.Contains(rule, "-p ") {
+			// iptables refuses a DNAT to a port without a protocol match.
+			errs = append(errs, fmt.Sprintf("%s/%s: DNAT without -p: %s", table, where, rule))
+		}
 		if tgt == "" || builtinTargets[tgt] {
 			return
 		}
@@ -177,4 +203,26 @@ func ruleTarget(rule string) string {
 		}
 	}
 	return ""
+}
+
+// matchSet returns the set a rule matches with -m set, ok false if none.
+func matchSet(rule string) (string, bool) {
+	_, rest, ok := strings.Cut(rule, "--match-set")
+	if !ok {
+		return "", false
+	}
+	f := strings.Fields(rest)
+	if len(f) == 0 {
+		return "", true
+	}
+	return f[0], true
+}
+
+func sortedSet(m map[string]struct{}) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -1,5 +1,6 @@
 // Package iptablestest provides Fake, an in-memory stand-in for the
-// iptables-restore and iptables-save binaries behind iptables.Runner.
+// iptables-restore, iptables-save and ipset binaries behind
+// iptables.Runner.
 //
 // Fake keeps one set of tables per binary family (iptables, ip6tables) and
 // applies restore input the way the kernel does: a table block is atomic
@@ -7,4 +8,10 @@
 // deleted, and without --noflush the tables in the input are flushed first.
 // Dump prints the state in iptables-save syntax with chains sorted, so tests
 // can compare it with cmp.Diff. Fail injects errors.
+//
+// It also keeps ipsets, one namespace-wide list as in the kernel: ipset
+// save [NAME], list -n, restore [-exist] and the single commands, with
+// member spelling checked for hash:ip,port,ip, destroy refused while a
+// rule matches the set, and (with CheckSetRefs) restores refused when a
+// rule matches a set that does not exist.
 package iptablestest

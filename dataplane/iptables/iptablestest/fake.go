@@ -23,8 +23,15 @@ type Fake struct {
 	// returned instead of running it.
 	Fail func(argv []string, stdin []byte) error
 
+	// CheckSetRefs makes a restore fail, as the kernel does, when a rule
+	// it adds matches an ipset (-m set --match-set) that does not exist in
+	// this Fake. Off by default: ipvstest wraps this Fake and keeps its
+	// own sets, so its restores name sets this Fake never sees.
+	CheckSetRefs bool
+
 	mu    sync.Mutex
 	fams  map[string]tables // "iptables" or "ip6tables"
+	sets  map[string]*ipset // by name; one namespace-wide list, as in the kernel
 	calls []Call
 }
 
@@ -50,7 +57,7 @@ var targets = map[string]bool{
 
 // New returns an empty Fake: filter and nat with empty built-in chains.
 func New() *Fake {
-	return &Fake{fams: map[string]tables{}}
+	return &Fake{fams: map[string]tables{}, sets: map[string]*ipset{}}
 }
 
 // ErrNotFound is returned for commands the Fake does not implement.
@@ -73,7 +80,7 @@ func (f *Fake) family(name string) tables {
 	return ts
 }
 
-// Run implements iptables.Runner for *-restore and *-save.
+// Run implements iptables.Runner for *-restore, *-save and ipset.
 func (f *Fake) Run(_ context.Context, argv []string, stdin []byte) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -85,6 +92,9 @@ func (f *Fake) Run(_ context.Context, argv []string, stdin []byte) ([]byte, erro
 	}
 	if len(argv) == 0 {
 		return nil, ErrNotFound
+	}
+	if argv[0] == "ipset" {
+		return f.ipsetRun(argv[1:], stdin)
 	}
 	bin := argv[0]
 	for _, sfx := range []string{"-legacy", "-nft"} {
@@ -136,6 +146,9 @@ func (f *Fake) Dump() string {
 	var b strings.Builder
 	for _, n := range names {
 		fmt.Fprintf(&b, "# %s\n%s", n, dump(f.fams[n], ""))
+	}
+	if len(f.sets) > 0 {
+		fmt.Fprintf(&b, "# ipset\n%s", f.ipsetSave(""))
 	}
 	return b.String()
 }
@@ -239,6 +252,9 @@ func (f *Fake) restore(fam, input string, noflush bool) error {
 			return lerr(errors.New("rule outside a table"))
 		case line == "COMMIT":
 			if err := check(cur); err != nil {
+				return lerr(err)
+			}
+			if err := f.checkSets(cur); err != nil {
 				return lerr(err)
 			}
 			ts[curName] = cur

@@ -7,11 +7,12 @@ import (
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"net/netip"
 	"os"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
@@ -28,22 +29,26 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// nsRunner runs iptables commands in one namespace of the topology and
-// records restore inputs.
+// nsRunner runs iptables and ipset commands in one namespace of the
+// topology and records restore inputs and ipset writes.
 type nsRunner struct {
 	topo *netns.Topology
 	ns   string
 
 	mu       sync.Mutex
 	restores []string
+	ipsets   []string // "ipset <args> | <stdin>" of every command but save and list
 }
 
 func (r *nsRunner) Run(ctx context.Context, argv []string, stdin []byte) ([]byte, error) {
-	if strings.HasSuffix(argv[0], "-restore") {
-		r.mu.Lock()
+	r.mu.Lock()
+	switch {
+	case strings.HasSuffix(argv[0], "-restore"):
 		r.restores = append(r.restores, string(stdin))
-		r.mu.Unlock()
+	case argv[0] == "ipset" && len(argv) > 1 && argv[1] != "save" && argv[1] != "list":
+		r.ipsets = append(r.ipsets, strings.Join(argv, " ")+" | "+string(stdin))
 	}
+	r.mu.Unlock()
 	return r.topo.ExecInput(ctx, r.ns, bytes.NewReader(stdin), argv...)
 }
 
@@ -52,6 +57,14 @@ func (r *nsRunner) takeRestores() []string {
 	defer r.mu.Unlock()
 	out := r.restores
 	r.restores = nil
+	return out
+}
+
+func (r *nsRunner) takeIPSets() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := r.ipsets
+	r.ipsets = nil
 	return out
 }
 
@@ -177,6 +190,11 @@ func TestETPLocalDropsWithoutLocalEndpoints(t *testing.T) {
 	}
 }
 
+// TestPartialSyncTouchesOnlyChangedChains removes one endpoint of one of
+// 50 services and checks in the kernel that exactly that service's
+// KUBE-SVC chain changed (services without affinity have no KUBE-SEP
+// chains), then moves a service to a new endpoint port and checks the
+// hairpin set gains the new member and loses the old one.
 func TestPartialSyncTouchesOnlyChangedChains(t *testing.T) {
 	b := newBed(t)
 	var svcs []*switchyardv1.ServiceView
@@ -186,6 +204,7 @@ func TestPartialSyncTouchesOnlyChangedChains(t *testing.T) {
 	b.apply(t, dptest.State(b.node, svcs...))
 	before := b.save(t)
 	b.runner.takeRestores()
+	b.runner.takeIPSets()
 
 	svcs[7] = dptest.Service("s7", "10.96.1.8", 80, 0, b.pods[0], b.pods[1]) // one endpoint gone
 	b.apply(t, dptest.State(b.node, svcs...))
@@ -193,32 +212,66 @@ func TestPartialSyncTouchesOnlyChangedChains(t *testing.T) {
 	if len(rs) != 1 {
 		t.Fatalf("want one restore, got %d", len(rs))
 	}
-	var declared []string
-	for _, l := range strings.Split(rs[0], "\n") {
-		if strings.HasPrefix(l, ":") {
-			name, _, _ := strings.Cut(l[1:], " ")
-			declared = append(declared, name)
-		}
+	if declared := declaredChains(rs[0]); len(declared) != 1 || !strings.HasPrefix(declared[0], "KUBE-SVC-") {
+		t.Errorf("restore declared %v, want only the service's KUBE-SVC", declared)
 	}
-	if len(declared) != 2 || !strings.HasPrefix(declared[0], "KUBE-SVC-") || !strings.HasPrefix(declared[1], "KUBE-SEP-") {
-		t.Errorf("restore declared %v, want one KUBE-SVC and the removed KUBE-SEP", declared)
+	if got := b.runner.takeIPSets(); len(got) != 0 {
+		t.Errorf("the gone endpoint still serves 49 services, yet ipset ran: %q", got)
 	}
 	after := b.save(t)
 	changed := diffChains(before, after)
-	slices.Sort(changed)
-	if len(changed) != 2 {
-		t.Errorf("iptables-save shows %d changed chains %v, want the SVC chain and the removed SEP", len(changed), changed)
-	}
-	for _, c := range changed {
-		if !strings.HasPrefix(c, "KUBE-SVC-") && !strings.HasPrefix(c, "KUBE-SEP-") {
-			t.Errorf("unexpected change in %s", c)
-		}
+	if len(changed) != 1 || !strings.HasPrefix(changed[0], "KUBE-SVC-") {
+		t.Errorf("iptables-save shows changed chains %v, want only the service's KUBE-SVC", changed)
 	}
 	// Traffic still reaches the two remaining backends.
 	res, err := probe.New(b.topo, b.node.NS).TCP(t.Context(), netip.MustParseAddrPort("10.96.1.8:80"), probe.Options{Count: 20})
 	if err != nil || len(res.Failures) > 0 || len(res.Counts) != 2 {
 		t.Fatalf("after partial sync: %v %v %v", err, res.Counts, res.Failures)
 	}
+
+	// A new endpoint port: one member in before the restore, the old
+	// one out after, the rest of the set untouched.
+	moved := dptest.Service("s9", "10.96.1.10", 80, 0, b.pods[0])
+	moved.ClusterEndpoints[0].Ports[0].Port = 8081
+	svcs[9] = moved
+	b.apply(t, dptest.State(b.node, svcs...))
+	p0 := b.pods[0].IP.String()
+	want := []string{
+		"ipset restore -exist | add KUBE-SWYD-HAIRPIN " + p0 + ",tcp:8081," + p0 + "\n",
+	}
+	if diff := cmp.Diff(want, b.runner.takeIPSets()); diff != "" {
+		t.Errorf("ipset writes (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(b.ipsetSave(t), "add KUBE-SWYD-HAIRPIN "+p0+",tcp:8081,"+p0) {
+		t.Errorf("new member missing:\n%s", b.ipsetSave(t))
+	}
+	svcs[9] = dptest.Service("s9", "10.96.1.10", 80, 0, b.pods...) // back: 8081 gone
+	b.apply(t, dptest.State(b.node, svcs...))
+	want = []string{"ipset restore -exist | del KUBE-SWYD-HAIRPIN " + p0 + ",tcp:8081," + p0 + "\n"}
+	if diff := cmp.Diff(want, b.runner.takeIPSets()); diff != "" {
+		t.Errorf("ipset writes (-want +got):\n%s", diff)
+	}
+}
+
+func declaredChains(restore string) []string {
+	var out []string
+	for _, l := range strings.Split(restore, "\n") {
+		if strings.HasPrefix(l, ":") {
+			name, _, _ := strings.Cut(l[1:], " ")
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// ipsetSave returns `ipset save` of the node namespace.
+func (b *bed) ipsetSave(t *testing.T) string {
+	t.Helper()
+	out, err := b.topo.Exec(t.Context(), b.node.NS, "ipset", "save")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out)
 }
 
 // save reads the nat table back as chain → rules.
@@ -267,15 +320,25 @@ func TestSecondApplyIsNoopAndCleanupRemovesOnlyOurs(t *testing.T) {
 	if _, err := b.topo.ExecInput(t.Context(), b.node.NS, strings.NewReader(foreign), "iptables-restore", "--noflush"); err != nil {
 		t.Fatal(err)
 	}
+	if _, err := b.topo.Exec(t.Context(), b.node.NS, "ipset", "create", "FOREIGN-SET", "hash:ip"); err != nil {
+		t.Fatal(err)
+	}
 	st := dptest.State(b.node, dptest.Service("web", vip.Addr().String(), 80, 30080, b.pods...))
 	b.apply(t, st)
 	b.runner.takeRestores()
+	b.runner.takeIPSets()
 	b.apply(t, st)
 	if rs := b.runner.takeRestores(); len(rs) != 0 {
 		t.Errorf("second Apply of the same state ran %d restores", len(rs))
 	}
+	if w := b.runner.takeIPSets(); len(w) != 0 {
+		t.Errorf("second Apply of the same state ran ipset: %q", w)
+	}
 	if err := b.dp.Cleanup(t.Context()); err != nil {
 		t.Fatal(err)
+	}
+	if sets, err := b.topo.Exec(t.Context(), b.node.NS, "ipset", "list", "-n"); err != nil || string(sets) != "FOREIGN-SET\n" {
+		t.Errorf("ipsets after Cleanup: %q %v, want only FOREIGN-SET", sets, err)
 	}
 	for _, table := range []string{"nat", "filter"} {
 		out, err := b.topo.Exec(t.Context(), b.node.NS, "iptables-save", "-t", table)
@@ -322,8 +385,12 @@ func TestFullResyncOfUnchangedStateWritesNothing(t *testing.T) {
 				t.Fatal(err)
 			}
 			b.runner.takeRestores()
+			b.runner.takeIPSets()
 			if err := dp.Apply(t.Context(), st, dataplane.ApplyOptions{Full: true}); err != nil {
 				t.Fatal(err)
+			}
+			if w := b.runner.takeIPSets(); len(w) != 0 {
+				t.Errorf("full resync of an unchanged state wrote the hairpin set: %q\n%s", w, b.ipsetSave(t))
 			}
 			if s := dp.LastSync(); s.ChainsWritten != 0 || s.Restores != 0 {
 				saved, _ := b.topo.Exec(t.Context(), b.node.NS, "iptables-"+string(fl)+"-save")
