@@ -59,8 +59,12 @@ type Dataplane struct {
 	baseReset map[Family]bool
 	// udp is the UDP ports of the last successful sync, kept across a
 	// failed one so conntrack cleanup still sees what went away.
-	udp   map[Family]map[string]conntrack.UDPPort
-	stats SyncStats
+	udp map[Family]map[string]conntrack.UDPPort
+	// memo keeps each family's rendered services between syncs; owners
+	// the services behind each shared element of the applied ruleset.
+	memo   map[Family]*Memo
+	owners map[Family]owners
+	stats  SyncStats
 }
 
 // SyncStats describes the last Apply, summed over families, for tests,
@@ -116,7 +120,7 @@ func New(cfg Config) (*Dataplane, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Dataplane{cfg: cfg, log: log, nft: nft, applied: map[Family]*Ruleset{}, baseReset: map[Family]bool{},
-		udp: map[Family]map[string]conntrack.UDPPort{}}, nil
+		udp: map[Family]map[string]conntrack.UDPPort{}, memo: map[Family]*Memo{}, owners: map[Family]owners{}}, nil
 }
 
 // Mode implements dataplane.Dataplane.
@@ -146,6 +150,7 @@ func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, opts datapla
 		if err := d.applyFamily(ctx, st, fam, opts.Full); err != nil {
 			if !IsConntrackError(err) {
 				delete(d.applied, fam)
+				delete(d.owners, fam)
 			}
 			errs = append(errs, fmt.Errorf("nftables apply %s: %w", fam, err))
 		}
@@ -154,7 +159,20 @@ func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, opts datapla
 }
 
 func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Family, full bool) error {
-	next, err := Render(st, fam)
+	m := d.memo[fam]
+	if m == nil {
+		m = &Memo{}
+		d.memo[fam] = m
+	}
+	prev := d.applied[fam]
+	if !full && prev != nil && d.owners[fam] != nil {
+		r := &renderer{fam: fam, rs: newRuleset(fam)}
+		r.readNode(st)
+		if changes, ok := r.changes(st, m); ok {
+			return d.applyChanges(ctx, fam, prev, m, changes, r.rs.Skips)
+		}
+	}
+	next, err := render(st, fam, m)
 	if err != nil {
 		return err
 	}
@@ -163,7 +181,6 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 	}
 	nft := d.nft[fam]
 	tx := nft.NewTransaction()
-	prev := d.applied[fam]
 	var ps planStats
 	if full || prev == nil {
 		var existing tableObjects
@@ -187,58 +204,121 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 		}
 		ps = planFull(tx, next, existing, !d.baseReset[fam])
 		d.stats.Full = true
+		if err := d.run(ctx, fam, tx); err != nil {
+			return err
+		}
 	} else {
 		log := &opLog{tx: tx}
 		ps = planPartial(log, prev, next)
-		if n := tx.NumOperations(); n > 0 && d.cfg.PartialNetlink != nil {
-			// What knftables refused to render, nft would refuse too.
-			if _, err := txText(tx); err != nil {
-				return err
+		sets := func(n string) *Set {
+			if s, ok := next.Sets[n]; ok {
+				return s
 			}
-			t0 := time.Now()
-			done, err := d.runNetlink(log.ops, fam, prev, next)
-			d.stats.TxTime += time.Since(t0)
-			if err != nil {
-				return fmt.Errorf("netlink transaction of %d operations: %w", n, err)
-			}
-			if done {
-				d.stats.Netlink++
-				d.stats.Transactions++
-				d.stats.Operations += n
-				tx = nft.NewTransaction() // sent; nothing left for nft
-			}
+			return prev.Sets[n]
 		}
-	}
-	if n := tx.NumOperations(); n > 0 {
-		t0 := time.Now()
-		err := nft.Run(ctx, tx)
-		d.stats.TxTime += time.Since(t0)
-		if err != nil {
-			return fmt.Errorf("transaction of %d operations: %w", n, err)
+		if err := d.runPartial(ctx, fam, log, sets); err != nil {
+			return err
 		}
-		d.stats.Transactions++
-		d.stats.Operations += n
 	}
 	d.baseReset[fam] = true
+	d.count(ps)
+	d.applied[fam] = next
+	d.owners[fam] = buildOwners(m.frags)
+	stale := conntrack.Stale(d.udp[fam], next.udp)
+	d.udp[fam] = next.udp
+	return d.cleanConntrack(ctx, fam, stale)
+}
+
+// applyChanges is a partial sync of the changed services only (see
+// incremental.go); the applied ruleset is updated in place once the
+// transaction has committed.
+func (d *Dataplane) applyChanges(ctx context.Context, fam Family, applied *Ruleset, m *Memo, changes []change, nodeSkips []Skip) error {
+	for _, c := range changes {
+		if c.new == nil {
+			continue
+		}
+		for _, s := range c.new.rs.Skips {
+			d.log.Warn("skipped input", "family", fam.String(), "service", s.Service, "reason", s.Reason)
+		}
+		if err := validateIn(c.new, c.new.rs, applied); err != nil {
+			return fmt.Errorf("render %s: %w", fam, err)
+		}
+	}
+	log := &opLog{tx: d.nft[fam].NewTransaction()}
+	p := planIncremental(log, applied, d.owners[fam], changes)
+	sets := func(n string) *Set {
+		for _, c := range changes {
+			if c.new != nil && c.new.rs.Sets[n] != nil {
+				return c.new.rs.Sets[n]
+			}
+			if c.old != nil && c.old.rs.Sets[n] != nil {
+				return c.old.rs.Sets[n]
+			}
+		}
+		return applied.Sets[n]
+	}
+	if err := d.runPartial(ctx, fam, log, sets); err != nil {
+		return err
+	}
+	p.commit(applied, d.owners[fam], m, nodeSkips)
+	d.baseReset[fam] = true
+	d.count(p.stats)
+	return d.cleanConntrack(ctx, fam, conntrack.Stale(p.udpOld, p.udpNew))
+}
+
+func (d *Dataplane) count(ps planStats) {
 	d.stats.ChainsWritten += ps.chainsWritten
 	d.stats.ChainsRemoved += ps.chainsRemoved
 	d.stats.ElementsAdded += ps.elementsAdded
 	d.stats.ElementsDeleted += ps.elementsDeled
-	d.applied[fam] = next
-	return d.cleanConntrack(ctx, fam, next)
+}
+
+// runPartial sends a partial transaction over netlink when configured
+// and every operation translates, else through nft.
+func (d *Dataplane) runPartial(ctx context.Context, fam Family, log *opLog, sets func(string) *Set) error {
+	tx := log.tx
+	if n := tx.NumOperations(); n > 0 && d.cfg.PartialNetlink != nil {
+		// What knftables refused to render, nft would refuse too.
+		if _, err := txText(tx); err != nil {
+			return err
+		}
+		t0 := time.Now()
+		done, err := d.runNetlink(log.ops, fam, sets)
+		d.stats.TxTime += time.Since(t0)
+		if err != nil {
+			return fmt.Errorf("netlink transaction of %d operations: %w", n, err)
+		}
+		if done {
+			d.stats.Netlink++
+			d.stats.Transactions++
+			d.stats.Operations += n
+			return nil
+		}
+	}
+	return d.run(ctx, fam, tx)
+}
+
+// run runs a transaction through nft, if it holds anything.
+func (d *Dataplane) run(ctx context.Context, fam Family, tx *knftables.Transaction) error {
+	n := tx.NumOperations()
+	if n == 0 {
+		return nil
+	}
+	t0 := time.Now()
+	err := d.nft[fam].Run(ctx, tx)
+	d.stats.TxTime += time.Since(t0)
+	if err != nil {
+		return fmt.Errorf("transaction of %d operations: %w", n, err)
+	}
+	d.stats.Transactions++
+	d.stats.Operations += n
+	return nil
 }
 
 // runNetlink sends a partial transaction over netlink. It returns false,
 // having sent nothing, when an operation is not supported: the caller
 // runs nft. An error is a failed transaction (nothing applied).
-func (d *Dataplane) runNetlink(ops []op, fam Family, prev, next *Ruleset) (bool, error) {
-	sets := make(map[string]*Set, len(prev.Sets)+len(next.Sets))
-	for n, s := range prev.Sets {
-		sets[n] = s
-	}
-	for n, s := range next.Sets {
-		sets[n] = s
-	}
+func (d *Dataplane) runNetlink(ops []op, fam Family, sets func(string) *Set) (bool, error) {
 	b, err := translate(ops, fam, d.cfg.Table, sets)
 	if errors.Is(err, errNoNetlink) {
 		d.log.Debug("partial sync runs nft", "family", fam.String(), "reason", err)
@@ -290,9 +370,7 @@ func listTable(ctx context.Context, nft knftables.Interface) (tableObjects, erro
 // cleanConntrack deletes UDP conntrack entries the change left stale.
 // The rules are in place; a failure here leaves stale flows, not broken
 // rules, so it is reported without forcing a full resync.
-func (d *Dataplane) cleanConntrack(ctx context.Context, fam Family, next *Ruleset) error {
-	stale := conntrack.Stale(d.udp[fam], next.udp)
-	d.udp[fam] = next.udp
+func (d *Dataplane) cleanConntrack(ctx context.Context, fam Family, stale []conntrack.Flow) error {
 	if d.cfg.Conntrack == nil || len(stale) == 0 {
 		return nil
 	}
@@ -310,6 +388,7 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 	var errs []error
 	for _, fam := range d.cfg.Families {
 		delete(d.applied, fam)
+		delete(d.owners, fam)
 		delete(d.baseReset, fam)
 		delete(d.udp, fam)
 		nft := d.nft[fam]

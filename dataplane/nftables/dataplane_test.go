@@ -6,6 +6,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -79,8 +80,38 @@ func TestPartialSyncs(t *testing.T) {
 			svcs := manyServices(50)
 			b.apply(t, stateOf(svcs...), false)
 			b.rec[IPv4].take()
-			next := stateOf(tc.change(svcs)...)
+			before := stateOf(svcs...)
+			next := stateOf(tc.change(slices.Clone(svcs))...)
+			// Hairpin pairs of the changed service's endpoints, old and
+			// new, belong to it too.
+			for _, st := range []*dataplane.State{before, next} {
+				for name, sv := range st.Services {
+					if !strings.Contains(tc.touched[0], name+"/") {
+						continue
+					}
+					for _, ep := range sv.ClusterEndpoints {
+						tc.touched = append(tc.touched, "{ "+ep.Address+" . "+ep.Address+" }")
+					}
+				}
+			}
+			// So are the ranges of its chains' blocks in the endpoint
+			// maps, before and after.
+			blockOf := func() {
+				for chain, ref := range b.dp.memo[IPv4].slots.byChain {
+					if strings.Contains(chain, tc.touched[0]) {
+						for k := range b.dp.applied[IPv4].Elements[endpointMap(ref.proto, ref.block)] {
+							if lo, _, _ := strings.Cut(k, "-"); lo != "" {
+								if v, err := strconv.ParseUint(lo, 10, 32); err == nil && uint32(v)/slots == ref.block {
+									tc.touched = append(tc.touched, "{ "+k+" ")
+								}
+							}
+						}
+					}
+				}
+			}
+			blockOf()
 			b.apply(t, next, false)
+			blockOf()
 			txs := b.rec[IPv4].take()
 			if len(txs) != 1 {
 				t.Fatalf("%d transactions, want 1", len(txs))
@@ -97,7 +128,7 @@ func TestPartialSyncs(t *testing.T) {
 			if len(lines) > 30 {
 				t.Errorf("%d operations for one service:\n%s", len(lines), txs[0])
 			}
-			if d := cmp.Diff(freshDump(t, next, IPv4), sortedDump(b.fakes[IPv4])); d != "" {
+			if d := cmp.Diff(freshDump(t, next, IPv4, b.dp), sortedDump(b.fakes[IPv4])); d != "" {
 				t.Errorf("table after partial sync differs from a fresh one (-fresh +got):\n%s", d)
 			}
 			t.Logf("%d operations:\n%s", len(lines), txs[0])
@@ -178,7 +209,7 @@ func TestFailedApplyMakesNextOneFull(t *testing.T) {
 	if s := b.dp.LastSync(); !s.Full {
 		t.Errorf("sync after a failure was not full: %+v", s)
 	}
-	if d := cmp.Diff(freshDump(t, stateOf(svcs...), IPv4), sortedDump(b.fakes[IPv4])); d != "" {
+	if d := cmp.Diff(freshDump(t, stateOf(svcs...), IPv4, b.dp), sortedDump(b.fakes[IPv4])); d != "" {
 		t.Errorf("(-fresh +got):\n%s", d)
 	}
 }

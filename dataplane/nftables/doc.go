@@ -12,15 +12,18 @@
 // returns a rule or map element that references a missing chain or set
 // (Ruleset.Validate).
 //
-// Dataplane.Apply renders each family and writes ONE knftables
-// transaction per family:
+// Dataplane.Apply writes ONE knftables transaction per family:
 //   - partial (the default): only the difference from the last successful
 //     transaction: new sets, new and changed chains (flushed and rewritten
 //     whole), map elements deleted and added, removed chains (all flushed,
-//     then deleted) and removed sets. An endpoint change writes the
-//     service's chain and the added or removed endpoint chain; a new
-//     service adds its chains and map elements. No per-service list is
-//     ever rewritten, and an identical state runs no transaction;
+//     then deleted) and removed sets. An endpoint change of a service
+//     without affinity is map elements only (its endpoint map and the
+//     hairpin set); a new service adds its chain, its endpoint map and
+//     its map elements. No per-service list is ever rewritten, and an
+//     identical state runs no transaction. Only the services whose view
+//     changed are rendered and compared (incremental.go): the memo keeps
+//     every service's fragment of the applied ruleset, which is updated
+//     in place after the commit;
 //   - full (ApplyOptions.Full, the first sync of the process, and the sync
 //     after a failed one): every chain is declared, flushed and rewritten,
 //     every static map and set flushed and refilled, and chains and sets
@@ -44,9 +47,10 @@
 //	nat-prerouting, nat-output ─▶ services: ip daddr . meta l4proto . th dport vmap @service-ips
 //	                                        node address: meta l4proto . th dport vmap @service-nodeports
 //	@service-ips / @service-nodeports ─▶ svc-* (cluster endpoints) | local-* (node-local) | ext-* (external)
-//	svc-*, local-*: affinity (ip saddr @affinity-* goto ep-*), then numgen random mod k 0 goto ep-* (cascade)
-//	ep-*: ip saddr <ep> jump mark-for-masquerade; update @affinity-*; dnat to <ep>
-//	nat-postrouting ─▶ masquerading (mark 0x4000 → masquerade fully-random)
+//	svc-*, local-*: meta l4proto P dnat ip addr . port to numgen random mod 65536 map @svc-eps-* | @local-eps-*
+//	  with ClientIP affinity instead: ip saddr @affinity-* goto ep-*, then numgen random mod k 0 goto ep-* (cascade)
+//	  ep-* (affinity only): update @affinity-* { ip saddr }; dnat to <ep>
+//	nat-postrouting ─▶ masquerading: ip saddr . ip daddr @hairpin-endpoints → mark 0x4000; mark 0x4000 → masquerade fully-random
 //	filter input/forward/output ─▶ service-endpoints-check / nodeport-endpoints-check: vmap @no-endpoint-* (reject | drop)
 //	filter pre-DNAT ─▶ firewall-check: vmap @firewall-ips ─▶ fw-* (loadBalancerSourceRanges)
 //
@@ -54,43 +58,63 @@
 // of a SHA-256 of the identity, and "namespace/name/proto/port"
 // ("__addr/port" for endpoints). Only per-service objects contain "/".
 //
-// # Why a cascade of numgen rules
+// # Why endpoint maps, and why the hairpin set
 //
-// kube-proxy's "numgen random mod N vmap { … }" creates one anonymous set
-// per service; loading 10,000 of them took 214 s on this kernel
-// (shared/notes/kernel-facts.md). Rule i of the cascade matches with
-// probability 1/(n-i) (each endpoint gets 1/n, as iptables' statistic
-// rules), no set is created, and a full load of 10,000 services × 5
-// endpoints takes seconds. A named map per service was measured too: its
-// full load was twice as slow as the cascade and every partial
-// transaction lists every set.
+// The kernel validates, at commit, every chain reachable through the
+// verdict maps whenever the transaction adds a rule (any rule: dnat,
+// lookup and immediate expressions all have validate hooks) or a jump or
+// goto map element. That walk cost ~60 ms at 5,000 services and grew
+// with the table, so an endpoint change that rewrote the service's
+// chain or added an endpoint chain cost O(services) in the kernel. An
+// endpoint map holds data, not verdicts: each endpoint owns an equal
+// range of [0, 65536) (shares exact to 1/65,536), and the rule
+// "dnat ip addr . port to numgen random mod 65536 map @svc-eps-*" never
+// changes with the endpoints, so adding, removing or moving endpoints is
+// element operations that trigger no validation (2–7 ms of kernel CPU at
+// 1k–10k services, e2e/dataplane/nftables BenchmarkSync). kube-proxy's
+// per-endpoint chain existed to mark hairpin traffic (a pod reaching
+// itself through its Service); here postrouting matches
+// "ip saddr . ip daddr @hairpin-endpoints" (one "ep . ep" pair per
+// endpoint address), so the endpoint chain is not needed. Affinity
+// services keep per-endpoint chains: each records its clients in its own
+// timeout set. The maps' key is "typeof numgen random mod 65536" and the
+// data names the service's protocol ("tcp dport"): with "th dport" nft
+// 1.0.6 refuses the rule once it reads the map back from the kernel.
+// No anonymous sets: "numgen random mod N vmap { … }" per service took
+// 214 s to load at 10,000 services (shared/notes/kernel-facts.md).
 //
-// # What a partial sync costs (nft 1.0.6)
+// # What a partial sync costs
 //
-// The kernel commit of a one-service change takes 2–3 ms at 10,000
-// services (strace of the commit sendmsg), independent of the table's
-// size. The nft binary, however, dumps the name of every chain of the
-// family before it applies any "add rule" or "add element" (its cache;
-// measured: 426 KB for 6,000 chains, 0.4–0.6 s for 60,000 chains), so a
-// transaction's wall time grows with the number of chains, not with the
-// change. See README.md for the measurements.
+// Over netlink (the agent's default) a one-endpoint change is a few
+// element messages, merged per set (the kernel finds a set by walking
+// the table's list of sets). The nft binary (the fallback) loads a cache
+// of every chain and, for interval maps, of every element before it
+// applies anything, so a transaction through nft costs O(table) — with
+// 10,000 endpoint maps, seconds. A full sync, which always runs nft, is
+// the expensive case: see README.md for the measurements.
 //
 // # Partial syncs over netlink
 //
 // With Config.PartialNetlink set, a partial transaction is sent over
 // netlink with github.com/google/nftables instead of nft, skipping nft's
 // cache. The knftables transaction stays the plan and the source of
-// truth: planPartial records each operation it writes (opLog), and
-// translate (netlink.go) maps the recorded objects to netlink messages:
-// non-base chain add/flush/delete, rules of the closed grammar of
-// parseRule (netlink_rule.go: address matches, set lookups, the numgen
-// cascade, meta l4proto, goto/jump/drop/return, affinity update, dnat)
-// and verdict-map elements. The expressions are the ones nft 1.0.6
-// generates for the same text; e2e/dataplane/nftables compares the
-// kernel's dump after a netlink partial sync with a fresh nft load of the
-// same state. Any other operation (sets, set elements, base chains,
-// fib, reject, prefixes, …) makes the whole transaction run through nft
-// (SyncStats.NetlinkFallbacks). Full syncs always run nft.
+// truth: the planners record each operation they write (opLog), and
+// translate (netlink.go, netlink_map.go) maps the recorded objects to
+// netlink messages: non-base chain add/flush/delete, rules of the closed
+// grammar of parseRule (netlink_rule.go: address matches, set lookups,
+// the numgen cascade, meta l4proto, goto/jump/drop/return, affinity
+// update, dnat to an address or through an endpoint map), verdict-map
+// elements, endpoint maps (created, deleted, ranges added and deleted)
+// and hairpin pairs. The expressions and element bytes are the ones nft
+// 1.0.6 generates for the same text; e2e/dataplane/nftables compares the
+// kernel's dump after a netlink partial sync with a fresh nft load of
+// the same state. One difference is left: google/nftables cannot write
+// the "typeof" note nft keeps in a set's user data, so an endpoint map
+// created over netlink lists as "type 0 : ipv4_addr . inet_service"
+// (same kernel key and data types, same elements). Any other operation
+// (affinity sets, base chains, fib, reject, prefixes, …) makes the whole
+// transaction run through nft (SyncStats.NetlinkFallbacks). Full syncs
+// always run nft.
 //
 // # Invariants
 //   - Only the "switchyard" tables are touched; Cleanup deletes them whole.

@@ -89,9 +89,15 @@ func sortedDump(f *knftables.Fake) string {
 }
 
 // freshDump is the sorted dump of st applied once to an empty table.
-func freshDump(t testing.TB, st *dataplane.State, fam Family) string {
+// With like, the endpoint-map blocks are those like's chains hold (a
+// fresh allocator hands them out in name order; an incremental one keeps
+// each chain's block), so the dumps compare.
+func freshDump(t testing.TB, st *dataplane.State, fam Family, like ...*Dataplane) string {
 	t.Helper()
 	b := newFakeBed(t, fam)
+	if len(like) > 0 && like[0].memo[fam] != nil && like[0].memo[fam].slots != nil {
+		b.dp.memo[fam] = &Memo{slots: like[0].memo[fam].slots.clone()}
+	}
 	b.apply(t, st, false)
 	return sortedDump(b.fakes[fam])
 }

@@ -34,12 +34,49 @@ func unsupported(format string, args ...any) error {
 // Conn.Flush as one atomic batch, as nft -f would.
 type nlBatch struct {
 	table *gnft.Table
-	queue []func(c *gnft.Conn) error
+	queue []*nlStep
+}
+
+// nlStep is one queued operation: a call, or elements to add to or
+// delete from one set. Consecutive element steps on the same set and verb
+// are merged into one message: the kernel finds a set by walking the
+// table's list of sets, so one lookup per message instead of per element
+// matters with thousands of endpoint maps.
+type nlStep struct {
+	fn    func(*gnft.Conn) error
+	set   *gnft.Set
+	add   bool
+	elems []gnft.SetElement
+}
+
+func call(fn func(*gnft.Conn) error) *nlStep { return &nlStep{fn: fn} }
+
+func elemStep(set *gnft.Set, add bool, elems ...gnft.SetElement) *nlStep {
+	return &nlStep{set: set, add: add, elems: elems}
+}
+
+func (b *nlBatch) push(s *nlStep) {
+	if n := len(b.queue); n > 0 && s.fn == nil {
+		if last := b.queue[n-1]; last.fn == nil && last.set.Name == s.set.Name && last.add == s.add {
+			last.elems = append(last.elems, s.elems...)
+			return
+		}
+	}
+	b.queue = append(b.queue, s)
 }
 
 func (b *nlBatch) run(c *gnft.Conn) error {
 	for _, q := range b.queue {
-		if err := q(c); err != nil {
+		var err error
+		switch {
+		case q.fn != nil:
+			err = q.fn(c)
+		case q.add:
+			err = c.SetAddElements(q.set, q.elems)
+		default:
+			err = c.SetDeleteElements(q.set, q.elems)
+		}
+		if err != nil {
 			return err
 		}
 	}
@@ -52,7 +89,7 @@ func (b *nlBatch) run(c *gnft.Conn) error {
 // per-service objects are known (see parseRule); anything else returns
 // an error wrapping errNoNetlink and nothing is sent. sets holds the
 // definitions of every set and map the operations may name.
-func translate(ops []op, fam Family, table string, sets map[string]*Set) (*nlBatch, error) {
+func translate(ops []op, fam Family, table string, sets func(string) *Set) (*nlBatch, error) {
 	t := &gnft.Table{Name: table, Family: gnft.TableFamilyIPv4}
 	if fam == IPv6 {
 		t.Family = gnft.TableFamilyIPv6
@@ -63,12 +100,12 @@ func translate(ops []op, fam Family, table string, sets map[string]*Set) (*nlBat
 		if err != nil {
 			return nil, err
 		}
-		b.queue = append(b.queue, q)
+		b.push(q)
 	}
 	return b, nil
 }
 
-func translateOp(o op, fam Family, t *gnft.Table, sets map[string]*Set) (func(*gnft.Conn) error, error) {
+func translateOp(o op, fam Family, t *gnft.Table, sets func(string) *Set) (*nlStep, error) {
 	switch obj := o.obj.(type) {
 	case *knftables.Chain:
 		if obj.Type != nil || obj.Hook != nil || obj.Priority != nil || obj.Comment != nil || obj.Handle != nil {
@@ -77,11 +114,11 @@ func translateOp(o op, fam Family, t *gnft.Table, sets map[string]*Set) (func(*g
 		ch := &gnft.Chain{Name: obj.Name, Table: t}
 		switch o.verb {
 		case "add":
-			return func(c *gnft.Conn) error { c.AddChain(ch); return nil }, nil
+			return call(func(c *gnft.Conn) error { c.AddChain(ch); return nil }), nil
 		case "flush":
-			return func(c *gnft.Conn) error { c.FlushChain(ch); return nil }, nil
+			return call(func(c *gnft.Conn) error { c.FlushChain(ch); return nil }), nil
 		case "delete":
-			return func(c *gnft.Conn) error { c.DelChain(ch); return nil }, nil
+			return call(func(c *gnft.Conn) error { c.DelChain(ch); return nil }), nil
 		}
 	case *knftables.Rule:
 		if o.verb != "add" || obj.Comment != nil || obj.Index != nil || obj.Handle != nil {
@@ -92,7 +129,7 @@ func translateOp(o op, fam Family, t *gnft.Table, sets map[string]*Set) (func(*g
 			return nil, err
 		}
 		r := &gnft.Rule{Table: t, Chain: &gnft.Chain{Name: obj.Chain, Table: t}, Exprs: exprs}
-		return func(c *gnft.Conn) error { c.AddRule(r); return nil }, nil
+		return call(func(c *gnft.Conn) error { c.AddRule(r); return nil }), nil
 	case *knftables.Element:
 		return translateElement(o.verb, obj, fam, t, sets)
 	}
@@ -100,11 +137,18 @@ func translateOp(o op, fam Family, t *gnft.Table, sets map[string]*Set) (func(*g
 }
 
 // translateElement handles elements of the verdict maps keyed by
-// address . proto . port or proto . port.
-func translateElement(verb string, e *knftables.Element, fam Family, t *gnft.Table, sets map[string]*Set) (func(*gnft.Conn) error, error) {
-	s := sets[e.Map]
+// address . proto . port or proto . port, of the endpoint maps and of the
+// hairpin set.
+func translateElement(verb string, e *knftables.Element, fam Family, t *gnft.Table, sets func(string) *Set) (*nlStep, error) {
+	if e.Set != "" && e.Map == "" && e.Comment == nil {
+		return translateSetElement(verb, e, fam, t, sets(e.Set))
+	}
+	s := sets(e.Map)
 	if e.Map == "" || s == nil || !s.Map || e.Comment != nil {
 		return nil, unsupported("element of set %q", e.Set+e.Map)
+	}
+	if isEndpointMap(s) {
+		return translateEndpointElement(verb, e, fam, t, s)
 	}
 	kind, _, ok := strings.Cut(s.Type, " : ")
 	if !ok || !strings.HasSuffix(s.Type, " : verdict") {
@@ -126,9 +170,9 @@ func translateElement(verb string, e *knftables.Element, fam Family, t *gnft.Tab
 			return nil, err
 		}
 		el.VerdictData = v
-		return func(c *gnft.Conn) error { return c.SetAddElements(set, []gnft.SetElement{el}) }, nil
+		return elemStep(set, true, el), nil
 	case "delete":
-		return func(c *gnft.Conn) error { return c.SetDeleteElements(set, []gnft.SetElement{el}) }, nil
+		return elemStep(set, false, el), nil
 	}
 	return nil, unsupported("%s element", verb)
 }

@@ -22,6 +22,9 @@ import (
 //	statement = ("goto"|"jump") CHAIN | "drop" | "return"
 //	          | "update @"SET "{" IP "saddr }"
 //	          | "dnat to" ADDR:PORT        (after a meta l4proto match)
+//	          | "dnat" IP "addr . port to numgen random mod 65536"
+//	                 [ "offset" N ] "map @"SET
+//	                                       (the same)
 //
 // IP is "ip" or "ip6" by family; ADDR is a plain address (no prefix).
 // Every match loads into register 1, as nft does; a dnat uses register 1
@@ -74,6 +77,23 @@ func parseRule(fam Family, rule string) ([]expr.Any, error) {
 			out = append(out, loadAddr(fam, "saddr"),
 				&expr.Dynset{SrcRegKey: 1, SetName: rest[1][1:], Operation: uint32(unix.NFT_DYNSET_OP_UPDATE)})
 			i += 6
+		case len(rest) >= 12 && l4 && strings.Join(rest[:10], " ") ==
+			"dnat "+fam.ip()+" addr . port to numgen random mod "+strconv.Itoa(slots):
+			var off uint64
+			tail := rest[10:]
+			if len(tail) == 4 && tail[0] == "offset" {
+				var err error
+				off, err = strconv.ParseUint(tail[1], 10, 32)
+				if err != nil || off == 0 || strconv.FormatUint(off, 10) != tail[1] {
+					return nil, unsupported("numgen offset %q", tail[1])
+				}
+				tail = tail[2:]
+			}
+			if len(tail) != 2 || tail[0] != "map" || !isSetRef(tail[1]) {
+				return nil, unsupported("rule %q", rule)
+			}
+			out = append(out, dnatMap(fam, uint32(off), tail[1][1:])...)
+			i = len(tok)
 		case len(rest) == 3 && rest[0] == "dnat" && rest[1] == "to" && l4:
 			d, err := dnat(fam, rest[2])
 			if err != nil {
@@ -133,4 +153,21 @@ func dnat(fam Family, s string) ([]expr.Any, error) {
 		&expr.Immediate{Register: 2, Data: []byte{byte(ap.Port() >> 8), byte(ap.Port())}},
 		&expr.NAT{Type: expr.NATTypeDestNAT, Family: nfproto, RegAddrMin: 1, RegProtoMin: 2, Specified: true},
 	}, nil
+}
+
+// dnatMap is "dnat IP addr . port to numgen random mod 65536 map @SET":
+// draw a slot, turn it big-endian as the interval map's keys are, look
+// up address and port (the port lands in the 32-bit register after the
+// address: 9 after reg 1's 4 bytes, 2 after its 16), translate.
+func dnatMap(fam Family, offset uint32, set string) []expr.Any {
+	nfproto, portReg := uint32(unix.NFPROTO_IPV4), uint32(9)
+	if fam == IPv6 {
+		nfproto, portReg = unix.NFPROTO_IPV6, 2
+	}
+	return []expr.Any{
+		&expr.Numgen{Register: 1, Modulus: slots, Type: unix.NFT_NG_RANDOM, Offset: offset},
+		&expr.Byteorder{SourceRegister: 1, DestRegister: 1, Op: expr.ByteorderHton, Len: 4, Size: 4},
+		&expr.Lookup{SourceRegister: 1, DestRegister: 1, IsDestRegSet: true, SetName: set},
+		&expr.NAT{Type: expr.NATTypeDestNAT, Family: nfproto, RegAddrMin: 1, RegProtoMin: portReg, Specified: true},
+	}
 }

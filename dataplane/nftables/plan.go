@@ -1,6 +1,7 @@
 package nftables
 
 import (
+	"reflect"
 	"slices"
 
 	"sigs.k8s.io/knftables"
@@ -56,28 +57,30 @@ func (s *planStats) add(o planStats) {
 // removed chains (all flushed before any is deleted, since they may
 // reference each other) and removed sets. Nothing that did not change is
 // touched, so the transaction's size follows the change, not the table.
+// Its cost nearly does too: a service the memo reused shares its chains
+// and its own maps with prev, which compare by pointer, and only what
+// changed is sorted.
 func planPartial(tx txWriter, prev, next *Ruleset) planStats {
 	var st planStats
-	for _, n := range sortedKeys(next.Sets) {
-		if old, ok := prev.Sets[n]; !ok || !sameSet(old, next.Sets[n]) {
-			if ok {
-				// Sets cannot be altered; only their contents ever
-				// change in practice (names carry the definition).
-				tx.Delete(old.ref())
-			}
-			tx.Add(next.Sets[n].object())
+	for _, n := range keysWhere(next.Sets, func(n string, s *Set) bool {
+		old, ok := prev.Sets[n]
+		return !ok || (old != s && !sameSet(old, s))
+	}) {
+		if old, ok := prev.Sets[n]; ok {
+			// Sets cannot be altered; only their contents ever
+			// change in practice (names carry the definition).
+			tx.Delete(old.ref())
 		}
+		tx.Add(next.Sets[n].object())
 	}
-	var write []string
-	for _, n := range sortedKeys(next.Chains) {
+	write := keysWhere(next.Chains, func(n string, c *Chain) bool {
 		old, ok := prev.Chains[n]
-		if ok && slices.Equal(old.Rules, next.Chains[n].Rules) {
-			continue
-		}
-		if !ok {
+		return !ok || (old != c && !slices.Equal(old.Rules, c.Rules))
+	})
+	for _, n := range write {
+		if _, ok := prev.Chains[n]; !ok {
 			tx.Add(next.Chains[n].object())
 		}
-		write = append(write, n)
 	}
 	for _, n := range write {
 		if _, ok := prev.Chains[n]; ok {
@@ -87,12 +90,7 @@ func planPartial(tx txWriter, prev, next *Ruleset) planStats {
 	}
 	st.chainsWritten = len(write)
 	st.add(planElements(tx, prev, next))
-	var gone []string
-	for _, n := range sortedKeys(prev.Chains) {
-		if _, ok := next.Chains[n]; !ok {
-			gone = append(gone, n)
-		}
-	}
+	gone := keysWhere(prev.Chains, func(n string, _ *Chain) bool { _, ok := next.Chains[n]; return !ok })
 	for _, n := range gone {
 		tx.Flush(&knftables.Chain{Name: n})
 	}
@@ -100,42 +98,59 @@ func planPartial(tx txWriter, prev, next *Ruleset) planStats {
 		tx.Delete(&knftables.Chain{Name: n})
 	}
 	st.chainsRemoved = len(gone)
-	for _, n := range sortedKeys(prev.Sets) {
-		if _, ok := next.Sets[n]; !ok {
-			tx.Delete(prev.Sets[n].ref())
-		}
+	for _, n := range keysWhere(prev.Sets, func(n string, _ *Set) bool { _, ok := next.Sets[n]; return !ok }) {
+		tx.Delete(prev.Sets[n].ref())
 	}
 	return st
+}
+
+// keysWhere returns the keys of m for which keep holds, sorted.
+func keysWhere[V any](m map[string]V, keep func(string, V) bool) []string {
+	var out []string
+	for k, v := range m {
+		if keep(k, v) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// sameMap reports whether two element maps are one map: the memo shares
+// an unchanged service's own maps between rulesets.
+func sameMap(a, b map[string]string) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 // planElements deletes elements that went away or changed value, then
 // adds new and changed ones.
 func planElements(tx txWriter, prev, next *Ruleset) planStats {
 	var st planStats
-	for _, n := range sortedKeys(prev.Elements) {
+	for _, n := range keysWhere(prev.Elements, func(n string, m map[string]string) bool {
 		s, ok := prev.Sets[n]
-		if !ok {
-			continue
+		if !ok || sameMap(m, next.Elements[n]) {
+			return false
 		}
-		if ns, ok := next.Sets[n]; !ok || !sameSet(s, ns) {
-			continue // the whole set goes or is recreated
-		}
-		for _, k := range sortedKeys(prev.Elements[n]) {
-			if v, ok := next.Elements[n][k]; !ok || v != prev.Elements[n][k] {
-				tx.Delete(s.elementObject(k, ""))
-				st.elementsDeled++
-			}
+		ns, ok := next.Sets[n]
+		return ok && (ns == s || sameSet(s, ns)) // else the whole set goes or is recreated
+	}) {
+		old, cur := prev.Elements[n], next.Elements[n]
+		for _, k := range keysWhere(old, func(k, v string) bool { nv, ok := cur[k]; return !ok || nv != v }) {
+			tx.Delete(prev.Sets[n].elementObject(k, ""))
+			st.elementsDeled++
 		}
 	}
-	for _, n := range sortedKeys(next.Elements) {
+	for _, n := range keysWhere(next.Elements, func(n string, m map[string]string) bool {
+		return !sameMap(m, prev.Elements[n])
+	}) {
 		s := next.Sets[n]
-		recreated := prev.Sets[n] == nil || !sameSet(prev.Sets[n], s)
-		for _, k := range sortedKeys(next.Elements[n]) {
-			v := next.Elements[n][k]
-			if old, ok := prev.Elements[n][k]; ok && old == v && !recreated {
-				continue
-			}
-			tx.Add(s.elementObject(k, v))
+		recreated := prev.Sets[n] == nil || (prev.Sets[n] != s && !sameSet(prev.Sets[n], s))
+		old := prev.Elements[n]
+		for _, k := range keysWhere(next.Elements[n], func(k, v string) bool {
+			ov, ok := old[k]
+			return recreated || !ok || ov != v
+		}) {
+			tx.Add(s.elementObject(k, next.Elements[n][k]))
 			st.elementsAdded++
 		}
 	}

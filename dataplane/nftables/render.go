@@ -1,6 +1,7 @@
 package nftables
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"sort"
@@ -20,16 +21,35 @@ type nodeView struct {
 
 // renderer holds the state of one Render call.
 type renderer struct {
-	fam  Family
-	node nodeView
-	rs   *Ruleset
+	fam   Family
+	node  nodeView
+	rs    *Ruleset
+	slots *slotRanges
 }
 
 // Render turns a node's state into the table of one family. It does no
 // I/O and is deterministic. Bad input is skipped and recorded in
 // Ruleset.Skips; the result never references a missing chain or set.
 func Render(st *dataplane.State, fam Family) (*Ruleset, error) {
-	r := &renderer{fam: fam, rs: newRuleset(fam)}
+	return render(st, fam, nil)
+}
+
+// renderWith is Render with the blocks of an existing allocator, for
+// tests that compare a fresh render with an incremental one.
+func renderWith(st *dataplane.State, fam Family, slots *slotRanges) (*Ruleset, error) {
+	return render(st, fam, &Memo{slots: slots})
+}
+
+// render is Render reusing the unchanged services' objects from memo
+// (when not nil); then only the services rendered anew are validated.
+func render(st *dataplane.State, fam Family, memo *Memo) (*Ruleset, error) {
+	r := &renderer{fam: fam, rs: newRuleset(fam), slots: newSlotRanges()}
+	if memo != nil {
+		if memo.slots == nil {
+			memo.slots = newSlotRanges()
+		}
+		r.slots = memo.slots
+	}
 	r.readNode(st)
 	r.fixed()
 	names := make([]string, 0, len(st.Services))
@@ -37,12 +57,45 @@ func Render(st *dataplane.State, fam Family) (*Ruleset, error) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for _, n := range names {
-		r.service(n, st.Services[n])
+	if memo == nil {
+		for _, n := range names {
+			r.service(n, st.Services[n])
+		}
+		if err := r.rs.Validate(); err != nil {
+			return nil, fmt.Errorf("render %s: %w", fam, err)
+		}
+		return r.rs, nil
 	}
-	if err := r.rs.Validate(); err != nil {
+	memo.reset(r.memoKey())
+	if memo.last != nil {
+		r.rs.presize(memo.last)
+	}
+	frags := make(map[string]*fragment, len(names))
+	var fresh []*fragment
+	for _, n := range names {
+		sv := st.Services[n]
+		f := memo.lookup(n, sv)
+		if f == nil {
+			f = r.renderFragment(n, sv)
+			fresh = append(fresh, f)
+			memo.Rendered++
+		} else {
+			memo.Reused++
+		}
+		frags[n] = f
+		r.replay(f)
+	}
+	var errs []error
+	for _, f := range fresh {
+		errs = append(errs, validateFragment(f, r.rs))
+	}
+	if err := errors.Join(errs...); err != nil {
+		memo.frags = nil // start over next time
 		return nil, fmt.Errorf("render %s: %w", fam, err)
 	}
+	memo.frags = frags // services gone from st are forgotten
+	memo.last = r.rs
+	r.slots.keep(func(chain string) bool { return r.rs.blocks[chain] })
 	return r.rs, nil
 }
 
@@ -104,7 +157,20 @@ func (r *renderer) fixed() {
 		rs.element(setClusterCIDRs, "", p.String())
 	}
 
+	// Hairpin: a packet DNATed back to the endpoint that sent it leaves
+	// with source == destination; masquerade it so the reply comes back
+	// through this node. One set of endpoint pairs, filled as endpoints
+	// come and go, instead of a rule per endpoint: an endpoint change is
+	// then data only (see balance).
+	rs.set(&Set{Name: setHairpin, Type: at + " . " + at})
+	rs.add(chainMasquerading, ip, "saddr .", ip, "daddr @"+setHairpin, "jump", chainMarkMasq)
 	rs.add(chainMarkMasq, "mark set mark or", masqMark)
+	for _, proto := range endpointProtocols {
+		for shard := range uint32(endpointShards) {
+			rs.set(&Set{Name: endpointMap(proto, shard), Map: true, Flags: []knftables.SetFlag{knftables.IntervalFlag},
+				TypeOf: endpointMapTypeOf(r.fam, proto)})
+		}
+	}
 	rs.add(chainMasquerading, "mark and", masqMark, "!= 0 mark set mark xor", masqMark, "masquerade fully-random")
 	// TCP gets a reset: an ICMP error to a connect() on this node is only
 	// acted on at the SYN retransmit (1–2 s, measured in the iptables mode).

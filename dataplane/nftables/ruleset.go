@@ -25,9 +25,12 @@ type Chain struct {
 // Set is a named set or, with Map, a named map. Dynamic sets (affinity)
 // are filled by the packet path: Apply never flushes them.
 type Set struct {
-	Name    string
-	Map     bool
+	Name string
+	Map  bool
+	// Type or TypeOf (an expression, for keys that have no type name,
+	// such as numgen's integer), not both.
 	Type    string
+	TypeOf  string
 	Flags   []knftables.SetFlag
 	Timeout time.Duration
 	Dynamic bool
@@ -50,11 +53,13 @@ type Ruleset struct {
 	Skips    []Skip
 
 	udp map[string]conntrack.UDPPort
+	// blocks names the chains that own a block of an endpoint map.
+	blocks map[string]bool
 }
 
 func newRuleset(f Family) *Ruleset {
 	return &Ruleset{Family: f, Chains: map[string]*Chain{}, Sets: map[string]*Set{},
-		Elements: map[string]map[string]string{}, udp: map[string]conntrack.UDPPort{}}
+		Elements: map[string]map[string]string{}, udp: map[string]conntrack.UDPPort{}, blocks: map[string]bool{}}
 }
 
 // chain returns the chain name, creating it empty.
@@ -80,9 +85,15 @@ func (rs *Ruleset) set(s *Set) {
 	}
 }
 
-// element adds one element; value is "" for a set.
+// element adds one element; value is "" for a set. The set may be
+// declared elsewhere (a fragment adds to the fixed maps).
 func (rs *Ruleset) element(set, value string, key ...string) {
-	rs.Elements[set][strings.Join(key, " . ")] = value
+	m := rs.Elements[set]
+	if m == nil {
+		m = map[string]string{}
+		rs.Elements[set] = m
+	}
+	m[strings.Join(key, " . ")] = value
 }
 
 // Names returns the sorted names of a map.
@@ -105,18 +116,7 @@ var (
 // transaction never fails on a dangling reference.
 func (rs *Ruleset) Validate() error {
 	var errs []error
-	check := func(where, text string) {
-		for _, m := range refChain.FindAllStringSubmatch(text, -1) {
-			if _, ok := rs.Chains[m[1]]; !ok {
-				errs = append(errs, fmt.Errorf("%s: jump to missing chain %s", where, m[1]))
-			}
-		}
-		for _, m := range refSet.FindAllStringSubmatch(text, -1) {
-			if _, ok := rs.Sets[m[1]]; !ok {
-				errs = append(errs, fmt.Errorf("%s: reference to missing set %s", where, m[1]))
-			}
-		}
-	}
+	check := func(where, text string) { errs = append(errs, rs.checkRefs(where, text)...) }
 	for _, n := range sortedKeys(rs.Chains) {
 		for _, r := range rs.Chains[n].Rules {
 			check("chain "+n, r)
@@ -131,6 +131,29 @@ func (rs *Ruleset) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkRefs checks the chain and set names one rule or element value
+// references.
+func (rs *Ruleset) checkRefs(where, text string) []error {
+	return checkRefs(where, text,
+		func(n string) bool { _, ok := rs.Chains[n]; return ok },
+		func(n string) bool { _, ok := rs.Sets[n]; return ok })
+}
+
+func checkRefs(where, text string, hasChain, hasSet func(string) bool) []error {
+	var errs []error
+	for _, m := range refChain.FindAllStringSubmatch(text, -1) {
+		if !hasChain(m[1]) {
+			errs = append(errs, fmt.Errorf("%s: jump to missing chain %s", where, m[1]))
+		}
+	}
+	for _, m := range refSet.FindAllStringSubmatch(text, -1) {
+		if !hasSet(m[1]) {
+			errs = append(errs, fmt.Errorf("%s: reference to missing set %s", where, m[1]))
+		}
+	}
+	return errs
 }
 
 // knftables objects.
@@ -149,9 +172,9 @@ func (s *Set) object() knftables.Object {
 		timeout = knftables.PtrTo(s.Timeout)
 	}
 	if s.Map {
-		return &knftables.Map{Name: s.Name, Type: s.Type, Flags: s.Flags, Timeout: timeout}
+		return &knftables.Map{Name: s.Name, Type: s.Type, TypeOf: s.TypeOf, Flags: s.Flags, Timeout: timeout}
 	}
-	return &knftables.Set{Name: s.Name, Type: s.Type, Flags: s.Flags, Timeout: timeout}
+	return &knftables.Set{Name: s.Name, Type: s.Type, TypeOf: s.TypeOf, Flags: s.Flags, Timeout: timeout}
 }
 
 // ref is a Set or Map naming s, for flush and delete.
@@ -175,6 +198,6 @@ func (s *Set) elementObject(key, value string) *knftables.Element {
 
 // sameSet reports whether two set definitions are equal.
 func sameSet(a, b *Set) bool {
-	return a.Name == b.Name && a.Map == b.Map && a.Type == b.Type && slices.Equal(a.Flags, b.Flags) &&
+	return a.Name == b.Name && a.Map == b.Map && a.Type == b.Type && a.TypeOf == b.TypeOf && slices.Equal(a.Flags, b.Flags) &&
 		a.Timeout == b.Timeout && a.Dynamic == b.Dynamic
 }

@@ -6,7 +6,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -127,25 +126,6 @@ func (b *bed) listTable(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return string(out)
-}
-
-// chainsOf cuts an "nft list table" into chain name → body.
-func chainsOf(listing string) map[string]string {
-	out := map[string]string{}
-	cur := ""
-	for _, l := range strings.Split(listing, "\n") {
-		l = strings.TrimSpace(l)
-		switch {
-		case strings.HasPrefix(l, "chain "):
-			cur = strings.TrimSuffix(strings.TrimPrefix(l, "chain "), " {")
-			out[cur] = ""
-		case l == "}":
-			cur = ""
-		case cur != "":
-			out[cur] += l + "\n"
-		}
-	}
-	return out
 }
 
 var vip = netip.MustParseAddrPort("10.96.0.10:80")

@@ -213,7 +213,13 @@ func TestNetlinkPartialMatchesNft(t *testing.T) {
 			t.Logf("partial over netlink: %+v", b.dp.LastSync())
 			// Before any traffic: packets fill the affinity sets.
 			got := b.kernelView(t)
-			res, err := probe.New(b.topo, b.topo.Client().NS).TCP(t.Context(), vip, probe.Options{Count: 150, Parallel: 8})
+			// Affinity: sequential, since connections racing before the
+			// first one is recorded may land anywhere (as in kube-proxy).
+			par := 8
+			if step.to.Services["default/web"].SessionAffinity == switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP {
+				par = 1
+			}
+			res, err := probe.New(b.topo, b.topo.Client().NS).TCP(t.Context(), vip, probe.Options{Count: 150, Parallel: par})
 			if err != nil {
 				t.Fatal(err)
 			}

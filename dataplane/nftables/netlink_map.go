@@ -1,0 +1,113 @@
+package nftables
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"strings"
+
+	gnft "github.com/google/nftables"
+	"github.com/google/nftables/binaryutil"
+	"sigs.k8s.io/knftables"
+)
+
+// The endpoint maps (see balance and slots.go) over netlink. They are
+// fixed maps, created by full syncs through nft; partial syncs add and
+// delete their ranges.
+
+// endpointMapTypeOf is the TypeOf of an endpoint map. The port names the
+// protocol: with "th dport" nft 1.0.6 accepts the map and a rule using
+// it in one transaction but refuses the rule ("conflicting protocols
+// specified: tcp vs. th") once the map is read back from the kernel, as
+// on every full resync.
+func endpointMapTypeOf(fam Family, proto string) string {
+	return fmt.Sprintf("numgen random mod %d : %s daddr . %s dport", slots, fam.ip(), proto)
+}
+
+func isEndpointMap(s *Set) bool {
+	return s != nil && s.Map && strings.HasPrefix(s.Name, prefixEndpoints) && strings.HasPrefix(s.TypeOf, "numgen random mod ")
+}
+
+// translateEndpointElement adds or deletes one range of an endpoint map.
+// An interval is two kernel elements, as nft sends it: the start with the
+// data, and the first value past the range flagged as an interval end.
+// Keys are numgen's host-order integer turned big-endian (the rule's
+// byteorder expression does the same to the drawn number).
+func translateEndpointElement(verb string, e *knftables.Element, fam Family, t *gnft.Table, s *Set) (*nlStep, error) {
+	if len(e.Key) != 1 {
+		return nil, unsupported("endpoint map key %q", e.Key)
+	}
+	lo, hi, err := slotRange(e.Key[0])
+	if err != nil {
+		return nil, err
+	}
+	start := gnft.SetElement{Key: binaryutil.BigEndian.PutUint32(lo)}
+	end := gnft.SetElement{Key: binaryutil.BigEndian.PutUint32(hi + 1), IntervalEnd: true}
+	set := &gnft.Set{Name: s.Name, Table: t, IsMap: true, Interval: true}
+	switch verb {
+	case "add":
+		if len(e.Value) != 1 {
+			return nil, unsupported("element value %q", e.Value)
+		}
+		v, err := addrPortData(fam, e.Value[0])
+		if err != nil {
+			return nil, err
+		}
+		start.Val = v
+		return elemStep(set, true, start, end), nil
+	case "delete":
+		return elemStep(set, false, start, end), nil
+	}
+	return nil, unsupported("%s element", verb)
+}
+
+// slotRange parses "lo-hi" within the blocks.
+func slotRange(k string) (lo, hi uint32, err error) {
+	a, b, ok := strings.Cut(k, "-")
+	l, err1 := strconv.ParseUint(a, 10, 32)
+	h, err2 := strconv.ParseUint(b, 10, 32)
+	if !ok || err1 != nil || err2 != nil || l > h || h >= maxBlocks*slots ||
+		strconv.FormatUint(l, 10) != a || strconv.FormatUint(h, 10) != b {
+		return 0, 0, unsupported("slot range %q", k)
+	}
+	return uint32(l), uint32(h), nil
+}
+
+// addrPortData encodes "ADDR . PORT" as a concatenation: the address,
+// then the port in network order padded to 4 bytes.
+func addrPortData(fam Family, v string) ([]byte, error) {
+	parts := strings.Split(v, " . ")
+	if len(parts) != 2 {
+		return nil, unsupported("endpoint %q", v)
+	}
+	a, err := familyAddr(fam, parts[0])
+	if err != nil {
+		return nil, err
+	}
+	p, err := strconv.ParseUint(parts[1], 10, 16)
+	if err != nil || p == 0 || strconv.FormatUint(p, 10) != parts[1] {
+		return nil, unsupported("port %q", parts[1])
+	}
+	return binary.BigEndian.AppendUint32(a.AsSlice(), uint32(p)<<16), nil
+}
+
+// translateSetElement adds or deletes an element of the hairpin set,
+// keyed by address . address.
+func translateSetElement(verb string, e *knftables.Element, fam Family, t *gnft.Table, s *Set) (*nlStep, error) {
+	if s == nil || s.Map || s.Name != setHairpin || s.Type != fam.addrType()+" . "+fam.addrType() {
+		return nil, unsupported("element of set %q", e.Set)
+	}
+	key, err := concatKey(fam, strings.Split(s.Type, " . "), e.Key)
+	if err != nil {
+		return nil, fmt.Errorf("set %s: %w", s.Name, err)
+	}
+	set := &gnft.Set{Name: s.Name, Table: t}
+	el := []gnft.SetElement{{Key: key}}
+	switch verb {
+	case "add":
+		return elemStep(set, true, el...), nil
+	case "delete":
+		return elemStep(set, false, el...), nil
+	}
+	return nil, unsupported("%s element", verb)
+}
