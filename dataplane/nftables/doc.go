@@ -47,7 +47,7 @@
 //	nat-prerouting, nat-output ─▶ services: ip daddr . meta l4proto . th dport vmap @service-ips
 //	                                        node address: meta l4proto . th dport vmap @service-nodeports
 //	@service-ips / @service-nodeports ─▶ svc-* (cluster endpoints) | local-* (node-local) | ext-* (external)
-//	svc-*, local-*: meta l4proto P dnat ip addr . port to numgen random mod 65536 map @svc-eps-* | @local-eps-*
+//	svc-*, local-*: meta l4proto P dnat ip addr . port to numgen random mod 65536 offset <block> map @endpoints-P-<shard>
 //	  with ClientIP affinity instead: ip saddr @affinity-* goto ep-*, then numgen random mod k 0 goto ep-* (cascade)
 //	  ep-* (affinity only): update @affinity-* { ip saddr }; dnat to <ep>
 //	nat-postrouting ─▶ masquerading: ip saddr . ip daddr @hairpin-endpoints → mark 0x4000; mark 0x4000 → masquerade fully-random
@@ -66,20 +66,23 @@
 // goto map element. That walk cost ~60 ms at 5,000 services and grew
 // with the table, so an endpoint change that rewrote the service's
 // chain or added an endpoint chain cost O(services) in the kernel. An
-// endpoint map holds data, not verdicts: each endpoint owns an equal
-// range of [0, 65536) (shares exact to 1/65,536), and the rule
-// "dnat ip addr . port to numgen random mod 65536 map @svc-eps-*" never
-// changes with the endpoints, so adding, removing or moving endpoints is
-// element operations that trigger no validation (2–7 ms of kernel CPU at
+// endpoint map holds data, not verdicts: each balancing chain owns a
+// block of 65,536 keys (slots.go), each endpoint an equal range of it
+// (shares exact to 1/65,536), and the rule "dnat ip addr . port to
+// numgen random mod 65536 offset <block> map @endpoints-<proto>-<shard>"
+// never changes with the endpoints, so adding, removing or moving them is
+// element operations that trigger no validation (0.7–4.7 ms of commit CPU at
 // 1k–10k services, e2e/dataplane/nftables BenchmarkSync). kube-proxy's
 // per-endpoint chain existed to mark hairpin traffic (a pod reaching
 // itself through its Service); here postrouting matches
 // "ip saddr . ip daddr @hairpin-endpoints" (one "ep . ep" pair per
 // endpoint address), so the endpoint chain is not needed. Affinity
 // services keep per-endpoint chains: each records its clients in its own
-// timeout set. The maps' key is "typeof numgen random mod 65536" and the
-// data names the service's protocol ("tcp dport"): with "th dport" nft
-// 1.0.6 refuses the rule once it reads the map back from the kernel.
+// timeout set. The maps are shared, 32 per protocol (endpointMap says
+// why not one per service or one for all). Their key is "typeof numgen
+// random mod 65536" and the data names the protocol ("tcp dport"): with
+// "th dport" nft 1.0.6 refuses the rule once it reads the map back from
+// the kernel.
 // No anonymous sets: "numgen random mod N vmap { … }" per service took
 // 214 s to load at 10,000 services (shared/notes/kernel-facts.md).
 //
@@ -88,10 +91,10 @@
 // Over netlink (the agent's default) a one-endpoint change is a few
 // element messages, merged per set (the kernel finds a set by walking
 // the table's list of sets). The nft binary (the fallback) loads a cache
-// of every chain and, for interval maps, of every element before it
-// applies anything, so a transaction through nft costs O(table) — with
-// 10,000 endpoint maps, seconds. A full sync, which always runs nft, is
-// the expensive case: see README.md for the measurements.
+// of every chain and, for interval maps, of their elements before it
+// applies anything, so a transaction through nft costs O(table): 0.66 s
+// at 10,000 services. A full sync always runs nft (5.6 s at 10,000); see
+// README.md for the measurements.
 //
 // # Partial syncs over netlink
 //
