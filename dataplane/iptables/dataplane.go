@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/ipset"
 )
 
 // Config configures a Dataplane.
@@ -184,7 +185,7 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 	if err != nil {
 		return err
 	}
-	if err := d.ipsetRestore(ctx, hp.pre); err != nil {
+	if err := d.ipsetRestore(ctx, hp.Pre); err != nil {
 		return fmt.Errorf("hairpin set, before rules: %w", err)
 	}
 	if full {
@@ -256,12 +257,12 @@ func (d *Dataplane) readBack(ctx context.Context, fam Family) (map[string]*saved
 // finish deletes the hairpin members of gone endpoints (no rule DNATs
 // to them any more), records a successful sync of fam and deletes stale
 // UDP conntrack entries.
-func (d *Dataplane) finish(ctx context.Context, fam Family, rs *Ruleset, p syncPlan, hp setPlan) error {
-	if err := d.ipsetRestore(ctx, hp.post); err != nil {
+func (d *Dataplane) finish(ctx context.Context, fam Family, rs *Ruleset, p syncPlan, hp ipset.Changes) error {
+	if err := d.ipsetRestore(ctx, hp.Post); err != nil {
 		return fmt.Errorf("hairpin set, after rules: %w", err)
 	}
-	d.stats.HairpinAdded += hp.added
-	d.stats.HairpinRemoved += hp.removed
+	d.stats.HairpinAdded += hp.Added
+	d.stats.HairpinRemoved += hp.Removed
 	if rs.HairpinSet != "" {
 		d.hairpin[fam] = rs.hairpin
 	}

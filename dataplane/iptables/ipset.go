@@ -1,19 +1,21 @@
 package iptables
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"net/netip"
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/switchyard-proxy/switchyard/dataplane/ipset"
 )
 
-// The hairpin set is driven as kube-proxy's IPVS mode drives its sets:
-// `ipset save NAME` to read it back on a full sync, `ipset restore -exist`
-// to change it (one process per sync, however many members). Members of
+// The hairpin set is driven as kube-proxy's IPVS mode drives its sets
+// (package ipset, shared with the ipvs mode): `ipset save NAME` to read
+// it back on a full sync, `ipset restore -exist` to change it (one
+// process per sync, however many members). This file is the policy: one
+// set per family, and when it changes relative to the rules. Members of
 // new endpoints are added before the iptables restore that DNATs to them
 // and members of gone endpoints deleted after the one that stops, so no
 // intermediate state DNATs an endpoint to itself without masquerade.
@@ -23,122 +25,51 @@ import (
 // would cap a node at 65,536 distinct endpoint ports.
 const hairpinMaxElem = 1 << 20
 
+// hairpinSpec is what creates the hairpin set of one family.
+func hairpinSpec(name string, fam Family) ipset.Spec {
+	return ipset.Spec{Name: name, Type: hairpinType, Family: fam.ipsetFamily(), MaxElem: hairpinMaxElem}
+}
+
 // createSetLine is the ipset restore line that creates a hairpin set.
-func createSetLine(name string, fam Family) string {
-	return fmt.Sprintf("create %s %s family %s hashsize 1024 maxelem %d", name, hairpinType, fam.ipsetFamily(), hairpinMaxElem)
-}
+func createSetLine(name string, fam Family) string { return hairpinSpec(name, fam).CreateLine() }
 
-// kernelSet is one set as `ipset save` prints it.
-type kernelSet struct {
-	typ, family string
-	members     map[string]struct{}
-}
-
-// setPlan is what one sync does to a hairpin set.
-type setPlan struct {
-	pre     string // ipset restore input run before the iptables restores
-	post    string // and after them
-	added   int
-	removed int
-}
-
-// planHairpin plans the hairpin set of rs. A full sync compares with the
-// set read back from the kernel (creating it when missing, repairing any
+// planHairpin plans the hairpin set of rs: Pre is run before the
+// iptables restores, Post after them. A full sync compares with the set
+// read back from the kernel (creating it when missing, repairing any
 // drift); a partial sync with the members last applied.
-func (d *Dataplane) planHairpin(ctx context.Context, fam Family, rs *Ruleset, full bool) (setPlan, error) {
+func (d *Dataplane) planHairpin(ctx context.Context, fam Family, rs *Ruleset, full bool) (ipset.Changes, error) {
 	if rs.HairpinSet == "" {
-		return setPlan{}, nil
+		return ipset.Changes{}, nil
 	}
+	spec := hairpinSpec(rs.HairpinSet, fam)
 	have, create := d.hairpin[fam], false
 	if full || have == nil {
-		ks, err := d.readSet(ctx, rs.HairpinSet)
+		ks, err := ipset.SaveSet(ctx, d.cfg.Runner, rs.HairpinSet)
 		if err != nil {
-			return setPlan{}, err
+			return ipset.Changes{}, err
 		}
-		switch {
-		case ks == nil:
+		if ks == nil {
 			create, have = true, nil
-		case ks.typ != hairpinType || ks.family != fam.ipsetFamily():
+		} else {
 			// Neither swap nor create changes the type of a set that
 			// rules still reference; Cleanup removes both.
-			return setPlan{}, fmt.Errorf("ipset %s is %s family %s, want %s family %s: run the mode's cleanup",
-				rs.HairpinSet, ks.typ, ks.family, hairpinType, fam.ipsetFamily())
-		default:
-			have = ks.members
-		}
-	}
-	return diffSet(rs.HairpinSet, fam, have, rs.hairpin, create), nil
-}
-
-// diffSet returns the restore inputs that turn have into want.
-func diffSet(name string, fam Family, have, want map[string]struct{}, create bool) setPlan {
-	var p setPlan
-	var pre, post strings.Builder
-	if create {
-		pre.WriteString(createSetLine(name, fam) + "\n")
-	}
-	// Only the differences are sorted: a partial sync at 25,000 members
-	// must not sort them all.
-	adds, dels := missing(want, have), missing(have, want)
-	for _, m := range adds {
-		fmt.Fprintf(&pre, "add %s %s\n", name, m)
-	}
-	for _, m := range dels {
-		fmt.Fprintf(&post, "del %s %s\n", name, m)
-	}
-	p.pre, p.post, p.added, p.removed = pre.String(), post.String(), len(adds), len(dels)
-	return p
-}
-
-// missing returns the keys of a that b lacks, sorted.
-func missing(a, b map[string]struct{}) []string {
-	var out []string
-	for m := range a {
-		if _, ok := b[m]; !ok {
-			out = append(out, m)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// readSet reads one of our sets back; nil when it does not exist.
-func (d *Dataplane) readSet(ctx context.Context, name string) (*kernelSet, error) {
-	out, err := d.cfg.Runner.Run(ctx, []string{"ipset", "save", name}, nil)
-	if err != nil {
-		if strings.Contains(err.Error(), "does not exist") {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("read back ipset %s: %w", name, err)
-	}
-	return parseSet(out, name), nil
-}
-
-// parseSet parses `ipset save NAME` output. Members are respelled as
-// rendered (hairpinMember), so an equal set compares equal however ipset
-// prints addresses.
-func parseSet(out []byte, name string) *kernelSet {
-	ks := &kernelSet{members: map[string]struct{}{}}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 3 || f[1] != name {
-			continue
-		}
-		switch f[0] {
-		case "create":
-			ks.typ = f[2]
-			for i := 3; i+1 < len(f); i++ {
-				if f[i] == "family" {
-					ks.family = f[i+1]
-				}
+			if err := spec.Check(ks.Spec); err != nil {
+				return ipset.Changes{}, err
 			}
-		case "add":
-			ks.members[canonMember(f[2])] = struct{}{}
+			have = canonMembers(ks.Members)
 		}
 	}
-	return ks
+	return ipset.Diff(spec, have, rs.hairpin, create), nil
+}
+
+// canonMembers respells members read back as rendered (hairpinMember),
+// so an equal set compares equal however ipset prints addresses.
+func canonMembers(ms map[string]bool) map[string]struct{} {
+	out := make(map[string]struct{}, len(ms))
+	for m := range ms {
+		out[canonMember(m)] = struct{}{}
+	}
+	return out
 }
 
 // canonMember respells "ip,proto:port,ip"; anything else is kept as is
@@ -159,14 +90,7 @@ func canonMember(m string) string {
 }
 
 func (d *Dataplane) ipsetRestore(ctx context.Context, payload string) error {
-	if payload == "" {
-		return nil
-	}
-	if _, err := d.cfg.Runner.Run(ctx, []string{"ipset", "restore", "-exist"}, []byte(payload)); err != nil {
-		return fmt.Errorf("ipset restore: %w", err)
-	}
-	d.stats.IPSetRestores++
-	return nil
+	return ipset.Restore(ctx, d.cfg.Runner, payload, &d.stats.IPSetRestores)
 }
 
 // destroySets destroys the hairpin sets of fams that exist. It runs after

@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/ipset"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -31,24 +32,36 @@ func TestCanonRuleMatchesSaveSpelling(t *testing.T) {
 	}
 }
 
-func TestParseSetsKeepsOursOnly(t *testing.T) {
-	out := `create SWYD-IPVS-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536 bucketsize 12 initval 0x1
-add SWYD-IPVS-CLUSTER-IP 10.96.0.1,tcp:80
-create SWYD-IPVS-NODE-PORT-TCP bitmap:port range 0-65535
-add SWYD-IPVS-NODE-PORT-TCP 30080
-create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536
-add KUBE-CLUSTER-IP 10.96.0.2,tcp:80
-`
-	got := parseSets([]byte(out))
-	want := map[string]*ipset{
-		"SWYD-IPVS-CLUSTER-IP":    {name: "SWYD-IPVS-CLUSTER-IP", typ: "hash:ip,port", family: "inet", members: map[string]bool{"10.96.0.1,tcp:80": true}},
-		"SWYD-IPVS-NODE-PORT-TCP": {name: "SWYD-IPVS-NODE-PORT-TCP", typ: "bitmap:port", members: map[string]bool{"30080": true}},
+// TestPlanSets: missing sets are created, members added before and
+// deleted after, and a set of ours of another type is refused.
+func TestPlanSets(t *testing.T) {
+	set := func(name, typ string, members ...string) *ipset.Set {
+		s := &ipset.Set{Spec: ipset.Spec{Name: name, Type: typ}, Members: map[string]bool{}}
+		for _, m := range members {
+			s.Members[m] = true
+		}
+		return s
 	}
-	if d := cmp.Diff(want, got, cmp.AllowUnexported(ipset{})); d != "" {
-		t.Errorf("(-want +got):\n%s", d)
+	have := map[string]*ipset.Set{
+		"SWYD-IPVS-B": set("SWYD-IPVS-B", "bitmap:port", "80", "81"),
+		"SWYD-IPVS-Z": set("SWYD-IPVS-Z", "bitmap:port", "1"), // not wanted: left alone
 	}
-	if _, err := setAdditions(map[string]*ipset{"SWYD-IPVS-X": {name: "SWYD-IPVS-X", typ: "hash:ip"}},
-		map[string]*ipset{"SWYD-IPVS-X": {name: "SWYD-IPVS-X", typ: "hash:net"}}); err == nil {
+	want := map[string]*ipset.Set{
+		"SWYD-IPVS-A": set("SWYD-IPVS-A", "bitmap:port", "1"),
+		"SWYD-IPVS-B": set("SWYD-IPVS-B", "bitmap:port", "81", "82"),
+	}
+	pre, post, err := planSets(have, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if wantPre := "create SWYD-IPVS-A bitmap:port range 0-65535\nadd SWYD-IPVS-A 1\nadd SWYD-IPVS-B 82\n"; pre != wantPre {
+		t.Errorf("pre:\n%s\nwant:\n%s", pre, wantPre)
+	}
+	if wantPost := "del SWYD-IPVS-B 80\n"; post != wantPost {
+		t.Errorf("post:\n%s\nwant:\n%s", post, wantPost)
+	}
+	if _, _, err := planSets(map[string]*ipset.Set{"SWYD-IPVS-X": set("SWYD-IPVS-X", "hash:ip")},
+		map[string]*ipset.Set{"SWYD-IPVS-X": set("SWYD-IPVS-X", "hash:net")}); err == nil {
 		t.Error("a set of another type was accepted")
 	}
 }

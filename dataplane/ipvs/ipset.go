@@ -1,119 +1,46 @@
 package ipvs
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"fmt"
 	"strings"
+
+	"github.com/switchyard-proxy/switchyard/dataplane/ipset"
 )
 
-// ipset is driven through `ipset save` and `ipset restore -exist` (one
-// process per change, however many members), as kube-proxy does.
+// Sets are driven through package ipset (`ipset save`, and `ipset restore
+// -exist`: one process per change, however many members), as kube-proxy
+// does. What is this mode's: which sets are ours (isOwnedSet), that they
+// are fixed (created once, destroyed only by Cleanup), and the order of
+// their changes against the rules and virtual servers (sync).
 
-// readSets parses `ipset save`, keeping our sets only.
-func (d *Dataplane) readSets(ctx context.Context) (map[string]*ipset, error) {
-	out, err := d.cfg.Runner.Run(ctx, []string{"ipset", "save"}, nil)
-	if err != nil {
-		return nil, fmt.Errorf("ipset save: %w", err)
-	}
-	return parseSets(out), nil
+// readSets reads back our sets.
+func (d *Dataplane) readSets(ctx context.Context) (map[string]*ipset.Set, error) {
+	return ipset.Save(ctx, d.cfg.Runner, isOwnedSet)
 }
 
-func parseSets(out []byte) map[string]*ipset {
-	sets := map[string]*ipset{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 3 || !isOwnedSet(f[1]) {
-			continue
-		}
-		switch f[0] {
-		case "create":
-			s := &ipset{name: f[1], typ: f[2], members: map[string]bool{}}
-			for i := 3; i+1 < len(f); i++ {
-				if f[i] == "family" {
-					s.family = f[i+1]
-				}
-			}
-			sets[f[1]] = s
-		case "add":
-			if s := sets[f[1]]; s != nil {
-				s.members[f[2]] = true
-			}
-		}
-	}
-	return sets
-}
-
-// createLine is the restore line that creates s.
-func createLine(s *ipset) string {
-	switch {
-	case strings.HasPrefix(s.typ, "bitmap:port"):
-		return fmt.Sprintf("create %s %s range 0-65535", s.name, s.typ)
-	case s.family != "":
-		return fmt.Sprintf("create %s %s family %s hashsize 1024 maxelem 65536", s.name, s.typ, s.family)
-	}
-	return fmt.Sprintf("create %s %s", s.name, s.typ)
-}
-
-// setAdditions returns the restore input that creates missing sets and
-// adds missing members, and an error for a set of ours whose type differs
-// (it cannot be changed while rules refer to it; Cleanup removes it).
-func setAdditions(have, want map[string]*ipset) (string, error) {
-	var b strings.Builder
+// planSets returns the restore inputs that bring have's sets to want's:
+// pre creates missing sets and adds missing members, post deletes the
+// members the state no longer wants. Sets themselves stay: they are
+// fixed (Cleanup destroys them). A set of ours whose type differs is an
+// error: it cannot be changed while rules refer to it; Cleanup removes it.
+func planSets(have, want map[string]*ipset.Set) (pre, post string, err error) {
+	var a, r strings.Builder
 	for _, n := range sortedKeys(want) {
 		w, h := want[n], have[n]
-		if h != nil && (h.typ != w.typ || h.family != w.family) {
-			return "", fmt.Errorf("ipset %s is %s %s, want %s %s: run the mode's cleanup", n, h.typ, h.family, w.typ, w.family)
-		}
-		if h == nil {
-			b.WriteString(createLine(w) + "\n")
-		}
-		for _, m := range sortedKeys(w.members) {
-			if h == nil || !h.members[m] {
-				fmt.Fprintf(&b, "add %s %s\n", n, m)
+		var members map[string]bool
+		if h != nil {
+			if err := w.Check(h.Spec); err != nil {
+				return "", "", err
 			}
+			members = h.Members
 		}
+		c := ipset.Diff(w.Spec, members, w.Members, h == nil)
+		a.WriteString(c.Pre)
+		r.WriteString(c.Post)
 	}
-	return b.String(), nil
-}
-
-// setRemovals returns the restore input that deletes members the state no
-// longer wants. Sets themselves stay: they are fixed (Cleanup destroys them).
-func setRemovals(have, want map[string]*ipset) string {
-	var b strings.Builder
-	for _, n := range sortedKeys(have) {
-		w := want[n]
-		if w == nil {
-			continue
-		}
-		for _, m := range sortedKeys(have[n].members) {
-			if !w.members[m] {
-				fmt.Fprintf(&b, "del %s %s\n", n, m)
-			}
-		}
-	}
-	return b.String()
+	return a.String(), r.String(), nil
 }
 
 func (d *Dataplane) ipsetRestore(ctx context.Context, payload string) error {
-	if payload == "" {
-		return nil
-	}
-	if _, err := d.cfg.Runner.Run(ctx, []string{"ipset", "restore", "-exist"}, []byte(payload)); err != nil {
-		return fmt.Errorf("ipset restore: %w", err)
-	}
-	d.stats.IPSetRestores++
-	return nil
-}
-
-func cloneSet(s *ipset) *ipset {
-	c := *s
-	c.members = make(map[string]bool, len(s.members))
-	for m := range s.members {
-		c.members[m] = true
-	}
-	return &c
+	return ipset.Restore(ctx, d.cfg.Runner, payload, &d.stats.IPSetRestores)
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
+	"github.com/switchyard-proxy/switchyard/dataplane/ipset"
 )
 
 // vsModel is one virtual server and its real servers by address.
@@ -15,13 +16,6 @@ type vsModel struct {
 	// drainOnly marks a virtual server the state wants without real
 	// servers: it stays while old real servers drain, then goes.
 	drainOnly bool
-}
-
-// ipset is one set: its type, family ("inet", "inet6"; empty for bitmap
-// types) and members in ipset's save spelling.
-type ipset struct {
-	name, typ, family string
-	members           map[string]bool
 }
 
 // jump is a rule in a built-in chain that enters one of our chains.
@@ -47,15 +41,15 @@ func newRuleset() ruleset {
 // what the kernel holds (read back, or kept from the last Apply).
 type model struct {
 	vs    map[VSKey]*vsModel
-	addrs map[netip.Addr]bool // bound to kube-ipvs0
-	sets  map[string]*ipset
+	addrs map[netip.Addr]bool   // bound to kube-ipvs0
+	sets  map[string]*ipset.Set // members in ipset save's spelling
 	rules map[Family]ruleset
 	// linkUp is true once kube-ipvs0 is known to exist and be up.
 	linkUp bool
 }
 
 func newModel() *model {
-	return &model{vs: map[VSKey]*vsModel{}, addrs: map[netip.Addr]bool{}, sets: map[string]*ipset{},
+	return &model{vs: map[VSKey]*vsModel{}, addrs: map[netip.Addr]bool{}, sets: map[string]*ipset.Set{},
 		rules: map[Family]ruleset{}}
 }
 

@@ -2,6 +2,8 @@ package ipvs
 
 import (
 	"strings"
+
+	"github.com/switchyard-proxy/switchyard/dataplane/ipset"
 )
 
 // Set names, without the family prefix (setName adds it).
@@ -87,7 +89,7 @@ func buildSetTypes() map[string]string {
 
 // member adds m to set base of the renderer's family.
 func (r *renderer) member(base, m string) {
-	r.w.sets[setName(r.fam, base)].members[m] = true
+	r.w.sets[setName(r.fam, base)].Members[m] = true
 }
 
 // fixed creates every set of the family (empty sets cost nothing and keep
@@ -98,11 +100,11 @@ func (r *renderer) fixed() {
 		fam = "inet6"
 	}
 	for base, typ := range setTypes {
-		s := &ipset{name: setName(r.fam, base), typ: typ, members: map[string]bool{}}
+		s := &ipset.Set{Spec: ipset.Spec{Name: setName(r.fam, base), Type: typ}, Members: map[string]bool{}}
 		if strings.HasPrefix(typ, "hash:") {
-			s.family = fam
+			s.Family = fam
 		}
-		r.w.sets[s.name] = s
+		r.w.sets[s.Name] = s
 	}
 	for _, c := range r.cidrs {
 		r.member(setClusterCIDR, netMember(c))

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strconv"
+
+	"github.com/switchyard-proxy/switchyard/dataplane/ipset"
 )
 
 // readKernel reads back what the kernel holds of this mode. want tells
@@ -74,7 +76,7 @@ func (d *Dataplane) hasFamily(a netip.Addr) bool {
 
 // ownedNodePorts collects the node ports registered in our node-port sets
 // of any of the given set maps, by protocol.
-func ownedNodePorts(setMaps ...map[string]*ipset) map[Protocol]map[uint16]bool {
+func ownedNodePorts(setMaps ...map[string]*ipset.Set) map[Protocol]map[uint16]bool {
 	out := map[Protocol]map[uint16]bool{}
 	for _, p := range nodePortProtocols {
 		out[p] = map[uint16]bool{}
@@ -85,7 +87,7 @@ func ownedNodePorts(setMaps ...map[string]*ipset) map[Protocol]map[uint16]bool {
 					if s == nil {
 						continue
 					}
-					for m := range s.members {
+					for m := range s.Members {
 						if n, err := strconv.ParseUint(m, 10, 16); err == nil {
 							out[p][uint16(n)] = true
 						}
@@ -102,7 +104,9 @@ func ownedNodePorts(setMaps ...map[string]*ipset) map[Protocol]map[uint16]bool {
 // real servers, addresses (bound only once their virtual servers exist),
 // then removals: addresses, real and virtual servers, set members.
 func (d *Dataplane) sync(ctx context.Context, have *model, want *desired) error {
-	add, err := setAdditions(have.sets, want.sets)
+	// The removals are planned now too: until they run, have only gains
+	// want's members, which they do not delete.
+	add, remove, err := planSets(have.sets, want.sets)
 	if err != nil {
 		return err
 	}
@@ -112,11 +116,11 @@ func (d *Dataplane) sync(ctx context.Context, have *model, want *desired) error 
 	for n, s := range want.sets {
 		h := have.sets[n]
 		if h == nil {
-			h = &ipset{name: s.name, typ: s.typ, family: s.family, members: map[string]bool{}}
+			h = &ipset.Set{Spec: s.Spec, Members: map[string]bool{}}
 			have.sets[n] = h
 		}
-		for m := range s.members {
-			h.members[m] = true
+		for m := range s.Members {
+			h.Members[m] = true
 		}
 	}
 	for _, fam := range d.cfg.Families {
@@ -140,11 +144,11 @@ func (d *Dataplane) sync(ctx context.Context, have *model, want *desired) error 
 	if err := d.removeServers(ctx, have, want); err != nil {
 		return err
 	}
-	if err := d.ipsetRestore(ctx, setRemovals(have.sets, want.sets)); err != nil {
+	if err := d.ipsetRestore(ctx, remove); err != nil {
 		return err
 	}
 	for n, s := range want.sets {
-		have.sets[n] = cloneSet(s)
+		have.sets[n] = s.Clone()
 	}
 	return nil
 }

@@ -9,9 +9,10 @@
 // Dump prints the state in iptables-save syntax with chains sorted, so tests
 // can compare it with cmp.Diff. Fail injects errors.
 //
-// It also keeps ipsets, one namespace-wide list as in the kernel: ipset
-// save [NAME], list -n, restore [-exist] and the single commands, with
-// member spelling checked for hash:ip,port,ip, destroy refused while a
-// rule matches the set, and (with CheckSetRefs) restores refused when a
-// rule matches a set that does not exist.
+// It also keeps ipsets, one namespace-wide list as in the kernel, in an
+// ipsettest.Fake that runs its ipset commands (save, list -n, restore and
+// the single commands, members checked in ipset's spelling); this Fake
+// adds what ties sets to rules: destroy refused while a rule matches the
+// set, and (with CheckSetRefs) restores refused when a rule matches a
+// set that does not exist.
 package iptablestest

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/switchyard-proxy/switchyard/dataplane/ipset/ipsettest"
 )
 
 // Call is one command the Fake ran.
@@ -31,7 +33,7 @@ type Fake struct {
 
 	mu    sync.Mutex
 	fams  map[string]tables // "iptables" or "ip6tables"
-	sets  map[string]*ipset // by name; one namespace-wide list, as in the kernel
+	sets  *ipsettest.Fake   // one namespace-wide list, as in the kernel
 	calls []Call
 }
 
@@ -57,7 +59,9 @@ var targets = map[string]bool{
 
 // New returns an empty Fake: filter and nat with empty built-in chains.
 func New() *Fake {
-	return &Fake{fams: map[string]tables{}, sets: map[string]*ipset{}}
+	f := &Fake{fams: map[string]tables{}, sets: ipsettest.New()}
+	f.sets.InUse = f.setInUse
+	return f
 }
 
 // ErrNotFound is returned for commands the Fake does not implement.
@@ -80,8 +84,9 @@ func (f *Fake) family(name string) tables {
 	return ts
 }
 
-// Run implements iptables.Runner for *-restore, *-save and ipset.
-func (f *Fake) Run(_ context.Context, argv []string, stdin []byte) ([]byte, error) {
+// Run implements iptables.Runner for *-restore, *-save and ipset (through
+// the ipset fake, with f.mu held for its InUse hook).
+func (f *Fake) Run(ctx context.Context, argv []string, stdin []byte) ([]byte, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls = append(f.calls, Call{Argv: slices.Clone(argv), Stdin: string(stdin)})
@@ -94,7 +99,7 @@ func (f *Fake) Run(_ context.Context, argv []string, stdin []byte) ([]byte, erro
 		return nil, ErrNotFound
 	}
 	if argv[0] == "ipset" {
-		return f.ipsetRun(argv[1:], stdin)
+		return f.sets.Run(ctx, argv, stdin)
 	}
 	bin := argv[0]
 	for _, sfx := range []string{"-legacy", "-nft"} {
@@ -147,8 +152,8 @@ func (f *Fake) Dump() string {
 	for _, n := range names {
 		fmt.Fprintf(&b, "# %s\n%s", n, dump(f.fams[n], ""))
 	}
-	if len(f.sets) > 0 {
-		fmt.Fprintf(&b, "# ipset\n%s", f.ipsetSave(""))
+	if sets := f.sets.Save(); sets != "" {
+		fmt.Fprintf(&b, "# ipset\n%s", sets)
 	}
 	return b.String()
 }

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/switchyard-proxy/switchyard/dataplane/ipset/ipsettest"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables/iptablestest"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipvs"
@@ -31,7 +32,7 @@ type Fake struct {
 	vs      map[ipvs.VSKey]*fakeVS
 	links   map[string]*link
 	sysctls map[string]string
-	sets    map[string]*set
+	sets    *ipsettest.Fake
 	calls   []Call
 }
 
@@ -53,11 +54,6 @@ type link struct {
 	addrs map[netip.Addr]bool
 }
 
-type set struct {
-	typ, family string
-	members     map[string]bool
-}
-
 var (
 	_ ipvs.Kernel     = (*Fake)(nil)
 	_ iptables.Runner = (*Fake)(nil)
@@ -65,8 +61,10 @@ var (
 
 // New returns an empty Fake with IPVS.
 func New() *Fake {
-	return &Fake{ipt: iptablestest.New(), vs: map[ipvs.VSKey]*fakeVS{}, links: map[string]*link{},
-		sysctls: map[string]string{}, sets: map[string]*set{}}
+	f := &Fake{ipt: iptablestest.New(), vs: map[ipvs.VSKey]*fakeVS{}, links: map[string]*link{},
+		sysctls: map[string]string{}, sets: ipsettest.New()}
+	f.sets.InUse = f.setInUse
+	return f
 }
 
 // IPTables is the fake behind the iptables binaries (foreign rules, dumps).
