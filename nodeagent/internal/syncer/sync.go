@@ -3,6 +3,7 @@ package syncer
 import (
 	"context"
 	"fmt"
+	"runtime/debug"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -127,8 +128,12 @@ func (s *Syncer) program(ctx context.Context, v *view.View, full bool) error {
 		if err := s.dp.Apply(ctx, st, dataplane.ApplyOptions{Full: full}); err != nil {
 			return fmt.Errorf("apply %s: %w", s.dp.Mode(), err)
 		}
+		if full {
+			releaseMemory()
+		}
 		return nil
 	}
+	defer releaseMemory()
 	dp, err := s.cfg.NewDataplane(mode)
 	if err != nil {
 		return fmt.Errorf("dataplane for mode %s: %w", mode, err)
@@ -153,3 +158,10 @@ func (s *Syncer) program(ctx context.Context, v *view.View, full bool) error {
 	}
 	return nil
 }
+
+// releaseMemory returns the garbage of a full sync to the OS at once. A
+// full sync renders and reads back every service (tens of MB at 10k
+// services) and happens at start and hourly; the runtime's scavenger
+// would keep those pages resident for minutes, and a node agent's
+// resident memory is what every node pays.
+func releaseMemory() { debug.FreeOSMemory() }
