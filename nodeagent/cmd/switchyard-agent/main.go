@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"syscall"
 
@@ -52,6 +53,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	logger, err := newLogger(stderr, c.LogLevel, c.LogFormat)
 	if err != nil {
 		return err
+	}
+	if os.Getenv("GOGC") == "" && c.GCPercent > 0 {
+		debug.SetGCPercent(c.GCPercent)
 	}
 	mode, err := parseMode(c.Mode)
 	if err != nil {
