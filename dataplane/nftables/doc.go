@@ -107,15 +107,14 @@
 // grammar of parseRule (netlink_rule.go: address matches, set lookups,
 // the numgen cascade, meta l4proto, goto/jump/drop/return, affinity
 // update, dnat to an address or through an endpoint map), verdict-map
-// elements, endpoint maps (created, deleted, ranges added and deleted)
-// and hairpin pairs. The expressions and element bytes are the ones nft
-// 1.0.6 generates for the same text; e2e/dataplane/nftables compares the
-// kernel's dump after a netlink partial sync with a fresh nft load of
-// the same state. One difference is left: google/nftables cannot write
-// the "typeof" note nft keeps in a set's user data, so an endpoint map
-// created over netlink lists as "type 0 : ipv4_addr . inet_service"
-// (same kernel key and data types, same elements). Any other operation
-// (affinity sets, base chains, fib, reject, prefixes, …) makes the whole
+// elements, endpoint ranges, hairpin pairs and affinity sets (created
+// and deleted). The expressions, set attributes and element bytes are the
+// ones nft 1.0.6 generates for the same text; e2e/dataplane/nftables
+// compares the kernel's dump after a netlink partial sync with a fresh
+// nft load of the same state. The endpoint maps are fixed objects made
+// by full syncs: google/nftables cannot write the "typeof" note nft
+// keeps in their user data. Any other operation (base chains, fib,
+// reject, prefixes such as loadBalancerSourceRanges, …) makes the whole
 // transaction run through nft (SyncStats.NetlinkFallbacks). Full syncs
 // always run nft.
 //

@@ -132,6 +132,8 @@ func translateOp(o op, fam Family, t *gnft.Table, sets func(string) *Set) (*nlSt
 		return call(func(c *gnft.Conn) error { c.AddRule(r); return nil }), nil
 	case *knftables.Element:
 		return translateElement(o.verb, obj, fam, t, sets)
+	case *knftables.Set:
+		return translateAffinitySet(o.verb, obj, fam, t, sets)
 	}
 	return nil, unsupported("%s %T", o.verb, o.obj)
 }

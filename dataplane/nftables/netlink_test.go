@@ -155,16 +155,32 @@ func TestPartialSyncGoesOverNetlinkOrFallsBack(t *testing.T) {
 		t.Fatal("no netlink message sent")
 	}
 
-	// A service with affinity needs new sets: not translated, nft runs.
+	// A service with affinity adds its sets over netlink too.
 	sticky := benchService(2, 2, false)
 	sticky.SessionAffinity = switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP
+	sticky.SessionAffinityTimeoutSeconds = 600
 	b.apply(t, stateOf(benchService(1, 3, true), sticky), false)
-	s = b.dp.LastSync()
-	if s.Netlink != 0 || s.NetlinkFallbacks != 1 || s.Transactions != 1 {
+	if s = b.dp.LastSync(); s.Netlink != 1 || s.NetlinkFallbacks != 0 {
 		t.Fatalf("affinity service: %+v", s)
 	}
-	if txs := b.rec[IPv4].take(); len(txs) != 1 || !strings.Contains(txs[0], "add set") {
-		t.Fatalf("want one nft transaction adding sets, got %q", txs)
+	if txs := b.rec[IPv4].take(); len(txs) != 0 {
+		t.Fatalf("nft ran for a netlink sync: %q", txs)
+	}
+
+	// Load-balancer source ranges need prefix matches: not translated,
+	// nft runs.
+	lb := benchService(3, 2, false)
+	lb.Type = switchyardv1.ServiceType_SERVICE_TYPE_LOAD_BALANCER
+	lb.LoadBalancerIps = []string{"192.0.2.10"}
+	lb.LoadBalancerSourceRanges = []string{"198.51.100.0/24"}
+	lb.Ports[0].NodePort = 30003
+	b.apply(t, stateOf(benchService(1, 3, true), sticky, lb), false)
+	s = b.dp.LastSync()
+	if s.Netlink != 0 || s.NetlinkFallbacks != 1 || s.Transactions != 1 {
+		t.Fatalf("source ranges: %+v", s)
+	}
+	if txs := b.rec[IPv4].take(); len(txs) != 1 || !strings.Contains(txs[0], "198.51.100.0/24") {
+		t.Fatalf("want one nft transaction with the source range, got %q", txs)
 	}
 }
 

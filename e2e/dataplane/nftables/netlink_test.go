@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/probe"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // nsNetlink opens google/nftables connections whose socket is created on
@@ -191,7 +192,8 @@ func TestNetlinkPartialMatchesNft(t *testing.T) {
 	for _, step := range []struct {
 		name     string
 		from, to *dataplane.State
-	}{{"A to B", stateA, stateB}, {"B to A", stateB, stateA}, {"affinity C to D", stateC, stateD}} {
+	}{{"A to B", stateA, stateB}, {"B to A", stateB, stateA}, {"affinity C to D", stateC, stateD},
+		{"affinity turned on, A to D", stateA, stateD}} {
 		t.Run(step.name, func(t *testing.T) {
 			// Start from an empty table: a full resync over an existing
 			// table flushes and refills the interval set cluster-cidrs,
@@ -252,26 +254,27 @@ func TestNetlinkPartialMatchesNft(t *testing.T) {
 func TestNetlinkFallsBackToNft(t *testing.T) {
 	b := newBed(t)
 	b.dp = b.newDP(t, nftables.Config{PartialNetlink: nsNetlink(b.topo, b.node.NS)})
-	sv := dptest.Service("sticky", vip.Addr().String(), 80, 0, b.pods...)
-	sv.Type = switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP
+	sv := dptest.Service("lb", vip.Addr().String(), 80, 30080, b.pods...)
 	b.apply(t, dptest.State(b.node, sv))
 	b.runner.take()
-	sv2 := dptest.Service("sticky", vip.Addr().String(), 80, 0, b.pods...)
-	sv2.Type = switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP
-	sv2.SessionAffinity = switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP
-	sv2.SessionAffinityTimeoutSeconds = 600
+	// loadBalancerSourceRanges need prefix matches, which the netlink
+	// translator does not know: the whole transaction runs through nft.
+	sv2 := proto.Clone(sv).(*switchyardv1.ServiceView)
+	sv2.Type = switchyardv1.ServiceType_SERVICE_TYPE_LOAD_BALANCER
+	sv2.LoadBalancerIps = []string{"192.0.2.10"}
+	sv2.LoadBalancerSourceRanges = []string{"198.51.100.0/24"}
 	b.apply(t, dptest.State(b.node, sv2))
 	if s := b.dp.LastSync(); s.Netlink != 0 || s.NetlinkFallbacks != 1 || s.Transactions != 1 {
 		t.Fatalf("want one nft fallback: %+v", s)
 	}
-	if in := b.runner.take(); len(in) != 1 || !strings.Contains(in[0], "add set") {
-		t.Fatalf("want one nft -f adding sets, got %d", len(in))
+	if in := b.runner.take(); len(in) != 1 || !strings.Contains(in[0], "198.51.100.0/24") {
+		t.Fatalf("want one nft -f with the source range, got %d", len(in))
 	}
 	res, err := probe.New(b.topo, b.topo.Client().NS).TCP(t.Context(), vip, probe.Options{Count: 30})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Failures) > 0 || len(res.Counts) != 1 {
-		t.Fatalf("want all on one backend, got %v, failures %v", res.Counts, res.Failures)
+	if len(res.Failures) > 0 || len(res.Counts) != len(b.pods) {
+		t.Fatalf("want every backend, got %v, failures %v", res.Counts, res.Failures)
 	}
 }
