@@ -62,6 +62,10 @@ type Config struct {
 	// Binaries are built commands to run; nil builds them into the
 	// cluster's directory.
 	Binaries *Binaries
+	// Mode, when set, is the control plane's --mode: the dataplane mode
+	// every agent must use, sent in NodeConfig (agents start with
+	// --mode iptables and follow it).
+	Mode string
 }
 
 // Cluster is a running API server, control plane, agents and pods.
@@ -75,6 +79,7 @@ type Cluster struct {
 	PKI *PKI
 
 	log     *slog.Logger
+	mode    string
 	dir     string
 	bin     Binaries
 	cps     []*controlPlane
@@ -101,7 +106,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	life, cancel := context.WithCancel(context.Background())
-	c := &Cluster{log: cfg.Logger, life: life, cancel: cancel}
+	c := &Cluster{log: cfg.Logger, mode: cfg.Mode, life: life, cancel: cancel}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.Close())

@@ -71,6 +71,9 @@ func (c *Cluster) controlPlaneArgs(cp *controlPlane) []string {
 	args := []string{"--kubeconfig", c.API.KubeconfigPath(), "--listen", cp.target,
 		"--healthz-bind-address", cp.healthz, "--metrics-bind-address", cp.metrics,
 		"--coalesce-window", "20ms", "--id", cp.id, "--cluster-cidr", clusterCIDR}
+	if c.mode != "" {
+		args = append(args, "--mode", c.mode)
+	}
 	if c.PKI == nil {
 		return append(args, "--insecure")
 	}

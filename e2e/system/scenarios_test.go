@@ -3,6 +3,7 @@ package system_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -37,6 +38,41 @@ func TestScenarios(t *testing.T) {
 		{"HundredPorts", testHundredPorts},
 		{"NodeIdentityEnforced", testNodeIdentity},
 		{"FiveHundredServices", testFiveHundred},
+	} {
+		if !t.Run(sc.name, func(t *testing.T) { sc.run(t, e) }) && t.Context().Err() != nil {
+			return
+		}
+	}
+}
+
+// TestScenariosNFTables runs the data-path scenarios with the nftables
+// mode, chosen by the control plane's NodeConfig (--mode nftables) while
+// every agent starts with --mode iptables: the whole stack with the
+// endpoint-map structure, and mode selection by NodeConfig.
+func TestScenariosNFTables(t *testing.T) {
+	e := &env{c: startCluster(t, system.Config{Nodes: 2, Pods: 4, Mode: "nftables"}), nft: true}
+	// The agents report their mode when a stream starts (here: the
+	// iptables flag); the kernel shows the one NodeConfig chose.
+	for _, n := range e.c.Topo.Nodes() {
+		waitFor(t.Context(), t, n.Name+" programs the nftables table", func() (bool, string) {
+			out, err := e.c.Topo.Exec(t.Context(), n.NS, "nft", "list", "table", "ip", "switchyard")
+			return err == nil && strings.Contains(string(out), "endpoints-tcp-"), fmt.Sprint(err)
+		})
+		if out, err := e.c.Topo.Exec(t.Context(), n.NS, "iptables-save"); err != nil || strings.Contains(string(out), "KUBE-SERVICES") {
+			t.Fatalf("%s: iptables rules in nftables mode: %v\n%s", n.Name, err, out)
+		}
+	}
+	for _, sc := range []struct {
+		name string
+		run  func(*testing.T, *env)
+	}{
+		{"ClusterIPFromBothNodes", testClusterIP},
+		{"NodePortOnEachNode", testNodePort},
+		{"ScaleUpAndDown", testScale},
+		{"ExternalTrafficPolicyLocal", testETPLocal},
+		{"SessionAffinityClientIP", testAffinity},
+		{"UDPFlowMovesWhenEndpointGoes", testUDPFlow},
+		{"DeletedServiceRulesGone", testDelete},
 	} {
 		if !t.Run(sc.name, func(t *testing.T) { sc.run(t, e) }) && t.Context().Err() != nil {
 			return

@@ -28,6 +28,8 @@ import (
 type env struct {
 	c       *system.Cluster
 	replica int
+	// nft: the agents run the nftables mode (rulesFor reads nft).
+	nft bool
 }
 
 // svc is one scenario's Service as the API server returned it (node ports
@@ -294,10 +296,16 @@ func short(v string) string {
 	return v
 }
 
-// rulesFor returns node n's nat and filter rules (iptables-save) that
-// mention namespace ns, as the dataplane's comments do ("ns/name:port").
+// rulesFor returns node n's nat and filter rules (iptables-save, or the
+// nftables mode's table) that mention namespace ns, as the iptables
+// mode's comments ("ns/name:port") and the nftables mode's chain names
+// ("ns/name/proto/port") do.
 func (e *env) rulesFor(ctx context.Context, n netns.Node, ns string) ([]string, error) {
-	out, err := e.c.Topo.Exec(ctx, n.NS, "iptables-save")
+	argv := []string{"iptables-save"}
+	if e.nft {
+		argv = []string{"nft", "list", "table", "ip", "switchyard"}
+	}
+	out, err := e.c.Topo.Exec(ctx, n.NS, argv...)
 	if err != nil {
 		return nil, err
 	}

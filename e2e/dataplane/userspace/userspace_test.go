@@ -260,7 +260,9 @@ func TestUDPSessions(t *testing.T) {
 	if len(res.Counts) != 1 || res.Succeeded() != 20 {
 		t.Errorf("one socket: %s; want all 20 on one backend", res)
 	}
-	res, err = client.UDP(t.Context(), dns, probe.Options{Count: 30})
+	// DistinctSources: a port reused by the kernel would rejoin an
+	// earlier socket's session and shift the rotation.
+	res, err = client.UDP(t.Context(), dns, probe.Options{Count: 30, DistinctSources: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +289,7 @@ func TestUDPSessions(t *testing.T) {
 		}
 		// Six sessions: pod-1's two turns are refused and resent to pod-2.
 		// Few enough to stay within the kernel's ICMP rate-limit burst.
-		res, err := client.UDP(t.Context(), dns, probe.Options{Count: 6, Timeout: 2 * time.Second})
+		res, err := client.UDP(t.Context(), dns, probe.Options{Count: 6, Timeout: 2 * time.Second, DistinctSources: true})
 		if err != nil {
 			t.Fatal(err)
 		}

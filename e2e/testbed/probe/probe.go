@@ -46,6 +46,13 @@ type Options struct {
 	ReuseSocket bool
 	// Payload is the UDP datagram (default "probe").
 	Payload []byte
+	// DistinctSources keeps each UDP attempt's socket open until every
+	// attempt is done, so each gets its own source port: the kernel hands
+	// a closed socket's port out again at once, and a proxy that keys
+	// sessions by client address would count two attempts as one session
+	// (the userspace mode's exact round-robin test over 30 sockets failed
+	// that way in CI).
+	DistinctSources bool
 }
 
 func (o Options) withDefaults() Options {
@@ -96,7 +103,12 @@ func (p *Prober) UDP(ctx context.Context, addr netip.AddrPort, opts Options) (Re
 		return Result{}, err
 	}
 	if !opts.ReuseSocket {
-		return p.run(ctx, opts, p.udpAttempt(addr, opts.Timeout, opts.Payload))
+		var held heldConns
+		defer held.close()
+		if !opts.DistinctSources {
+			return p.run(ctx, opts, p.udpAttempt(addr, opts.Timeout, opts.Payload, nil))
+		}
+		return p.run(ctx, opts, p.udpAttempt(addr, opts.Timeout, opts.Payload, &held))
 	}
 	conn, err := p.dial(ctx, "udp", addr)
 	if err != nil {
@@ -186,7 +198,9 @@ func (p *Prober) tcpAttempt(addr netip.AddrPort, timeout time.Duration) attemptF
 	}
 }
 
-func (p *Prober) udpAttempt(addr netip.AddrPort, timeout time.Duration, payload []byte) attemptFunc {
+// udpAttempt makes one exchange from a new socket, closed after it or,
+// with hold, when the whole run ends.
+func (p *Prober) udpAttempt(addr netip.AddrPort, timeout time.Duration, payload []byte, hold *heldConns) attemptFunc {
 	return func(ctx context.Context) ([]byte, error) {
 		deadline := time.Now().Add(timeout)
 		ctx, cancel := context.WithDeadline(ctx, deadline)
@@ -195,9 +209,34 @@ func (p *Prober) udpAttempt(addr netip.AddrPort, timeout time.Duration, payload 
 		if err != nil {
 			return nil, err
 		}
-		defer conn.Close()
+		if hold != nil {
+			hold.add(conn)
+		} else {
+			defer conn.Close()
+		}
 		return exchange(conn, payload, deadline)
 	}
+}
+
+// heldConns are sockets kept open until a run ends (DistinctSources).
+type heldConns struct {
+	mu    sync.Mutex
+	conns []net.Conn
+}
+
+func (h *heldConns) add(c net.Conn) {
+	h.mu.Lock()
+	h.conns = append(h.conns, c)
+	h.mu.Unlock()
+}
+
+func (h *heldConns) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.conns {
+		_ = c.Close()
+	}
+	h.conns = nil
 }
 
 // exchange sends one datagram on a connected UDP socket and reads the reply.

@@ -105,8 +105,8 @@ func TestTCPAndUDPCounts(t *testing.T) {
 	}
 }
 
-// TestUDPSourcePorts checks that exchanges use a new source port each unless
-// ReuseSocket is set.
+// TestUDPSourcePorts checks that exchanges use a new socket each unless
+// ReuseSocket is set, and with DistinctSources never the same port twice.
 func TestUDPSourcePorts(t *testing.T) {
 	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
@@ -132,21 +132,22 @@ func TestUDPSourcePorts(t *testing.T) {
 	t.Cleanup(func() { conn.Close(); <-done })
 	p := probe.New(here{}, "test")
 	for _, tc := range []struct {
-		reuse bool
-		want  int
-	}{{false, 8}, {true, 1}} {
+		reuse, distinct bool
+		count, want     int
+	}{{false, false, 8, 8}, {true, false, 8, 1}, {false, true, 300, 300}} {
 		mu.Lock()
 		clear(ports)
 		mu.Unlock()
-		res, err := p.UDP(t.Context(), addrPort(t, conn.LocalAddr()), probe.Options{Count: 8, ReuseSocket: tc.reuse})
-		if err != nil || res.Counts["sink"] != 8 {
-			t.Fatalf("reuse=%v: %v %s", tc.reuse, err, res)
+		res, err := p.UDP(t.Context(), addrPort(t, conn.LocalAddr()),
+			probe.Options{Count: tc.count, ReuseSocket: tc.reuse, DistinctSources: tc.distinct})
+		if err != nil || res.Counts["sink"] != tc.count {
+			t.Fatalf("reuse=%v distinct=%v: %v %s", tc.reuse, tc.distinct, err, res)
 		}
 		mu.Lock()
 		got := len(ports)
 		mu.Unlock()
 		if got != tc.want {
-			t.Errorf("reuse=%v: %d distinct source ports, want %d", tc.reuse, got, tc.want)
+			t.Errorf("reuse=%v distinct=%v: %d distinct source ports, want %d", tc.reuse, tc.distinct, got, tc.want)
 		}
 	}
 }

@@ -67,7 +67,7 @@ func (p *Prober) Stream(ctx context.Context, addr netip.AddrPort, opts StreamOpt
 	}
 	once := p.tcpAttempt(addr, opts.Timeout)
 	if opts.Network == "udp" {
-		once = p.udpAttempt(addr, opts.Timeout, opts.Payload)
+		once = p.udpAttempt(addr, opts.Timeout, opts.Payload, nil)
 	}
 	if opts.Duration > 0 {
 		var cancel context.CancelFunc
