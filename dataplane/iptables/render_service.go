@@ -14,25 +14,14 @@ type endpoint struct {
 	chain string // KUBE-SEP-…, "" when the port has no KUBE-SEP chains
 }
 
-// portPlan is one service port reduced to what its rules need.
+// portPlan is one service port as serviceport read it, with what the
+// iptables rules add: chain-name identity, the protocol match and the
+// endpoints with their KUBE-SEP chains.
 type portPlan struct {
-	label        string // "namespace/name:port", as in kube-proxy's comments
-	id           string // hashed into chain names
-	proto        string // "tcp", "udp", "sctp"
-	match        string // "-p tcp -m tcp"
-	port         uint32
-	nodePort     uint32
-	clusterIPs   []netip.Addr
-	externalIPs  []netip.Addr
-	lbIPs        []netip.Addr
-	sourceRanges []netip.Prefix
-	hasRanges    bool // ranges exist in any family: the rest is dropped
-	cluster      []endpoint
-	local        []endpoint
-	intLocal     bool
-	extLocal     bool
-	affinity     uint32 // ClientIP timeout in seconds, 0 without affinity
-	hasAny       bool
+	sp             *serviceport.Port
+	id             string // hashed into chain names
+	match          string // "-p tcp -m tcp"
+	cluster, local []endpoint
 }
 
 // service renders every port of one view.
@@ -49,14 +38,8 @@ func (r *renderer) service(key string, sv *switchyardv1.ServiceView) {
 	}
 	for i := range svc.Ports {
 		sp := &svc.Ports[i]
-		p := portPlan{
-			label: sp.Label, id: portID(svc.Namespace, svc.ServiceName, sp.Name, sp.Protocol),
-			proto: sp.Protocol, match: "-p " + sp.Protocol + " -m " + sp.Protocol,
-			port: sp.Port, nodePort: sp.NodePort,
-			clusterIPs: sp.ClusterIPs, externalIPs: sp.ExternalIPs, lbIPs: sp.LBIPs,
-			sourceRanges: sp.SourceRanges, hasRanges: sp.HasRanges,
-			intLocal: sp.IntLocal, extLocal: sp.ExtLocal, affinity: sp.Affinity, hasAny: sp.HasAny,
-		}
+		p := portPlan{sp: sp, id: portID(svc.Namespace, svc.ServiceName, sp.Name, sp.Protocol),
+			match: "-p " + sp.Protocol + " -m " + sp.Protocol}
 		seps := r.usesSEPs(&p)
 		p.cluster = endpointsOf(p.id, sp.Cluster, seps)
 		p.local = endpointsOf(p.id, sp.Local, seps)
@@ -67,7 +50,7 @@ func (r *renderer) service(key string, sv *switchyardv1.ServiceView) {
 // usesSEPs reports whether a port's endpoints get KUBE-SEP chains: in
 // kube-proxy's shape always, else only with ClientIP affinity, whose
 // -m recent lists need a name per endpoint.
-func (r *renderer) usesSEPs(p *portPlan) bool { return r.opts.KubeProxyShape || p.affinity > 0 }
+func (r *renderer) usesSEPs(p *portPlan) bool { return r.opts.KubeProxyShape || p.sp.Affinity > 0 }
 
 // endpointsOf lists the endpoints of one service port, naming their
 // KUBE-SEP chains when they have one (a hash per endpoint, so skipped
@@ -90,54 +73,54 @@ func comment(s string) string { return `-m comment --comment "` + s + `"` }
 // filter rejects) and its chains.
 func (r *renderer) port(p *portPlan) {
 	svc, svl, ext, fw := svcChain(p.id), svlChain(p.id), extChain(p.id), fwChain(p.id)
-	extReachable := p.nodePort > 0 || len(p.externalIPs) > 0 || len(p.lbIPs) > 0
+	extReachable := p.sp.NodePort > 0 || len(p.sp.ExternalIPs) > 0 || len(p.sp.LBIPs) > 0
 	intEPs, extEPs := p.cluster, p.cluster
 	intChain := svc
-	if p.intLocal {
+	if p.sp.IntLocal {
 		intEPs, intChain = p.local, svl
 	}
-	if p.extLocal {
+	if p.sp.ExtLocal {
 		extEPs = p.local
 	}
 	hasInternal := len(intEPs) > 0
 	hasExternal := extReachable && len(extEPs) > 0
-	usesSVL := len(p.local) > 0 && (p.intLocal || (extReachable && p.extLocal))
+	usesSVL := len(p.local) > 0 && (p.sp.IntLocal || (extReachable && p.sp.ExtLocal))
 	block := "REJECT"
 	switch {
-	case p.hasAny:
+	case p.sp.HasAny:
 		block = "DROP"
-	case p.proto == "tcp":
+	case p.sp.Protocol == "tcp":
 		// An ICMP error to a connect() on this node arrives while the
 		// socket is locked and only takes effect at the SYN retransmit
 		// (1–2 s, measured); a RST refuses at once on every path.
 		block = "REJECT --reject-with tcp-reset"
 	}
-	dport := fmt.Sprintf("--dport %d", p.port)
+	dport := fmt.Sprintf("--dport %d", p.sp.Port)
 
-	for _, ip := range p.clusterIPs {
+	for _, ip := range p.sp.ClusterIPs {
 		if hasInternal {
-			r.toShard(ip, join(comment(p.label+" cluster IP"), p.match, "-d", ip.String(), dport, "-j", intChain))
+			r.toShard(ip, join(comment(p.sp.Label+" cluster IP"), p.match, "-d", ip.String(), dport, "-j", intChain))
 		} else {
-			r.rs.add(tableFilter, chainServices, comment(p.label+" has no endpoints for internal traffic"),
+			r.rs.add(tableFilter, chainServices, comment(p.sp.Label+" has no endpoints for internal traffic"),
 				p.match, "-d", ip.String(), dport, "-j", block)
 		}
 	}
-	r.external(p, "external IP", p.externalIPs, ext, hasExternal, block)
+	r.external(p, "external IP", p.sp.ExternalIPs, ext, hasExternal, block)
 	lbTarget := ext
-	if p.hasRanges {
+	if p.sp.HasRanges {
 		lbTarget = fw
-		for _, ip := range p.lbIPs {
-			r.rs.add(tableFilter, chainFirewall, comment(p.label+" traffic not accepted by "+fw),
+		for _, ip := range p.sp.LBIPs {
+			r.rs.add(tableFilter, chainFirewall, comment(p.sp.Label+" traffic not accepted by "+fw),
 				p.match, "-d", ip.String(), dport, "-j DROP")
 		}
 	}
-	r.external(p, "loadbalancer IP", p.lbIPs, lbTarget, hasExternal, block)
-	if p.nodePort > 0 {
-		np := fmt.Sprintf("--dport %d", p.nodePort)
+	r.external(p, "loadbalancer IP", p.sp.LBIPs, lbTarget, hasExternal, block)
+	if p.sp.NodePort > 0 {
+		np := fmt.Sprintf("--dport %d", p.sp.NodePort)
 		if hasExternal {
-			r.rs.add(tableNAT, chainNodePorts, comment(p.label), p.match, np, "-j", ext)
+			r.rs.add(tableNAT, chainNodePorts, comment(p.sp.Label), p.match, np, "-j", ext)
 		} else {
-			r.rs.add(tableFilter, chainExternalServices, comment(p.label+" has no endpoints for external traffic"),
+			r.rs.add(tableFilter, chainExternalServices, comment(p.sp.Label+" has no endpoints for external traffic"),
 				"-m addrtype --dst-type LOCAL", p.match, np, "-j", block)
 		}
 	}
@@ -150,10 +133,10 @@ func (r *renderer) port(p *portPlan) {
 	}
 	if hasExternal {
 		r.extChain(p, ext, svc, svl)
-		if p.hasRanges && len(p.lbIPs) > 0 {
+		if p.sp.HasRanges && len(p.sp.LBIPs) > 0 {
 			r.rs.chain(tableNAT, fw)
-			for _, src := range p.sourceRanges {
-				r.rs.add(tableNAT, fw, comment(p.label+" loadbalancer IP"), "-s", src.String(), "-j", ext)
+			for _, src := range p.sp.SourceRanges {
+				r.rs.add(tableNAT, fw, comment(p.sp.Label+" loadbalancer IP"), "-s", src.String(), "-j", ext)
 			}
 		}
 	}
@@ -161,18 +144,20 @@ func (r *renderer) port(p *portPlan) {
 	if usesSVL {
 		r.seps(p, p.local)
 	}
-	r.recordUDP(p)
+	if u, ok := p.sp.UDPFlows(); ok {
+		r.rs.udp[p.id] = u
+	}
 }
 
 // external writes the entry rules of external or load-balancer addresses:
 // into the shards when there are endpoints, else a filter REJECT/DROP.
 func (r *renderer) external(p *portPlan, kind string, ips []netip.Addr, target string, ok bool, block string) {
-	dport := fmt.Sprintf("--dport %d", p.port)
+	dport := fmt.Sprintf("--dport %d", p.sp.Port)
 	for _, ip := range ips {
 		if ok {
-			r.toShard(ip, join(comment(p.label+" "+kind), p.match, "-d", ip.String(), dport, "-j", target))
+			r.toShard(ip, join(comment(p.sp.Label+" "+kind), p.match, "-d", ip.String(), dport, "-j", target))
 		} else {
-			r.rs.add(tableFilter, chainExternalServices, comment(p.label+" has no endpoints for external traffic"),
+			r.rs.add(tableFilter, chainExternalServices, comment(p.sp.Label+" has no endpoints for external traffic"),
 				p.match, "-d", ip.String(), dport, "-j", block)
 		}
 	}
@@ -182,10 +167,10 @@ func (r *renderer) external(p *portPlan, kind string, ips []netip.Addr, target s
 // cluster IPs, then balance over the cluster endpoints.
 func (r *renderer) clusterChain(p *portPlan, svc string) {
 	r.rs.chain(tableNAT, svc)
-	if !p.intLocal {
-		dport := fmt.Sprintf("--dport %d", p.port)
-		for _, ip := range p.clusterIPs {
-			c := comment(p.label + " cluster IP")
+	if !p.sp.IntLocal {
+		dport := fmt.Sprintf("--dport %d", p.sp.Port)
+		for _, ip := range p.sp.ClusterIPs {
+			c := comment(p.sp.Label + " cluster IP")
 			switch cidrs := r.node.clusterCIDRs; {
 			case r.node.masqueradeAll:
 				r.rs.add(tableNAT, svc, c, p.match, "-d", ip.String(), dport, "-j", chainMarkMasq)
@@ -207,17 +192,17 @@ func (r *renderer) clusterChain(p *portPlan, svc string) {
 func (r *renderer) balance(p *portPlan, chain string, eps []endpoint) {
 	r.rs.chain(tableNAT, chain)
 	seps := r.usesSEPs(p)
-	if p.affinity > 0 {
+	if p.sp.Affinity > 0 {
 		for _, ep := range eps {
-			r.rs.add(tableNAT, chain, comment(p.label+" -> "+ep.addr.String()),
-				"-m recent --name", ep.chain, fmt.Sprintf("--rcheck --seconds %d --reap", p.affinity), "-j", ep.chain)
+			r.rs.add(tableNAT, chain, comment(p.sp.Label+" -> "+ep.addr.String()),
+				"-m recent --name", ep.chain, fmt.Sprintf("--rcheck --seconds %d --reap", p.sp.Affinity), "-j", ep.chain)
 		}
 	}
 	for i, ep := range eps {
 		args := make([]string, 0, 5)
-		args = append(args, comment(p.label+" -> "+ep.addr.String()))
+		args = append(args, comment(p.sp.Label+" -> "+ep.addr.String()))
 		if !seps {
-			args = append(args, "-p", p.proto)
+			args = append(args, "-p", p.sp.Protocol)
 		}
 		if left := len(eps) - i; left > 1 {
 			args = append(args, fmt.Sprintf("-m statistic --mode random --probability %0.10f", 1.0/float64(left)))
@@ -229,7 +214,7 @@ func (r *renderer) balance(p *portPlan, chain string, eps []endpoint) {
 		}
 		r.rs.add(tableNAT, chain, args...)
 		if !r.opts.KubeProxyShape {
-			r.rs.addHairpin(hairpinMember(p.proto, ep.addr))
+			r.rs.addHairpin(hairpinMember(p.sp.Protocol, ep.addr))
 		}
 	}
 }
@@ -243,21 +228,21 @@ func hairpinMember(proto string, ep netip.AddrPort) string {
 
 // extChain writes KUBE-EXT: masquerade and choose the policy chain.
 func (r *renderer) extChain(p *portPlan, ext, svc, svl string) {
-	if !p.extLocal {
-		r.rs.add(tableNAT, ext, comment("masquerade traffic for "+p.label+" external destinations"), "-j", chainMarkMasq)
+	if !p.sp.ExtLocal {
+		r.rs.add(tableNAT, ext, comment("masquerade traffic for "+p.sp.Label+" external destinations"), "-j", chainMarkMasq)
 		r.rs.add(tableNAT, ext, "-j", svc)
 		return
 	}
 	hasSVC := len(p.cluster) > 0
 	if hasSVC {
 		for _, c := range r.node.clusterCIDRs {
-			r.rs.add(tableNAT, ext, comment("pod traffic for "+p.label+" external destinations"), "-s", c.String(), "-j", svc)
+			r.rs.add(tableNAT, ext, comment("pod traffic for "+p.sp.Label+" external destinations"), "-s", c.String(), "-j", svc)
 		}
 	}
-	r.rs.add(tableNAT, ext, comment("masquerade LOCAL traffic for "+p.label+" external destinations"),
+	r.rs.add(tableNAT, ext, comment("masquerade LOCAL traffic for "+p.sp.Label+" external destinations"),
 		"-m addrtype --src-type LOCAL -j", chainMarkMasq)
 	if hasSVC {
-		r.rs.add(tableNAT, ext, comment("route LOCAL traffic for "+p.label+" external destinations"),
+		r.rs.add(tableNAT, ext, comment("route LOCAL traffic for "+p.sp.Label+" external destinations"),
 			"-m addrtype --src-type LOCAL -j", svc)
 	}
 	r.rs.add(tableNAT, ext, "-j", svl)
@@ -274,12 +259,12 @@ func (r *renderer) seps(p *portPlan, eps []endpoint) {
 		if _, done := r.rs.Chains[tableNAT][ep.chain]; done {
 			continue
 		}
-		c := comment(p.label)
+		c := comment(p.sp.Label)
 		if r.opts.KubeProxyShape {
 			r.rs.add(tableNAT, ep.chain, c, "-s", ep.addr.Addr().String(), "-j", chainMarkMasq)
 		}
 		recent := ""
-		if p.affinity > 0 {
+		if p.sp.Affinity > 0 {
 			recent = " -m recent --name " + ep.chain + " --set"
 		}
 		r.rs.add(tableNAT, ep.chain, c, p.match+recent, "-j DNAT --to-destination", ep.addr.String())

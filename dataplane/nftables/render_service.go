@@ -8,7 +8,6 @@ import (
 
 	"sigs.k8s.io/knftables"
 
-	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -20,23 +19,12 @@ type endpoint struct {
 	affinity string // affinity-… set, when the service has ClientIP affinity
 }
 
-// portPlan is one service port reduced to what its objects need.
+// portPlan is one service port as serviceport read it, with the names
+// of its objects and its endpoints' names.
 type portPlan struct {
-	names        portNames
-	proto        string // "tcp", "udp", "sctp"
-	port         uint32
-	nodePort     uint32
-	clusterIPs   []netip.Addr
-	externalIPs  []netip.Addr
-	lbIPs        []netip.Addr
-	sourceRanges []netip.Prefix
-	hasRanges    bool // ranges exist in any family: the rest is dropped
-	cluster      []endpoint
-	local        []endpoint
-	intLocal     bool
-	extLocal     bool
-	affinity     uint32 // ClientIP timeout in seconds, 0 without affinity
-	hasAny       bool
+	sp             *serviceport.Port
+	names          portNames
+	cluster, local []endpoint
 }
 
 // service renders every port of one view; serviceport reads it exactly as
@@ -48,13 +36,7 @@ func (r *renderer) service(key string, sv *switchyardv1.ServiceView) {
 	}
 	for i := range svc.Ports {
 		sp := &svc.Ports[i]
-		p := portPlan{
-			names: namesFor(svc.Namespace, svc.ServiceName, sp.Name, sp.Protocol),
-			proto: sp.Protocol, port: sp.Port, nodePort: sp.NodePort,
-			clusterIPs: sp.ClusterIPs, externalIPs: sp.ExternalIPs, lbIPs: sp.LBIPs,
-			sourceRanges: sp.SourceRanges, hasRanges: sp.HasRanges,
-			intLocal: sp.IntLocal, extLocal: sp.ExtLocal, affinity: sp.Affinity, hasAny: sp.HasAny,
-		}
+		p := portPlan{sp: sp, names: namesFor(svc.Namespace, svc.ServiceName, sp.Name, sp.Protocol)}
 		p.cluster = endpointsOf(&p, sp.Cluster)
 		p.local = endpointsOf(&p, sp.Local)
 		r.port(&p)
@@ -66,8 +48,8 @@ func endpointsOf(p *portPlan, eps []serviceport.Endpoint) []endpoint {
 	out := make([]endpoint, 0, len(eps))
 	for _, ep := range eps {
 		e := endpoint{addr: ep.Addr, chain: p.names.endpointChain(ep.Addr)}
-		if p.affinity > 0 {
-			e.affinity = p.names.affinitySet(ep.Addr, p.affinity)
+		if p.sp.Affinity > 0 {
+			e.affinity = p.names.affinitySet(ep.Addr, p.sp.Affinity)
 		}
 		out = append(out, e)
 	}
@@ -78,57 +60,57 @@ func endpointsOf(p *portPlan, eps []serviceport.Endpoint) []endpoint {
 // port, and its chains.
 func (r *renderer) port(p *portPlan) {
 	rs, n := r.rs, p.names
-	extReachable := p.nodePort > 0 || len(p.externalIPs) > 0 || len(p.lbIPs) > 0
+	extReachable := p.sp.NodePort > 0 || len(p.sp.ExternalIPs) > 0 || len(p.sp.LBIPs) > 0
 	intEPs, extEPs, intChain := p.cluster, p.cluster, n.svc
-	if p.intLocal {
+	if p.sp.IntLocal {
 		intEPs, intChain = p.local, n.local
 	}
-	if p.extLocal {
+	if p.sp.ExtLocal {
 		extEPs = p.local
 	}
 	hasInternal := len(intEPs) > 0
 	hasExternal := extReachable && len(extEPs) > 0
-	usesLocal := len(p.local) > 0 && (p.intLocal || (extReachable && p.extLocal))
+	usesLocal := len(p.local) > 0 && (p.sp.IntLocal || (extReachable && p.sp.ExtLocal))
 	// No endpoints at all: reject. Endpoints, just not for this traffic on
 	// this node: drop, as kube-proxy does.
 	block := "goto " + chainReject
-	if p.hasAny {
+	if p.sp.HasAny {
 		block = "drop"
 	}
-	port := fmt.Sprint(p.port)
+	port := fmt.Sprint(p.sp.Port)
 
-	for _, ip := range p.clusterIPs {
+	for _, ip := range p.sp.ClusterIPs {
 		if hasInternal {
-			rs.element(mapServiceIPs, "goto "+intChain, ip.String(), p.proto, port)
+			rs.element(mapServiceIPs, "goto "+intChain, ip.String(), p.sp.Protocol, port)
 		} else {
-			rs.element(mapNoEPServices, block, ip.String(), p.proto, port)
+			rs.element(mapNoEPServices, block, ip.String(), p.sp.Protocol, port)
 		}
 	}
-	for _, ip := range append(slices.Clone(p.externalIPs), p.lbIPs...) {
+	for _, ip := range append(slices.Clone(p.sp.ExternalIPs), p.sp.LBIPs...) {
 		if hasExternal {
-			rs.element(mapServiceIPs, "goto "+n.ext, ip.String(), p.proto, port)
+			rs.element(mapServiceIPs, "goto "+n.ext, ip.String(), p.sp.Protocol, port)
 		} else {
-			rs.element(mapNoEPServices, block, ip.String(), p.proto, port)
+			rs.element(mapNoEPServices, block, ip.String(), p.sp.Protocol, port)
 		}
 	}
-	if p.hasRanges && len(p.lbIPs) > 0 {
-		for _, ip := range p.lbIPs {
-			rs.element(mapFirewallIPs, "goto "+n.fw, ip.String(), p.proto, port)
+	if p.sp.HasRanges && len(p.sp.LBIPs) > 0 {
+		for _, ip := range p.sp.LBIPs {
+			rs.element(mapFirewallIPs, "goto "+n.fw, ip.String(), p.sp.Protocol, port)
 		}
 		// Allowed sources return to the base chain; the rest is dropped
 		// before DNAT. One rule per range rather than an anonymous set.
 		rs.chain(n.fw)
-		for _, src := range p.sourceRanges {
+		for _, src := range p.sp.SourceRanges {
 			rs.add(n.fw, r.fam.ip(), "saddr", src.String(), "return")
 		}
 		rs.add(n.fw, "drop")
 	}
-	if p.nodePort > 0 {
-		np := fmt.Sprint(p.nodePort)
+	if p.sp.NodePort > 0 {
+		np := fmt.Sprint(p.sp.NodePort)
 		if hasExternal {
-			rs.element(mapServiceNPs, "goto "+n.ext, p.proto, np)
+			rs.element(mapServiceNPs, "goto "+n.ext, p.sp.Protocol, np)
 		} else {
-			rs.element(mapNoEPNodePort, block, p.proto, np)
+			rs.element(mapNoEPNodePort, block, p.sp.Protocol, np)
 		}
 	}
 
@@ -145,7 +127,9 @@ func (r *renderer) port(p *portPlan) {
 	if usesLocal {
 		r.endpointChains(p, p.local)
 	}
-	r.recordUDP(p)
+	if u, ok := p.sp.UDPFlows(); ok {
+		r.rs.udp[p.names.id] = u
+	}
 }
 
 // clusterChain writes svc-…: masquerade off-cluster sources of the cluster
@@ -153,9 +137,9 @@ func (r *renderer) port(p *portPlan) {
 func (r *renderer) clusterChain(p *portPlan) {
 	c := p.names.svc
 	r.rs.chain(c)
-	if !p.intLocal {
+	if !p.sp.IntLocal {
 		ip := r.fam.ip()
-		for _, a := range p.clusterIPs {
+		for _, a := range p.sp.ClusterIPs {
 			switch {
 			case r.node.masqueradeAll:
 				r.rs.add(c, ip, "daddr", a.String(), "jump", chainMarkMasq)
@@ -183,8 +167,8 @@ func (r *renderer) clusterChain(p *portPlan) {
 func (r *renderer) balance(p *portPlan, chain string, eps []endpoint) {
 	r.rs.chain(chain)
 	ip := r.fam.ip()
-	if p.affinity == 0 {
-		block, err := r.slots.block(p.proto, chain)
+	if p.sp.Affinity == 0 {
+		block, err := r.slots.block(p.sp.Protocol, chain)
 		if err != nil {
 			r.skip(p.names.base, "%v: rejected", err)
 			r.rs.add(chain, "goto", chainReject)
@@ -192,7 +176,7 @@ func (r *renderer) balance(p *portPlan, chain string, eps []endpoint) {
 		}
 		r.rs.blocks[chain] = true
 		off := block * slots
-		m := endpointMap(p.proto, block)
+		m := endpointMap(p.sp.Protocol, block)
 		for i, ep := range eps {
 			lo, hi := off+uint32(i*slots/len(eps)), off+uint32((i+1)*slots/len(eps))-1
 			r.rs.element(m, ep.addr.Addr().String()+" . "+fmt.Sprint(ep.addr.Port()), fmt.Sprintf("%d-%d", lo, hi))
@@ -201,7 +185,7 @@ func (r *renderer) balance(p *portPlan, chain string, eps []endpoint) {
 		if off > 0 {
 			draw += fmt.Sprintf(" offset %d", off)
 		}
-		r.rs.add(chain, "meta l4proto", p.proto, "dnat", ip, "addr . port to", draw, "map @"+m)
+		r.rs.add(chain, "meta l4proto", p.sp.Protocol, "dnat", ip, "addr . port to", draw, "map @"+m)
 		return
 	}
 	for _, ep := range eps {
@@ -220,7 +204,7 @@ func (r *renderer) balance(p *portPlan, chain string, eps []endpoint) {
 func (r *renderer) extChain(p *portPlan) {
 	ext, n := p.names.ext, p.names
 	r.rs.chain(ext)
-	if !p.extLocal {
+	if !p.sp.ExtLocal {
 		r.rs.add(ext, "jump", chainMarkMasq)
 		r.rs.add(ext, "goto", n.svc)
 		return
@@ -245,7 +229,7 @@ func (r *renderer) endpointChains(p *portPlan, eps []endpoint) {
 	for _, ep := range eps {
 		a := ep.addr.Addr().String()
 		r.rs.element(setHairpin, "", a, a)
-		if p.affinity == 0 {
+		if p.sp.Affinity == 0 {
 			continue
 		}
 		if _, done := r.rs.Chains[ep.chain]; done {
@@ -253,27 +237,8 @@ func (r *renderer) endpointChains(p *portPlan, eps []endpoint) {
 		}
 		r.rs.set(&Set{Name: ep.affinity, Type: r.fam.addrType(), Dynamic: true,
 			Flags:   []knftables.SetFlag{knftables.DynamicFlag, knftables.TimeoutFlag},
-			Timeout: time.Duration(p.affinity) * time.Second})
+			Timeout: time.Duration(p.sp.Affinity) * time.Second})
 		r.rs.add(ep.chain, "update @"+ep.affinity, "{", r.fam.ip(), "saddr }")
-		r.rs.add(ep.chain, "meta l4proto", p.proto, "dnat to", dnatTarget(ep.addr))
+		r.rs.add(ep.chain, "meta l4proto", p.sp.Protocol, "dnat to", dnatTarget(ep.addr))
 	}
-}
-
-// recordUDP notes a rendered UDP port for conntrack cleanup.
-func (r *renderer) recordUDP(p *portPlan) {
-	if p.proto != "udp" {
-		return
-	}
-	u := conntrack.UDPPort{NodePort: uint16(p.nodePort)}
-	for _, list := range [][]netip.Addr{p.clusterIPs, p.externalIPs, p.lbIPs} {
-		for _, a := range list {
-			u.Dsts = append(u.Dsts, netip.AddrPortFrom(a, uint16(p.port)))
-		}
-	}
-	for _, eps := range [][]endpoint{p.cluster, p.local} {
-		for _, ep := range eps {
-			u.AddEndpoint(ep.addr.Addr())
-		}
-	}
-	r.rs.udp[p.names.id] = u
 }

@@ -13,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 
+	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -225,4 +226,25 @@ func endpoints(svc, name string, in []*switchyardv1.Endpoint, f Family, skipf fu
 	}
 	slices.SortFunc(out, func(x, y Endpoint) int { return x.Addr.Compare(y.Addr) })
 	return out
+}
+
+// UDPFlows is what conntrack cleanup needs to know of a UDP port (ok is
+// false for other protocols): its service addresses with the port, its
+// node port and every endpoint address, cluster ones first.
+func (p *Port) UDPFlows() (u conntrack.UDPPort, ok bool) {
+	if p.Protocol != "udp" {
+		return u, false
+	}
+	u.NodePort = uint16(p.NodePort)
+	for _, list := range [][]netip.Addr{p.ClusterIPs, p.ExternalIPs, p.LBIPs} {
+		for _, a := range list {
+			u.Dsts = append(u.Dsts, netip.AddrPortFrom(a, uint16(p.Port)))
+		}
+	}
+	for _, eps := range [][]Endpoint{p.Cluster, p.Local} {
+		for _, ep := range eps {
+			u.AddEndpoint(ep.Addr.Addr())
+		}
+	}
+	return u, true
 }

@@ -5,7 +5,9 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -101,5 +103,28 @@ func TestRead(t *testing.T) {
 	cluster.ExternalTrafficPolicy = switchyardv1.TrafficPolicy_TRAFFIC_POLICY_CLUSTER
 	if got, _ := serviceport.Read("ns/web", cluster, serviceport.IPv4, func(string, string) {}); got.HealthCheckNodePort != 0 {
 		t.Errorf("health check node port %d without ETP Local", got.HealthCheckNodePort)
+	}
+}
+
+func TestUDPFlows(t *testing.T) {
+	ap := netip.MustParseAddrPort
+	a := netip.MustParseAddr
+	p := serviceport.Port{Protocol: "udp", Port: 53, NodePort: 30053,
+		ClusterIPs: []netip.Addr{a("10.96.0.10")}, ExternalIPs: []netip.Addr{a("192.0.2.1")}, LBIPs: []netip.Addr{a("192.0.2.2")},
+		Cluster: []serviceport.Endpoint{{Addr: ap("10.244.0.2:5353")}, {Addr: ap("10.244.0.3:5353")}},
+		Local:   []serviceport.Endpoint{{Addr: ap("10.244.0.3:5353")}}}
+	got, ok := p.UDPFlows()
+	want := conntrack.UDPPort{NodePort: 30053,
+		Dsts:      []netip.AddrPort{ap("10.96.0.10:53"), ap("192.0.2.1:53"), ap("192.0.2.2:53")},
+		Endpoints: []netip.Addr{a("10.244.0.2"), a("10.244.0.3")}}
+	if !ok {
+		t.Fatal("udp port: ok = false")
+	}
+	if d := cmp.Diff(want, got, cmpopts.EquateComparable(netip.Addr{}, netip.AddrPort{})); d != "" {
+		t.Errorf("(-want +got):\n%s", d)
+	}
+	p.Protocol = "tcp"
+	if _, ok := p.UDPFlows(); ok {
+		t.Error("tcp port: ok = true")
 	}
 }
