@@ -17,23 +17,7 @@ const (
 	IPv6 Family = 6
 )
 
-func (f Family) String() string {
-	if f == IPv6 {
-		return "IPv6"
-	}
-	return "IPv4"
-}
-
-// has, parseAddr and parsePrefix read addresses as every mode does.
-func (f Family) has(a netip.Addr) bool { return serviceport.Family(f).Has(a) }
-
-func (f Family) parseAddr(s string) (netip.Addr, bool, error) {
-	return serviceport.Family(f).ParseAddr(s)
-}
-
-func (f Family) parsePrefix(s string) (netip.Prefix, bool, error) {
-	return serviceport.Family(f).ParsePrefix(s)
-}
+func (f Family) String() string { return serviceport.Family(f).String() }
 
 // shardMatch returns the "-d addr/mask" value that selects shard i of
 // 1<<bits shards by the low bits of the destination address.

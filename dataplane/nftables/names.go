@@ -75,12 +75,7 @@ const (
 	IPv6 Family = 6
 )
 
-func (f Family) String() string {
-	if f == IPv6 {
-		return "IPv6"
-	}
-	return "IPv4"
-}
+func (f Family) String() string { return serviceport.Family(f).String() }
 
 // nft is the nftables family.
 func (f Family) nft() knftables.Family {
@@ -111,17 +106,6 @@ func (f Family) notLocalhost() string {
 		return "ip6 daddr != ::1"
 	}
 	return "ip daddr != 127.0.0.0/8"
-}
-
-// has, parseAddr and parsePrefix read addresses as every mode does.
-func (f Family) has(a netip.Addr) bool { return serviceport.Family(f).Has(a) }
-
-func (f Family) parseAddr(s string) (netip.Addr, bool, error) {
-	return serviceport.Family(f).ParseAddr(s)
-}
-
-func (f Family) parsePrefix(s string) (netip.Prefix, bool, error) {
-	return serviceport.Family(f).ParsePrefix(s)
 }
 
 // dnatTarget is the "dnat to" argument for an endpoint.

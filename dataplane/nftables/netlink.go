@@ -12,6 +12,8 @@ import (
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
+
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 )
 
 // NetlinkDialer opens a google/nftables connection whose socket is in the
@@ -224,7 +226,7 @@ var protoNumber = map[string]byte{"tcp": unix.IPPROTO_TCP, "udp": unix.IPPROTO_U
 // form the renderer writes it.
 func familyAddr(fam Family, s string) (netip.Addr, error) {
 	a, err := netip.ParseAddr(s)
-	if err != nil || a.Zone() != "" || !fam.has(a) || a.Is4In6() || a.String() != s {
+	if err != nil || a.Zone() != "" || !serviceport.Family(fam).Has(a) || a.Is4In6() || a.String() != s {
 		return netip.Addr{}, unsupported("address %q", s)
 	}
 	return a, nil
