@@ -4,11 +4,11 @@ import (
 	"slices"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/knftables"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 )
 
 // A partial sync that neither renders nor compares the whole state: with
@@ -70,7 +70,7 @@ func (r *renderer) changes(st *dataplane.State, m *Memo) ([]change, bool) {
 	var out []change
 	for name, sv := range st.Services {
 		f := m.frags[name]
-		if f != nil && (f.sv == sv || proto.Equal(f.sv, sv)) {
+		if f != nil && serviceport.Unchanged(f.sv, sv) {
 			f.sv = sv
 			continue
 		}

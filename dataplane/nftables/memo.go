@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"maps"
 
-	"google.golang.org/protobuf/proto"
-
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -49,7 +48,7 @@ func (m *Memo) lookup(name string, sv *switchyardv1.ServiceView) *fragment {
 	if !ok {
 		return nil
 	}
-	if f.sv != sv && !proto.Equal(f.sv, sv) {
+	if !serviceport.Unchanged(f.sv, sv) {
 		return nil
 	}
 	f.sv = sv

@@ -13,6 +13,8 @@ import (
 	"regexp"
 	"slices"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -247,4 +249,12 @@ func (p *Port) UDPFlows() (u conntrack.UDPPort, ok bool) {
 		}
 	}
 	return u, true
+}
+
+// Unchanged reports whether a view renders as old did: the same message
+// (an agent keeps unchanged resources, and a State is immutable once
+// applied) or an equal one (a resend after a reconnect). Render memos
+// reuse a service's output on it.
+func Unchanged(old, sv *switchyardv1.ServiceView) bool {
+	return old == sv || proto.Equal(old, sv)
 }
