@@ -48,9 +48,6 @@ const (
 	hairpinType  = "hash:ip,port,ip"
 )
 
-// IsOwnedSet reports whether an ipset name is one this mode creates.
-func IsOwnedSet(name string) bool { return name == hairpinSetV4 || name == hairpinSetV6 }
-
 var ownedFixedChains = []string{
 	chainServices, chainNodePorts, chainMarkMasq, chainPostrouting,
 	chainOffClusterMasq, chainExternalServices, chainForward, chainFirewall,

@@ -97,10 +97,6 @@ func render(st *dataplane.State, fam Family, opts RenderOptions, memo *Memo, val
 	return r.rs, nil
 }
 
-func (r *renderer) skip(svc, format string, args ...any) {
-	r.rs.Skips = append(r.rs.Skips, Skip{Service: svc, Reason: fmt.Sprintf(format, args...)})
-}
-
 func (r *renderer) readNode(st *dataplane.State) {
 	n := serviceport.ReadNode(st.Config, serviceport.Family(r.fam), func(svc, reason string) {
 		r.rs.Skips = append(r.rs.Skips, Skip{Service: svc, Reason: reason})

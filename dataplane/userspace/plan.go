@@ -60,11 +60,6 @@ func (f frontend) label() string {
 	return f.service + ":" + f.port
 }
 
-// sameTargets reports whether two frontends forward identically.
-func (f frontend) sameTargets(o frontend) bool {
-	return f.affinity == o.affinity && slices.Equal(f.backends, o.backends)
-}
-
 // Skip is one piece of input the plan ignored.
 type Skip struct {
 	Service string
