@@ -185,7 +185,6 @@ func isLocal(e *switchyardv1.Endpoint) { e.IsLocal = true }
 func wantTerminating(e *switchyardv1.Endpoint) {
 	e.Ready, e.Serving, e.Terminating = false, true, true
 }
-func wantNotReady(e *switchyardv1.Endpoint) { e.Ready, e.Serving = false, false }
 
 func eps(e ...*switchyardv1.Endpoint) []*switchyardv1.Endpoint { return e }
 
