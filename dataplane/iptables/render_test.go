@@ -3,15 +3,12 @@ package iptables
 import (
 	"flag"
 	"fmt"
-	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -52,30 +49,13 @@ func renderCase(t testing.TB, dir string) string {
 }
 
 func TestRenderGolden(t *testing.T) {
-	dirs, err := filepath.Glob("testdata/*")
-	if err != nil || len(dirs) == 0 {
-		t.Fatalf("no test cases: %v", err)
-	}
-	for _, dir := range dirs {
+	for _, dir := range dataplanetest.Cases(t, "testdata/*") {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			got := renderCase(t, dir)
 			if again := renderCase(t, dir); again != got {
 				t.Fatal("rendering is not deterministic")
 			}
-			path := filepath.Join(dir, "want.rules")
-			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update)", err)
-			}
-			if d := cmp.Diff(string(want), got); d != "" {
-				t.Errorf("rules differ (-want +got):\n%s", d)
-			}
+			dataplanetest.Golden(t, filepath.Join(dir, "want.rules"), got, *update)
 		})
 	}
 }

@@ -3,15 +3,12 @@ package ipvs_test
 import (
 	"flag"
 	"fmt"
-	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipvs"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipvs/ipvstest"
 )
@@ -55,34 +52,14 @@ func applyCase(t *testing.T, dir string) (string, *ipvstest.Fake, *ipvs.Dataplan
 }
 
 func TestApplyGolden(t *testing.T) {
-	dirs, err := filepath.Glob(filepath.Join(fixtures, "*"))
-	if err != nil || len(dirs) == 0 {
-		t.Fatalf("no fixtures: %v", err)
-	}
-	for _, dir := range dirs {
+	for _, dir := range dataplanetest.Cases(t, filepath.Join(fixtures, "*")) {
 		name := filepath.Base(dir)
 		t.Run(name, func(t *testing.T) {
 			got, f, dp, st := applyCase(t, dir)
 			if again, _, _, _ := applyCase(t, dir); again != got {
 				t.Fatal("apply is not deterministic")
 			}
-			path := filepath.Join("testdata", name, "want.txt")
-			if *update {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			} else {
-				want, err := os.ReadFile(path)
-				if err != nil {
-					t.Fatalf("%v (run with -update)", err)
-				}
-				if d := cmp.Diff(string(want), got); d != "" {
-					t.Errorf("state differs (-want +got):\n%s", d)
-				}
-			}
+			dataplanetest.Golden(t, filepath.Join("testdata", name, "want.txt"), got, *update)
 
 			// The same state again changes nothing, whether diffed
 			// against the last Apply or against a kernel read-back.

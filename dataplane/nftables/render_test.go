@@ -3,15 +3,12 @@ package nftables
 import (
 	"flag"
 	"fmt"
-	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*/want.nft")
@@ -52,30 +49,13 @@ func goldenCase(t *testing.T, dir string) string {
 }
 
 func TestGolden(t *testing.T) {
-	dirs, err := filepath.Glob("testdata/*")
-	if err != nil || len(dirs) == 0 {
-		t.Fatalf("no test cases: %v", err)
-	}
-	for _, dir := range dirs {
+	for _, dir := range dataplanetest.Cases(t, "testdata/*") {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			got := goldenCase(t, dir)
 			if again := goldenCase(t, dir); again != got {
 				t.Fatal("rendering is not deterministic")
 			}
-			path := filepath.Join(dir, "want.nft")
-			if *update {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run with -update)", err)
-			}
-			if d := cmp.Diff(string(want), got); d != "" {
-				t.Errorf("table differs (-want +got):\n%s", d)
-			}
+			dataplanetest.Golden(t, filepath.Join(dir, "want.nft"), got, *update)
 		})
 	}
 }
