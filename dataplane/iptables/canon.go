@@ -8,26 +8,28 @@ import (
 	"strings"
 )
 
-// sameRules reports whether rules read back from iptables-save match the
+// SameRules reports whether rules read back from iptables-save match the
 // rendered ones. iptables-save reorders matches and spells some values
 // differently (10.0.0.1/32, probabilities with more digits, quotes), so
 // rules are compared in a canonical form: options with their values,
-// sorted. A false "different" only costs a rewrite.
-func sameRules(saved, rendered []string) bool {
+// sorted. A false "different" only costs a rewrite. The IPVS mode
+// compares its own chains with it too.
+func SameRules(saved, rendered []string) bool {
 	if len(saved) != len(rendered) {
 		return false
 	}
 	for i := range saved {
-		if canonRule(saved[i]) != canonRule(rendered[i]) {
+		if CanonRule(saved[i]) != CanonRule(rendered[i]) {
 			return false
 		}
 	}
 	return true
 }
 
-// canonRule returns rule as its sorted option groups ("-d 10.0.0.1",
-// "! -s 10.244.0.0/16", "-m tcp", …).
-func canonRule(rule string) string {
+// CanonRule returns rule as its sorted option groups ("-d 10.0.0.1",
+// "! -s 10.244.0.0/16", "-m tcp", …), joined by NULs: rules with the
+// same CanonRule are taken to be the same rule.
+func CanonRule(rule string) string {
 	toks := tokenize(rule)
 	var groups []string
 	var cur []string

@@ -23,11 +23,11 @@ func TestSameRulesAcrossSaveSpelling(t *testing.T) {
 		{`-j KUBE-SEP-A`, `-j KUBE-SEP-B`, false},
 	}
 	for _, tc := range cases {
-		if got := sameRules([]string{tc.saved}, []string{tc.rendered}); got != tc.same {
-			t.Errorf("sameRules(%q, %q) = %v, want %v", tc.saved, tc.rendered, got, tc.same)
+		if got := SameRules([]string{tc.saved}, []string{tc.rendered}); got != tc.same {
+			t.Errorf("SameRules(%q, %q) = %v, want %v", tc.saved, tc.rendered, got, tc.same)
 		}
 	}
-	if sameRules([]string{"-j A"}, []string{"-j A", "-j B"}) {
+	if SameRules([]string{"-j A"}, []string{"-j A", "-j B"}) {
 		t.Error("different lengths compared equal")
 	}
 }

@@ -245,12 +245,12 @@ func (d *Dataplane) planFullSync(ctx context.Context, fam Family, rs *Ruleset) (
 	return planFull(readKernel(saved), rs, d.cfg.KubeProxyShape), false, nil
 }
 
-func (d *Dataplane) readBack(ctx context.Context, fam Family) (map[string]*savedTable, bool, error) {
+func (d *Dataplane) readBack(ctx context.Context, fam Family) (map[string]*SavedTable, bool, error) {
 	out, err := d.cfg.Runner.Run(ctx, []string{fam.saveCmd(d.flavour)}, nil)
 	if err != nil {
 		return nil, false, fmt.Errorf("read back: %w", err)
 	}
-	saved, opaque := parseSave(out)
+	saved, opaque := ParseSave(out)
 	return saved, opaque, nil
 }
 
@@ -353,8 +353,8 @@ func (d *Dataplane) cleanupFamily(ctx context.Context, fam Family) error {
 	if err != nil {
 		return fmt.Errorf("read back: %w", err)
 	}
-	saved, _ := parseSave(out)
-	payload := cleanupPayload(saved)
+	saved, _ := ParseSave(out)
+	payload := CleanupPayload(saved, IsOwnedChain)
 	if payload == "" {
 		return nil
 	}

@@ -31,7 +31,7 @@ type kernelView struct {
 	jumps map[string]bool
 }
 
-func readKernel(saved map[string]*savedTable) kernelView {
+func readKernel(saved map[string]*SavedTable) kernelView {
 	kv := kernelView{owned: map[string]map[string][]string{}, jumps: map[string]bool{}}
 	for t, st := range saved {
 		kv.owned[t] = map[string][]string{}
@@ -42,7 +42,7 @@ func readKernel(saved map[string]*savedTable) kernelView {
 		}
 		for c, rules := range st.rules {
 			for _, r := range rules {
-				if tgt := ruleTarget(r); IsOwnedChain(tgt) && !IsOwnedChain(c) {
+				if tgt := RuleTarget(r); IsOwnedChain(tgt) && !IsOwnedChain(c) {
 					kv.jumps[t+"/"+c+"/"+tgt] = true
 				}
 			}
@@ -91,7 +91,7 @@ func planFull(kv kernelView, rs *Ruleset, rewriteAll bool) syncPlan {
 	p := syncPlan{write: map[string][]string{}, remove: map[string][]string{}}
 	for t, chains := range rs.Chains {
 		for n, c := range chains {
-			if got, ok := kv.owned[t][n]; ok && !rewriteAll && sameRules(got, c.Rules) {
+			if got, ok := kv.owned[t][n]; ok && !rewriteAll && SameRules(got, c.Rules) {
 				continue
 			}
 			p.write[t] = append(p.write[t], n)
@@ -242,7 +242,7 @@ func levels(rs *Ruleset, t string, names []string) map[string]int {
 		}
 		l := 0
 		for _, r := range c.Rules {
-			if tgt := ruleTarget(r); tgt != "" && !builtinTargets[tgt] {
+			if tgt := RuleTarget(r); tgt != "" && !builtinTargets[tgt] {
 				l = max(l, 1+visit(tgt, depth+1))
 			}
 		}

@@ -48,12 +48,12 @@ func shouldRewrite(p syncPlan, rs *Ruleset, opaque bool, above int) bool {
 // Owned chains the read-back holds and rs does not are left out, that is
 // deleted. Tables rs does not name are not in the payload, so the restore
 // leaves them alone.
-func rewritePayload(saved map[string]*savedTable, rs *Ruleset) string {
+func rewritePayload(saved map[string]*SavedTable, rs *Ruleset) string {
 	var b strings.Builder
 	for _, t := range rs.Tables() {
 		st := saved[t]
 		if st == nil {
-			st = &savedTable{decls: map[string]string{}, rules: map[string][]string{}}
+			st = &SavedTable{decls: map[string]string{}, rules: map[string][]string{}}
 		}
 		var foreign []string
 		for _, c := range builtinChains[t] {
@@ -98,12 +98,12 @@ func writeForeignRules(b *strings.Builder, rs *Ruleset, t, c string, saved []str
 		if j.Table != t || j.Chain != c {
 			continue
 		}
-		if !slices.ContainsFunc(saved, func(r string) bool { return ruleTarget(r) == j.Target }) {
+		if !slices.ContainsFunc(saved, func(r string) bool { return RuleTarget(r) == j.Target }) {
 			fmt.Fprintf(b, "-A %s %s\n", c, j.Rule)
 		}
 	}
 	for _, r := range saved {
-		if tgt := ruleTarget(r); IsOwnedChain(tgt) && rs.Chains[t][tgt] == nil {
+		if tgt := RuleTarget(r); IsOwnedChain(tgt) && rs.Chains[t][tgt] == nil {
 			continue
 		}
 		fmt.Fprintf(b, "-A %s %s\n", c, r)

@@ -155,7 +155,7 @@ func (r *Ruleset) validate(only map[string][]string) error {
 		if set, ok := matchSet(rule); ok && (set == "" || set != r.HairpinSet) {
 			errs = append(errs, fmt.Sprintf("%s/%s: match on set %q this ruleset does not create", table, where, set))
 		}
-		tgt := ruleTarget(rule)
+		tgt := RuleTarget(rule)
 		if tgt == "DNAT" && strings.Contains(rule, "--to-destination") && !strings.Contains(rule, "-p ") {
 			// iptables refuses a DNAT to a port without a protocol match.
 			errs = append(errs, fmt.Sprintf("%s/%s: DNAT without -p: %s", table, where, rule))
@@ -194,8 +194,9 @@ func (r *Ruleset) validate(only map[string][]string) error {
 	return nil
 }
 
-// ruleTarget returns the chain or target after -j or -g, "" if none.
-func ruleTarget(rule string) string {
+// RuleTarget returns the chain or target after -j or -g (or their long
+// spellings), "" if none.
+func RuleTarget(rule string) string {
 	f := strings.Fields(rule)
 	for i := 0; i+1 < len(f); i++ {
 		if f[i] == "-j" || f[i] == "-g" || f[i] == "--jump" || f[i] == "--goto" {

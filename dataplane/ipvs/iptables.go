@@ -1,8 +1,6 @@
 package ipvs
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"slices"
@@ -25,114 +23,42 @@ func binary(fam Family, fl iptables.Flavour, cmd string) string {
 	return base + "-" + cmd
 }
 
-// savedTables is the part of iptables-save this mode needs: every rule by
-// table and chain, chains in order.
-type savedTables map[string]map[string][]string
+// savedTables is an iptables-save read-back by table, parsed as the
+// iptables mode parses its own.
+type savedTables map[string]*iptables.SavedTable
 
 func (d *Dataplane) saveRules(ctx context.Context, fam Family) (savedTables, error) {
 	out, err := d.cfg.Runner.Run(ctx, []string{binary(fam, d.flavour, "save")}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s read back: %w", fam, err)
 	}
-	return parseSave(out), nil
-}
-
-func parseSave(out []byte) savedTables {
-	st := savedTables{}
-	var cur map[string][]string
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	sc.Buffer(make([]byte, 0, 64*1024), 16<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		switch {
-		case strings.HasPrefix(line, "*"):
-			cur = map[string][]string{}
-			st[line[1:]] = cur
-		case cur == nil:
-		case strings.HasPrefix(line, ":"):
-			name, _, _ := strings.Cut(line[1:], " ")
-			if _, ok := cur[name]; !ok {
-				cur[name] = nil
-			}
-		case strings.HasPrefix(line, "-A "):
-			name, rule, _ := strings.Cut(line[3:], " ")
-			cur[name] = append(cur[name], rule)
-		}
-	}
-	return st
+	// opaque (a table iptables-nft-save cannot print, a line of unknown
+	// syntax) is no hazard here: this mode never writes a table whole,
+	// only its own chains and the jumps to them, with --noflush.
+	st, _ := iptables.ParseSave(out)
+	return st, nil
 }
 
 // ours extracts our chains and jumps from a read-back.
 func (st savedTables) ours() ruleset {
 	rs := newRuleset()
-	for t, chains := range st {
+	for t, tab := range st {
 		if rs.chains[t] == nil {
 			rs.chains[t] = map[string][]string{}
 		}
-		for c, rules := range chains {
+		for _, c := range tab.Chains() {
 			if isOwnedChain(c) {
-				rs.chains[t][c] = rules
+				rs.chains[t][c] = tab.Rules(c)
 				continue
 			}
-			for _, r := range rules {
-				if tgt := ruleTarget(r); isOwnedChain(tgt) {
+			for _, r := range tab.Rules(c) {
+				if tgt := iptables.RuleTarget(r); isOwnedChain(tgt) {
 					rs.jumps[jump{table: t, chain: c, target: tgt}.key()] = true
 				}
 			}
 		}
 	}
 	return rs
-}
-
-func ruleTarget(rule string) string {
-	f := strings.Fields(rule)
-	for i := 0; i+1 < len(f); i++ {
-		if f[i] == "-j" || f[i] == "-g" {
-			return f[i+1]
-		}
-	}
-	return ""
-}
-
-// canonRule is a rule as its option groups, sorted: iptables-save may
-// order matches and quote comments differently from how they were
-// written. A false "different" only costs a rewrite of our few chains.
-func canonRule(rule string) string {
-	var groups []string
-	var cur []string
-	neg := false
-	for _, tok := range strings.Fields(strings.ReplaceAll(rule, `"`, "")) {
-		switch {
-		case tok == "!":
-			neg = true
-			continue
-		case strings.HasPrefix(tok, "-") && !isNumber(tok):
-			if len(cur) > 0 {
-				groups = append(groups, strings.Join(cur, " "))
-			}
-			cur = nil
-			if neg {
-				cur = append(cur, "!")
-			}
-		case neg:
-			cur = append(cur, "!")
-		}
-		neg = false
-		cur = append(cur, tok)
-	}
-	if len(cur) > 0 {
-		groups = append(groups, strings.Join(cur, " "))
-	}
-	slices.Sort(groups)
-	return strings.Join(groups, " | ")
-}
-
-func isNumber(s string) bool {
-	return len(s) > 1 && s[0] == '-' && s[1] >= '0' && s[1] <= '9'
-}
-
-func sameRules(a, b []string) bool {
-	return slices.EqualFunc(a, b, func(x, y string) bool { return canonRule(x) == canonRule(y) })
 }
 
 // rulesPayload returns the iptables-restore --noflush input that makes
@@ -143,7 +69,7 @@ func rulesPayload(have, want ruleset) string {
 	for _, t := range []string{"filter", "nat"} {
 		var write, remove []string
 		for _, c := range sortedKeys(want.chains[t]) {
-			if got, ok := have.chains[t][c]; !ok || !sameRules(got, want.chains[t][c]) {
+			if got, ok := have.chains[t][c]; !ok || !iptables.SameRules(got, want.chains[t][c]) {
 				write = append(write, c)
 			}
 		}
@@ -182,38 +108,7 @@ func rulesPayload(have, want ruleset) string {
 }
 
 // cleanupRulesPayload removes every jump to our chains, then the chains.
-func cleanupRulesPayload(st savedTables) string {
-	var b strings.Builder
-	for _, t := range sortedKeys(st) {
-		var dels, owned []string
-		for _, c := range sortedKeys(st[t]) {
-			if isOwnedChain(c) {
-				owned = append(owned, c)
-				continue
-			}
-			for _, r := range st[t][c] {
-				if isOwnedChain(ruleTarget(r)) {
-					dels = append(dels, fmt.Sprintf("-D %s %s", c, r))
-				}
-			}
-		}
-		if len(dels)+len(owned) == 0 {
-			continue
-		}
-		fmt.Fprintf(&b, "*%s\n", t)
-		for _, c := range owned {
-			fmt.Fprintf(&b, ":%s - [0:0]\n", c)
-		}
-		for _, l := range dels {
-			b.WriteString(l + "\n")
-		}
-		for _, c := range owned {
-			fmt.Fprintf(&b, "-X %s\n", c)
-		}
-		b.WriteString("COMMIT\n")
-	}
-	return b.String()
-}
+func cleanupRulesPayload(st savedTables) string { return iptables.CleanupPayload(st, isOwnedChain) }
 
 func (d *Dataplane) restoreRules(ctx context.Context, fam Family, payload string) error {
 	if payload == "" {
