@@ -246,7 +246,7 @@ func (d *Dataplane) planFullSync(ctx context.Context, fam Family, rs *Ruleset) (
 }
 
 func (d *Dataplane) readBack(ctx context.Context, fam Family) (map[string]*SavedTable, bool, error) {
-	out, err := d.cfg.Runner.Run(ctx, []string{fam.saveCmd(d.flavour)}, nil)
+	out, err := d.cfg.Runner.Run(ctx, []string{fam.SaveCmd(d.flavour)}, nil)
 	if err != nil {
 		return nil, false, fmt.Errorf("read back: %w", err)
 	}
@@ -303,7 +303,7 @@ func (d *Dataplane) rewriteAbove() int {
 // rewrite replaces whole tables: iptables-restore without --noflush
 // flushes every table named in payload and deletes its chains first.
 func (d *Dataplane) rewrite(ctx context.Context, fam Family, payload string) error {
-	argv := []string{fam.restoreCmd(d.flavour), "-w"}
+	argv := []string{fam.RestoreCmd(d.flavour), "-w"}
 	if _, err := d.cfg.Runner.Run(ctx, argv, []byte(payload)); err != nil {
 		return fmt.Errorf("rewrite tables: %w", err)
 	}
@@ -313,7 +313,7 @@ func (d *Dataplane) rewrite(ctx context.Context, fam Family, payload string) err
 }
 
 func (d *Dataplane) restore(ctx context.Context, fam Family, payload string) error {
-	argv := []string{fam.restoreCmd(d.flavour), "-w", "--noflush"}
+	argv := []string{fam.RestoreCmd(d.flavour), "-w", "--noflush"}
 	if _, err := d.cfg.Runner.Run(ctx, argv, []byte(payload)); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
@@ -349,7 +349,7 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 }
 
 func (d *Dataplane) cleanupFamily(ctx context.Context, fam Family) error {
-	out, err := d.cfg.Runner.Run(ctx, []string{fam.saveCmd(d.flavour)}, nil)
+	out, err := d.cfg.Runner.Run(ctx, []string{fam.SaveCmd(d.flavour)}, nil)
 	if err != nil {
 		return fmt.Errorf("read back: %w", err)
 	}

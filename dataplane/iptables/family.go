@@ -35,9 +35,12 @@ func shardOf(a netip.Addr, bits int) int {
 	return int(b[15]) & ((1 << bits) - 1)
 }
 
-// restoreCmd and saveCmd name the binaries for the family and flavour.
-func (f Family) restoreCmd(fl Flavour) string { return f.binary(fl) + "-restore" }
-func (f Family) saveCmd(fl Flavour) string    { return f.binary(fl) + "-save" }
+// RestoreCmd and SaveCmd name the binaries for the family and flavour
+// (the IPVS mode's fixed rules use them too).
+func (f Family) RestoreCmd(fl Flavour) string { return f.binary(fl) + "-restore" }
+
+// SaveCmd is RestoreCmd's iptables-save.
+func (f Family) SaveCmd(fl Flavour) string { return f.binary(fl) + "-save" }
 
 func (f Family) binary(fl Flavour) string {
 	base := "iptables"

@@ -12,23 +12,12 @@ import (
 // The fixed rules are written with iptables-restore --noflush and read back
 // with iptables-save: only our chains and the jumps to them are touched.
 
-func binary(fam Family, fl iptables.Flavour, cmd string) string {
-	base := "iptables"
-	if fam == IPv6 {
-		base = "ip6tables"
-	}
-	if fl != iptables.FlavourAuto {
-		base += "-" + string(fl)
-	}
-	return base + "-" + cmd
-}
-
 // savedTables is an iptables-save read-back by table, parsed as the
 // iptables mode parses its own.
 type savedTables map[string]*iptables.SavedTable
 
 func (d *Dataplane) saveRules(ctx context.Context, fam Family) (savedTables, error) {
-	out, err := d.cfg.Runner.Run(ctx, []string{binary(fam, d.flavour, "save")}, nil)
+	out, err := d.cfg.Runner.Run(ctx, []string{fam.SaveCmd(d.flavour)}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s read back: %w", fam, err)
 	}
@@ -114,7 +103,7 @@ func (d *Dataplane) restoreRules(ctx context.Context, fam Family, payload string
 	if payload == "" {
 		return nil
 	}
-	argv := []string{binary(fam, d.flavour, "restore"), "-w", "--noflush"}
+	argv := []string{fam.RestoreCmd(d.flavour), "-w", "--noflush"}
 	if _, err := d.cfg.Runner.Run(ctx, argv, []byte(payload)); err != nil {
 		return fmt.Errorf("%s restore: %w", fam, err)
 	}
