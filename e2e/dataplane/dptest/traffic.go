@@ -3,6 +3,7 @@ package dptest
 import (
 	"math"
 	"net"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -51,4 +52,88 @@ func Exchange(t testing.TB, c *net.UDPConn) string {
 		t.Fatal(err)
 	}
 	return name
+}
+
+// CheckSpread sends 300 connections, 8 at a time, from namespace ns to
+// dst and checks they spread over the bed's pods (CheckShares).
+func (b *Bed) CheckSpread(t testing.TB, ns string, dst netip.AddrPort) {
+	t.Helper()
+	res, err := probe.New(b.Topo, ns).TCP(t.Context(), dst, probe.Options{Count: 300, Parallel: 8})
+	if err != nil {
+		t.Fatal(err)
+	}
+	CheckShares(t, res, len(b.Pods))
+}
+
+// CheckPinned sends 50 connections from namespace ns to dst and checks
+// they all reach one backend (ClientIP affinity).
+func (b *Bed) CheckPinned(t testing.TB, ns string, dst netip.AddrPort) {
+	t.Helper()
+	res, err := probe.New(b.Topo, ns).TCP(t.Context(), dst, probe.Options{Count: 50})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failures) > 0 || len(res.Counts) != 1 {
+		t.Fatalf("want all 50 on one backend, got %v, failures %v", res.Counts, res.Failures)
+	}
+}
+
+// CheckRefusedFast sends 5 connections from namespace ns to dst and checks
+// each is refused, all five within a second (a service without
+// endpoints rejects rather than drops).
+func (b *Bed) CheckRefusedFast(t testing.TB, ns string, dst netip.AddrPort) {
+	t.Helper()
+	res, err := probe.New(b.Topo, ns).TCP(t.Context(), dst, probe.Options{Count: 5, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failures) != 5 {
+		t.Fatalf("want 5 failures, got %v", res)
+	}
+	for _, f := range res.Failures {
+		if f.Reason != probe.ReasonRefused {
+			t.Errorf("attempt %d: %s, want refused", f.Attempt, f.Reason)
+		}
+	}
+	if res.Elapsed > time.Second {
+		t.Errorf("5 refusals took %v: not fast", res.Elapsed)
+	}
+}
+
+// CheckDropped sends 3 connections at once from namespace ns to dst and
+// checks each times out (dropped, not refused).
+func (b *Bed) CheckDropped(t testing.TB, ns string, dst netip.AddrPort) {
+	t.Helper()
+	res, err := probe.New(b.Topo, ns).TCP(t.Context(), dst, probe.Options{Count: 3, Parallel: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range res.Failures {
+		if f.Reason != probe.ReasonTimeout {
+			t.Errorf("attempt %d: %s, want timeout (dropped)", f.Attempt, f.Reason)
+		}
+	}
+	if len(res.Failures) != 3 {
+		t.Errorf("want 3 dropped attempts, got %v", res.Counts)
+	}
+}
+
+// CheckAnswered sends count connections from namespace ns to dst and
+// checks every one is answered; what names the check in the failure.
+func (b *Bed) CheckAnswered(t testing.TB, ns string, dst netip.AddrPort, count int, what string) {
+	t.Helper()
+	res, err := probe.New(b.Topo, ns).TCP(t.Context(), dst, probe.Options{Count: count})
+	if err != nil || len(res.Failures) > 0 {
+		t.Fatalf("%s: %v %v", what, err, res.Failures)
+	}
+}
+
+// CheckAnsweredBy is CheckAnswered that also wants exactly backends
+// backends to have answered.
+func (b *Bed) CheckAnsweredBy(t testing.TB, ns string, dst netip.AddrPort, count, backends int, what string) {
+	t.Helper()
+	res, err := probe.New(b.Topo, ns).TCP(t.Context(), dst, probe.Options{Count: count})
+	if err != nil || len(res.Failures) > 0 || len(res.Counts) != backends {
+		t.Fatalf("%s: %v %v %v", what, err, res.Counts, res.Failures)
+	}
 }

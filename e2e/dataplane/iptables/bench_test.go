@@ -2,15 +2,13 @@ package iptables
 
 import (
 	"fmt"
-	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"os"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
-	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
+	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 )
 
 // BenchmarkSync measures syncs in a throwaway node namespace, on both
@@ -43,13 +41,7 @@ func BenchmarkSync(b *testing.B) {
 }
 
 func benchOne(b *testing.B, fl iptables.Flavour, kubeProxy bool, n int) {
-	netns.RequireRoot(b)
-	topo, err := netns.Create(b.Context(), netns.Spec{Nodes: 1}, netns.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = topo.Close(b.Context()) })
-	r := &nsRunner{topo: topo, ns: topo.Node(0).NS}
+	_, r := dptest.BenchNode(b, runnerOptions)
 	cfg := iptables.Config{Runner: r, Families: []iptables.Family{iptables.IPv4},
 		Flavour: fl, KubeProxyShape: kubeProxy}
 	if os.Getenv("SWITCHYARD_BENCH_NO_REWRITE") != "" {
@@ -70,11 +62,11 @@ func benchOne(b *testing.B, fl iptables.Flavour, kubeProxy bool, n int) {
 	var written, restores, rewrites int
 	var selfCPU, toolCPU time.Duration
 	apply := func(b *testing.B, st *dataplane.State, full bool) {
-		self0, tool0 := cpuTimes()
+		self0, tool0 := dptest.SelfCPU(), dptest.ChildrenCPU()
 		if err := dp.Apply(ctx, st, dataplane.ApplyOptions{Full: full}); err != nil {
 			b.Fatal(err)
 		}
-		self1, tool1 := cpuTimes()
+		self1, tool1 := dptest.SelfCPU(), dptest.ChildrenCPU()
 		selfCPU += self1 - self0
 		toolCPU += tool1 - tool0
 		s := dp.LastSync()
@@ -102,27 +94,13 @@ func benchOne(b *testing.B, fl iptables.Flavour, kubeProxy bool, n int) {
 	})
 	moved := dptest.WithService(st, dptest.BenchService(n/2, true))
 	b.Run("one-endpoint", func(b *testing.B) {
-		i := 0
-		for b.Loop() {
-			if i++; i%2 == 1 {
-				apply(b, moved, false)
-			} else {
-				apply(b, st, false)
-			}
-		}
+		dptest.Alternate(b, st, moved, func(s *dataplane.State) { apply(b, s, false) })
 		report(b)
 		apply(b, st, false)
 	})
 	added := dptest.WithService(st, dptest.BenchService(n, false))
 	b.Run("add-service", func(b *testing.B) {
-		i := 0
-		for b.Loop() {
-			if i++; i%2 == 1 {
-				apply(b, added, false)
-			} else {
-				apply(b, st, false)
-			}
-		}
+		dptest.Alternate(b, st, added, func(s *dataplane.State) { apply(b, s, false) })
 		report(b)
 		apply(b, st, false)
 	})
@@ -131,30 +109,7 @@ func benchOne(b *testing.B, fl iptables.Flavour, kubeProxy bool, n int) {
 	}
 	allMoved := dptest.BenchState(n, true)
 	b.Run("all-move", func(b *testing.B) {
-		i := 0
-		for b.Loop() {
-			if i++; i%2 == 1 {
-				apply(b, allMoved, true)
-			} else {
-				apply(b, st, true)
-			}
-		}
+		dptest.Alternate(b, st, allMoved, func(s *dataplane.State) { apply(b, s, true) })
 		report(b)
 	})
-}
-
-// cpuTimes returns the CPU time (user + system) of this process and of its
-// waited-for children so far.
-func cpuTimes() (self, children time.Duration) {
-	var ru syscall.Rusage
-	tv := func(t syscall.Timeval) time.Duration {
-		return time.Duration(t.Sec)*time.Second + time.Duration(t.Usec)*time.Microsecond
-	}
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) == nil {
-		self = tv(ru.Utime) + tv(ru.Stime)
-	}
-	if syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru) == nil {
-		children = tv(ru.Utime) + tv(ru.Stime)
-	}
-	return self, children
 }

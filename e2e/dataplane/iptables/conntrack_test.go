@@ -1,18 +1,11 @@
 package iptables
 
 import (
-	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
-	"net"
-	"strings"
 	"testing"
-
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
 
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
-	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 func TestRemovedUDPEndpointLosesEstablishedFlow(t *testing.T) {
@@ -24,62 +17,11 @@ func TestRemovedUDPEndpointLosesEstablishedFlow(t *testing.T) {
 
 func udpFlowAfterRemoval(t *testing.T, cleanup bool) {
 	b := newBed(t)
-	var h *netlink.Handle
-	if err := b.topo.Do(b.node.NS, func() error {
-		var err error
-		h, err = netlink.NewHandle(unix.NETLINK_NETFILTER)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(h.Close)
-	cfg := iptables.Config{Runner: b.runner, Families: []iptables.Family{iptables.IPv4}, Logger: netns.TestLogger(t)}
+	h := b.NetfilterHandle(t)
+	cfg := iptables.Config{Logger: netns.TestLogger(t)}
 	if cleanup {
 		cfg.Conntrack = conntrack.Netlink{Handle: h}
 	}
-	dp, err := iptables.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.dp = dp
-	svc := func(pods ...netns.Pod) *switchyardv1.ServiceView {
-		sv := dptest.Service("dns", vip.Addr().String(), 80, 0, pods...)
-		sv.Type = switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP
-		sv.Ports[0].Protocol = switchyardv1.Protocol_PROTOCOL_UDP
-		return sv
-	}
-	b.apply(t, dptest.State(b.node, svc(b.pods...)))
-
-	var conn *net.UDPConn
-	if err := b.topo.Do(b.topo.Client().NS, func() error {
-		var err error
-		conn, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(vip))
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	first := dptest.Exchange(t, conn)
-	for range 5 {
-		if got := dptest.Exchange(t, conn); got != first {
-			t.Fatalf("one UDP flow reached %s then %s", first, got)
-		}
-	}
-	var rest []netns.Pod
-	for _, p := range b.pods {
-		if !strings.EqualFold(p.Name, first) {
-			rest = append(rest, p)
-		}
-	}
-	if len(rest) != 2 {
-		t.Fatalf("backend %q is not one of the pods", first)
-	}
-	b.apply(t, dptest.State(b.node, svc(rest...)))
-	got := dptest.Exchange(t, conn)
-	switch {
-	case cleanup && got == first:
-		t.Fatalf("flow still reaches removed endpoint %s: conntrack entry not cleared", first)
-	case !cleanup && got != first:
-		t.Fatalf("without cleanup the flow moved from %s to %s: the test cannot tell", first, got)
-	}
+	b.dp = b.newDP(t, cfg)
+	b.CheckUDPFlowAfterRemoval(t, vip, b.apply, cleanup)
 }

@@ -26,32 +26,29 @@ func TestHairpinThroughSet(t *testing.T) {
 	for _, fl := range []iptables.Flavour{iptables.FlavourNFT, iptables.FlavourLegacy} {
 		t.Run(string(fl), func(t *testing.T) {
 			b := newBed(t)
-			dp, err := iptables.New(iptables.Config{Runner: b.runner, Families: []iptables.Family{iptables.IPv4}, Flavour: fl})
-			if err != nil {
-				t.Fatal(err)
-			}
-			self := b.pods[0]
+			dp := b.newDP(t, iptables.Config{Flavour: fl})
+			self := b.Pods[0]
 			plain := dptest.Service("self", "10.96.0.20", 80, 0, self)
 			sticky := dptest.Service("self-sticky", "10.96.0.21", 80, 0, self)
 			sticky.SessionAffinity = switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP
 			sticky.SessionAffinityTimeoutSeconds = 60
-			if err := dp.Apply(t.Context(), dptest.State(b.node, plain, sticky), dataplane.ApplyOptions{}); err != nil {
+			if err := dp.Apply(t.Context(), dptest.State(b.Node, plain, sticky), dataplane.ApplyOptions{}); err != nil {
 				t.Fatal(err)
 			}
 			const n = 20
 			for _, vip := range []string{"10.96.0.20:80", "10.96.0.21:80"} {
-				res, err := probe.New(b.topo, self.NS).TCP(t.Context(), netip.MustParseAddrPort(vip), probe.Options{Count: n})
+				res, err := probe.New(b.Topo, self.NS).TCP(t.Context(), netip.MustParseAddrPort(vip), probe.Options{Count: n})
 				if err != nil {
 					t.Fatal(err)
 				}
 				if diff := cmp.Diff(map[string]int{self.Name: n}, res.Counts); diff != "" || len(res.Failures) > 0 {
 					t.Errorf("%s from its own endpoint (-want +got):\n%s\n%s", vip, diff, res)
 				}
-				if diff := cmp.Diff(map[string]int{b.node.PodGateway.String(): n}, res.Clients); diff != "" {
+				if diff := cmp.Diff(map[string]int{b.Node.PodGateway.String(): n}, res.Clients); diff != "" {
 					t.Errorf("%s: client seen by the endpoint, want the bridge address (-want +got):\n%s", vip, diff)
 				}
-				other := b.pods[1]
-				res, err = probe.New(b.topo, other.NS).TCP(t.Context(), netip.MustParseAddrPort(vip), probe.Options{Count: 5})
+				other := b.Pods[1]
+				res, err = probe.New(b.Topo, other.NS).TCP(t.Context(), netip.MustParseAddrPort(vip), probe.Options{Count: 5})
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -1,13 +1,12 @@
 package iptables
 
 import (
-	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"strings"
 	"testing"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
-	"github.com/switchyard-proxy/switchyard/e2e/testbed/probe"
+	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 )
 
 // TestNFTTableRewriteKeepsForeignRules forces the whole-table rewrite
@@ -21,16 +20,12 @@ func TestNFTTableRewriteKeepsForeignRules(t *testing.T) {
 		"-A PREROUTING -j FOREIGN\n-A POSTROUTING -s 172.31.0.0/16 -j MASQUERADE\nCOMMIT\n" +
 		"*filter\n:FOREIGN-FW - [0:0]\n-A FOREIGN-FW -p udp -m udp --dport 9 -j DROP\n-A INPUT -j FOREIGN-FW\n" +
 		"-A FORWARD -s 192.0.2.0/24 -j DROP\nCOMMIT\n"
-	if _, err := b.topo.ExecInput(t.Context(), b.node.NS, strings.NewReader(foreign), "iptables-nft-restore", "--noflush"); err != nil {
+	if _, err := b.Topo.ExecInput(t.Context(), b.Node.NS, strings.NewReader(foreign), "iptables-nft-restore", "--noflush"); err != nil {
 		t.Fatal(err)
 	}
 	before := b.nftSave(t)
-	dp, err := iptables.New(iptables.Config{Runner: b.runner, Families: []iptables.Family{iptables.IPv4},
-		Flavour: iptables.FlavourNFT, RewriteTablesAbove: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := dptest.State(b.node, dptest.Service("web", vip.Addr().String(), 80, 30080, b.pods...))
+	dp := b.newDP(t, iptables.Config{Flavour: iptables.FlavourNFT, RewriteTablesAbove: 1})
+	st := dptest.State(b.Node, dptest.Service("web", vip.Addr().String(), 80, 30080, b.Pods...))
 	if err := dp.Apply(t.Context(), st, dataplane.ApplyOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -47,10 +42,7 @@ func TestNFTTableRewriteKeepsForeignRules(t *testing.T) {
 	if got := strings.Join(kept, "\n"); got != before {
 		t.Errorf("foreign rules changed:\nbefore:\n%s\nafter (ours removed):\n%s", before, got)
 	}
-	res, err := probe.New(b.topo, b.node.NS).TCP(t.Context(), vip, probe.Options{Count: 10})
-	if err != nil || len(res.Failures) > 0 {
-		t.Fatalf("traffic after rewrite: %v %v", err, res.Failures)
-	}
+	b.CheckAnswered(t, b.Node.NS, vip, 10, "traffic after rewrite")
 	if err := dp.Cleanup(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +57,7 @@ func (b *bed) nftSave(t *testing.T) string {
 	t.Helper()
 	var lines []string
 	for _, table := range []string{"nat", "filter"} {
-		out, err := b.topo.Exec(t.Context(), b.node.NS, "iptables-nft-save", "-t", table)
+		out, err := b.Topo.Exec(t.Context(), b.Node.NS, "iptables-nft-save", "-t", table)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,14 +2,12 @@ package nftables
 
 import (
 	"fmt"
-	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/nftables"
-	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
+	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 )
 
 // BenchmarkSync measures syncs in a throwaway node namespace, IPv4, 5
@@ -37,13 +35,7 @@ func BenchmarkSync(b *testing.B) {
 }
 
 func benchOne(b *testing.B, n int) {
-	netns.RequireRoot(b)
-	topo, err := netns.Create(b.Context(), netns.Spec{Nodes: 1}, netns.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { _ = topo.Close(b.Context()) })
-	r := &nsRunner{topo: topo, ns: topo.Node(0).NS}
+	topo, r := dptest.BenchNode(b, runnerOptions)
 	dp, err := nftables.New(nftables.Config{Runner: r, Families: []nftables.Family{nftables.IPv4}})
 	if err != nil {
 		b.Fatal(err)
@@ -54,7 +46,7 @@ func benchOne(b *testing.B, n int) {
 	if err := dp.Apply(ctx, st, dataplane.ApplyOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("n=%d first sync %v wall, %v nft CPU (%d operations)", n, time.Since(start), r.takeCPU(), dp.LastSync().Operations)
+	b.Logf("n=%d first sync %v wall, %v nft CPU (%d operations)", n, time.Since(start), r.TakeCPU(), dp.LastSync().Operations)
 	runFull(b, r, dp, st)
 	runPartials(b, r, dp, st, n, "")
 	// The same partial syncs sent over netlink: a second Dataplane (its
@@ -68,7 +60,7 @@ func benchOne(b *testing.B, n int) {
 	if err := dpNL.Apply(ctx, st, dataplane.ApplyOptions{}); err != nil {
 		b.Fatal(err)
 	}
-	b.Logf("n=%d netlink dataplane's first (full, nft) sync %v wall, %v nft CPU", n, time.Since(start), r.takeCPU())
+	b.Logf("n=%d netlink dataplane's first (full, nft) sync %v wall, %v nft CPU", n, time.Since(start), r.TakeCPU())
 	runPartials(b, r, dpNL, st, n, "-netlink")
 	b.Run("nft-floor", func(b *testing.B) {
 		for b.Loop() {
@@ -76,7 +68,7 @@ func benchOne(b *testing.B, n int) {
 				b.Fatal(err)
 			}
 		}
-		b.ReportMetric(float64(r.takeCPU().Microseconds())/1000/float64(b.N), "nft-cpu-ms/op")
+		b.ReportMetric(float64(r.TakeCPU().Microseconds())/1000/float64(b.N), "nft-cpu-ms/op")
 	})
 }
 
@@ -85,7 +77,7 @@ func benchOne(b *testing.B, n int) {
 // diff, and for netlink the kernel's commit work, which runs in the
 // sending thread's sendmsg).
 type meter struct {
-	r         *nsRunner
+	r         *dptest.Runner
 	ops       int
 	netlink   int
 	fallbacks int
@@ -94,20 +86,12 @@ type meter struct {
 	txCPU     time.Duration
 }
 
-func selfCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 func (m *meter) apply(b *testing.B, dp *nftables.Dataplane, st *dataplane.State, full bool) {
-	t0 := selfCPU()
+	t0 := dptest.SelfCPU()
 	if err := dp.Apply(b.Context(), st, dataplane.ApplyOptions{Full: full}); err != nil {
 		b.Fatal(err)
 	}
-	m.self += selfCPU() - t0
+	m.self += dptest.SelfCPU() - t0
 	s := dp.LastSync()
 	m.ops += s.Operations
 	m.netlink += s.Netlink
@@ -118,7 +102,7 @@ func (m *meter) apply(b *testing.B, dp *nftables.Dataplane, st *dataplane.State,
 
 func (m *meter) report(b *testing.B) {
 	n := float64(b.N)
-	nft := m.r.takeCPU()
+	nft := m.r.TakeCPU()
 	b.ReportMetric(float64(m.ops)/n, "nftops/op")
 	b.ReportMetric(float64(nft.Microseconds())/1000/n, "nft-cpu-ms/op")
 	b.ReportMetric(float64(m.self.Microseconds())/1000/n, "self-cpu-ms/op")
@@ -132,8 +116,8 @@ func (m *meter) report(b *testing.B) {
 	*m = meter{r: m.r}
 }
 
-func runFull(b *testing.B, r *nsRunner, dp *nftables.Dataplane, st *dataplane.State) {
-	r.takeCPU()
+func runFull(b *testing.B, r *dptest.Runner, dp *nftables.Dataplane, st *dataplane.State) {
+	r.TakeCPU()
 	b.Run("full", func(b *testing.B) {
 		m := &meter{r: r}
 		for b.Loop() {
@@ -145,7 +129,7 @@ func runFull(b *testing.B, r *nsRunner, dp *nftables.Dataplane, st *dataplane.St
 
 // runPartials measures partial syncs that flip between st and a state
 // with one endpoint moved, or one service more.
-func runPartials(b *testing.B, r *nsRunner, dp *nftables.Dataplane, st *dataplane.State, n int, suffix string) {
+func runPartials(b *testing.B, r *dptest.Runner, dp *nftables.Dataplane, st *dataplane.State, n int, suffix string) {
 	for _, c := range []struct {
 		name string
 		alt  *dataplane.State
@@ -153,20 +137,13 @@ func runPartials(b *testing.B, r *nsRunner, dp *nftables.Dataplane, st *dataplan
 		{"one-endpoint", dptest.WithService(st, dptest.BenchService(n/2, true))},
 		{"add-service", dptest.WithService(st, dptest.BenchService(n, false))},
 	} {
-		r.takeCPU()
+		r.TakeCPU()
 		b.Run(c.name+suffix, func(b *testing.B) {
 			m := &meter{r: r}
-			i := 0
-			for b.Loop() {
-				if i++; i%2 == 1 {
-					m.apply(b, dp, c.alt, false)
-				} else {
-					m.apply(b, dp, st, false)
-				}
-			}
+			dptest.Alternate(b, st, c.alt, func(s *dataplane.State) { m.apply(b, dp, s, false) })
 			m.report(b)
 			m.apply(b, dp, st, false)
-			m.r.takeCPU()
+			m.r.TakeCPU()
 		})
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 )
 
@@ -19,7 +20,7 @@ func TestGoldenTablesAcceptedByKernel(t *testing.T) {
 		t.Fatalf("no golden files: %v", err)
 	}
 	topo := netns.New(t, netns.Spec{Nodes: 1})
-	r := &nsRunner{topo: topo, ns: topo.Node(0).NS}
+	r := dptest.NewRunner(topo, topo.Node(0).NS, runnerOptions)
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		if err != nil {

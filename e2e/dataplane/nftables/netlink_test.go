@@ -1,7 +1,6 @@
 package nftables
 
 import (
-	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"regexp"
 	"slices"
 	"strings"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/nftables"
+	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/probe"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
@@ -51,7 +51,7 @@ var handleLine = regexp.MustCompile(`^(ip6? switchyard \S+)(?: \d+)*$`)
 func (b *bed) kernelView(t *testing.T) kernelView {
 	t.Helper()
 	v := kernelView{List: blocksOf(b.listTable(t)), Debug: map[string]string{}, Exprs: map[string][][]expr.Any{}}
-	out, err := b.topo.Exec(t.Context(), b.node.NS, "nft", "--debug=netlink", "list", "table", "ip", nftables.DefaultTable)
+	out, err := b.Topo.Exec(t.Context(), b.Node.NS, "nft", "--debug=netlink", "list", "table", "ip", nftables.DefaultTable)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func (b *bed) kernelView(t *testing.T) kernelView {
 			v.Debug[k] = strings.Join(lines, "\n")
 		}
 	}
-	c := nsNetlink(b.topo, b.node.NS)
+	c := nsNetlink(b.Topo, b.Node.NS)
 	conn, err := c()
 	if err != nil {
 		t.Fatal(err)
@@ -155,14 +155,14 @@ func noLocal(sv *switchyardv1.ServiceView) *switchyardv1.ServiceView {
 // creates, and that traffic follows the new rules.
 func TestNetlinkPartialMatchesNft(t *testing.T) {
 	b := newBed(t)
-	b.dp = b.newDP(t, nftables.Config{PartialNetlink: nsNetlink(b.topo, b.node.NS)})
-	p := b.pods
-	stateA := dptest.State(b.node,
+	b.dp = b.newDP(t, nftables.Config{PartialNetlink: nsNetlink(b.Topo, b.Node.NS)})
+	p := b.Pods
+	stateA := dptest.State(b.Node,
 		dptest.Service("web", vip.Addr().String(), 80, 30080, p[0], p[1]),
 		dptest.Service("gone", "10.96.0.11", 80, 30081, p[2]),
 		twoPort(dptest.Service("empty", "10.96.0.12", 80, 0)),
 	)
-	stateB := dptest.State(b.node,
+	stateB := dptest.State(b.Node,
 		dptest.Service("web", vip.Addr().String(), 80, 30080, p...), // endpoint added
 		twoPort(dptest.Service("empty", "10.96.0.12", 80, 0, p[0])), // gets an endpoint
 		dptest.Service("fresh", "10.96.0.13", 8080, 30083, p[1], p[2]),
@@ -177,8 +177,8 @@ func TestNetlinkPartialMatchesNft(t *testing.T) {
 		sv.SessionAffinityTimeoutSeconds = 600
 		return sv
 	}
-	stateC := dptest.State(b.node, sticky("10.96.0.20"))
-	stateD := dptest.State(b.node, sticky(vip.Addr().String()))
+	stateC := dptest.State(b.Node, sticky("10.96.0.20"))
+	stateD := dptest.State(b.Node, sticky(vip.Addr().String()))
 	fresh := func(st *dataplane.State) kernelView {
 		if err := b.dp.Cleanup(t.Context()); err != nil {
 			t.Fatal(err)
@@ -203,7 +203,7 @@ func TestNetlinkPartialMatchesNft(t *testing.T) {
 			if err := b.dp.Cleanup(t.Context()); err != nil {
 				t.Fatal(err)
 			}
-			b.dp = b.newDP(t, nftables.Config{PartialNetlink: nsNetlink(b.topo, b.node.NS)})
+			b.dp = b.newDP(t, nftables.Config{PartialNetlink: nsNetlink(b.Topo, b.Node.NS)})
 			b.apply(t, step.from) // full, nft
 			if s := b.dp.LastSync(); !s.Full || s.Netlink != 0 {
 				t.Fatalf("first sync: %+v", s)
@@ -221,7 +221,7 @@ func TestNetlinkPartialMatchesNft(t *testing.T) {
 			if step.to.Services["default/web"].SessionAffinity == switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP {
 				par = 1
 			}
-			res, err := probe.New(b.topo, b.topo.Client().NS).TCP(t.Context(), vip, probe.Options{Count: 150, Parallel: par})
+			res, err := probe.New(b.Topo, b.Topo.Client().NS).TCP(t.Context(), vip, probe.Options{Count: 150, Parallel: par})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -253,28 +253,28 @@ func TestNetlinkPartialMatchesNft(t *testing.T) {
 // affinity sets) runs through nft, in the same Apply, and works.
 func TestNetlinkFallsBackToNft(t *testing.T) {
 	b := newBed(t)
-	b.dp = b.newDP(t, nftables.Config{PartialNetlink: nsNetlink(b.topo, b.node.NS)})
-	sv := dptest.Service("lb", vip.Addr().String(), 80, 30080, b.pods...)
-	b.apply(t, dptest.State(b.node, sv))
-	b.runner.take()
+	b.dp = b.newDP(t, nftables.Config{PartialNetlink: nsNetlink(b.Topo, b.Node.NS)})
+	sv := dptest.Service("lb", vip.Addr().String(), 80, 30080, b.Pods...)
+	b.apply(t, dptest.State(b.Node, sv))
+	b.Runner.Take(nftInputs)
 	// loadBalancerSourceRanges need prefix matches, which the netlink
 	// translator does not know: the whole transaction runs through nft.
 	sv2 := proto.Clone(sv).(*switchyardv1.ServiceView)
 	sv2.Type = switchyardv1.ServiceType_SERVICE_TYPE_LOAD_BALANCER
 	sv2.LoadBalancerIps = []string{"192.0.2.10"}
 	sv2.LoadBalancerSourceRanges = []string{"198.51.100.0/24"}
-	b.apply(t, dptest.State(b.node, sv2))
+	b.apply(t, dptest.State(b.Node, sv2))
 	if s := b.dp.LastSync(); s.Netlink != 0 || s.NetlinkFallbacks != 1 || s.Transactions != 1 {
 		t.Fatalf("want one nft fallback: %+v", s)
 	}
-	if in := b.runner.take(); len(in) != 1 || !strings.Contains(in[0], "198.51.100.0/24") {
+	if in := b.Runner.Take(nftInputs); len(in) != 1 || !strings.Contains(in[0], "198.51.100.0/24") {
 		t.Fatalf("want one nft -f with the source range, got %d", len(in))
 	}
-	res, err := probe.New(b.topo, b.topo.Client().NS).TCP(t.Context(), vip, probe.Options{Count: 30})
+	res, err := probe.New(b.Topo, b.Topo.Client().NS).TCP(t.Context(), vip, probe.Options{Count: 30})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Failures) > 0 || len(res.Counts) != len(b.pods) {
+	if len(res.Failures) > 0 || len(res.Counts) != len(b.Pods) {
 		t.Fatalf("want every backend, got %v, failures %v", res.Counts, res.Failures)
 	}
 }

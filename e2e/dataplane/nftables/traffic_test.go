@@ -2,15 +2,14 @@ package nftables
 
 import (
 	"fmt"
-	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/nftables"
+	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/probe"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 	"google.golang.org/protobuf/proto"
@@ -18,120 +17,75 @@ import (
 
 func TestClusterIPAndNodePort(t *testing.T) {
 	b := newBed(t)
-	b.apply(t, dptest.State(b.node, dptest.Service("web", vip.Addr().String(), 80, 30080, b.pods...)))
+	b.apply(t, dptest.State(b.Node, dptest.Service("web", vip.Addr().String(), 80, 30080, b.Pods...)))
 	for _, tc := range []struct {
 		name, ns string
 		dst      netip.AddrPort
 	}{
-		{"cluster IP from node (output hook)", b.node.NS, vip},
-		{"cluster IP from client (prerouting hook)", b.topo.Client().NS, vip},
-		{"node port from client", b.topo.Client().NS, netip.AddrPortFrom(b.node.IP, 30080)},
+		{"cluster IP from node (output hook)", b.Node.NS, vip},
+		{"cluster IP from client (prerouting hook)", b.Topo.Client().NS, vip},
+		{"node port from client", b.Topo.Client().NS, netip.AddrPortFrom(b.Node.IP, 30080)},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			res, err := probe.New(b.topo, tc.ns).TCP(t.Context(), tc.dst, probe.Options{Count: 300, Parallel: 8})
-			if err != nil {
-				t.Fatal(err)
-			}
-			dptest.CheckShares(t, res, 3)
-		})
+		t.Run(tc.name, func(t *testing.T) { b.CheckSpread(t, tc.ns, tc.dst) })
 	}
 }
 
 func TestAffinityPinsClient(t *testing.T) {
 	b := newBed(t)
-	sv := dptest.Service("sticky", vip.Addr().String(), 80, 0, b.pods...)
+	sv := dptest.Service("sticky", vip.Addr().String(), 80, 0, b.Pods...)
 	sv.Type = switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP
 	sv.SessionAffinity = switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP
 	sv.SessionAffinityTimeoutSeconds = 600
-	b.apply(t, dptest.State(b.node, sv))
-	res, err := probe.New(b.topo, b.topo.Client().NS).TCP(t.Context(), vip, probe.Options{Count: 50})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Failures) > 0 || len(res.Counts) != 1 {
-		t.Fatalf("want all 50 on one backend, got %v, failures %v", res.Counts, res.Failures)
-	}
+	b.apply(t, dptest.State(b.Node, sv))
+	b.CheckPinned(t, b.Topo.Client().NS, vip)
 }
 
 func TestNoEndpointsRefusedFast(t *testing.T) {
 	b := newBed(t)
-	b.apply(t, dptest.State(b.node, dptest.Service("empty", vip.Addr().String(), 80, 30082)))
+	b.apply(t, dptest.State(b.Node, dptest.Service("empty", vip.Addr().String(), 80, 30082)))
 	for _, tc := range []struct {
 		name, ns string
 		dst      netip.AddrPort
 	}{
-		{"cluster IP from node", b.node.NS, vip},
-		{"cluster IP from client", b.topo.Client().NS, vip},
-		{"node port from client", b.topo.Client().NS, netip.AddrPortFrom(b.node.IP, 30082)},
+		{"cluster IP from node", b.Node.NS, vip},
+		{"cluster IP from client", b.Topo.Client().NS, vip},
+		{"node port from client", b.Topo.Client().NS, netip.AddrPortFrom(b.Node.IP, 30082)},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			res, err := probe.New(b.topo, tc.ns).TCP(t.Context(), tc.dst, probe.Options{Count: 5, Timeout: 2 * time.Second})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(res.Failures) != 5 {
-				t.Fatalf("want 5 failures, got %v", res)
-			}
-			for _, f := range res.Failures {
-				if f.Reason != probe.ReasonRefused {
-					t.Errorf("attempt %d: %s, want refused", f.Attempt, f.Reason)
-				}
-			}
-			if res.Elapsed > time.Second {
-				t.Errorf("5 refusals took %v: not fast", res.Elapsed)
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { b.CheckRefusedFast(t, tc.ns, tc.dst) })
 	}
 }
 
 func TestETPLocalDropsWithoutLocalEndpoints(t *testing.T) {
 	b := newBed(t)
-	sv := dptest.Service("local", vip.Addr().String(), 80, 30081, b.pods...)
+	sv := dptest.Service("local", vip.Addr().String(), 80, 30081, b.Pods...)
 	sv.ExternalTrafficPolicy = switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL
-	b.apply(t, dptest.State(b.node, sv)) // endpoints exist, none local: DROP
-	np := netip.AddrPortFrom(b.node.IP, 30081)
-	res, err := probe.New(b.topo, b.topo.Client().NS).TCP(t.Context(), np, probe.Options{Count: 3, Parallel: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range res.Failures {
-		if f.Reason != probe.ReasonTimeout {
-			t.Errorf("attempt %d: %s, want timeout (dropped)", f.Attempt, f.Reason)
-		}
-	}
-	if len(res.Failures) != 3 {
-		t.Errorf("want 3 dropped attempts, got %v", res.Counts)
-	}
+	b.apply(t, dptest.State(b.Node, sv)) // endpoints exist, none local: DROP
+	np := netip.AddrPortFrom(b.Node.IP, 30081)
+	b.CheckDropped(t, b.Topo.Client().NS, np)
 	// The cluster IP still uses cluster endpoints.
-	res, err = probe.New(b.topo, b.node.NS).TCP(t.Context(), vip, probe.Options{Count: 10})
-	if err != nil || len(res.Failures) > 0 {
-		t.Fatalf("cluster IP under ETP Local: %v %v", err, res.Failures)
-	}
+	b.CheckAnswered(t, b.Node.NS, vip, 10, "cluster IP under ETP Local")
 	// With a local endpoint the node port answers, from that one only.
 	// (A new message: Apply may keep what it was given, see State.)
 	sv = proto.Clone(sv).(*switchyardv1.ServiceView)
 	sv.LocalEndpoints = sv.ClusterEndpoints[:1]
 	sv.LocalEndpoints[0].IsLocal = true
-	b.apply(t, dptest.State(b.node, sv))
-	res, err = probe.New(b.topo, b.topo.Client().NS).TCP(t.Context(), np, probe.Options{Count: 10})
-	if err != nil || len(res.Failures) > 0 || len(res.Counts) != 1 {
-		t.Fatalf("node port with a local endpoint: %v %v %v", err, res.Counts, res.Failures)
-	}
+	b.apply(t, dptest.State(b.Node, sv))
+	b.CheckAnsweredBy(t, b.Topo.Client().NS, np, 10, 1, "node port with a local endpoint")
 }
 
 func TestPartialSyncTouchesOnlyChangedObjects(t *testing.T) {
 	b := newBed(t)
 	var svcs []*switchyardv1.ServiceView
 	for i := range 50 {
-		svcs = append(svcs, dptest.Service(fmt.Sprintf("s%d", i), fmt.Sprintf("10.96.1.%d", i+1), 80, 0, b.pods...))
+		svcs = append(svcs, dptest.Service(fmt.Sprintf("s%d", i), fmt.Sprintf("10.96.1.%d", i+1), 80, 0, b.Pods...))
 	}
-	b.apply(t, dptest.State(b.node, svcs...))
+	b.apply(t, dptest.State(b.Node, svcs...))
 	before := blocksOf(b.listTable(t))
-	b.runner.take()
+	b.Runner.Take(nftInputs)
 
-	svcs[7] = dptest.Service("s7", "10.96.1.8", 80, 0, b.pods[0], b.pods[1]) // one endpoint gone
-	b.apply(t, dptest.State(b.node, svcs...))
-	txs := b.runner.take()
+	svcs[7] = dptest.Service("s7", "10.96.1.8", 80, 0, b.Pods[0], b.Pods[1]) // one endpoint gone
+	b.apply(t, dptest.State(b.Node, svcs...))
+	txs := b.Runner.Take(nftInputs)
 	if len(txs) != 1 {
 		t.Fatalf("want one transaction, got %d", len(txs))
 	}
@@ -163,36 +117,33 @@ func TestPartialSyncTouchesOnlyChangedObjects(t *testing.T) {
 	if len(changed) != 1 || !strings.HasPrefix(changed[0], "map endpoints-tcp-") {
 		t.Errorf("kernel shows changed %v, want only one TCP endpoint map", changed)
 	}
-	res, err := probe.New(b.topo, b.node.NS).TCP(t.Context(), netip.MustParseAddrPort("10.96.1.8:80"), probe.Options{Count: 20})
-	if err != nil || len(res.Failures) > 0 || len(res.Counts) != 2 {
-		t.Fatalf("after partial sync: %v %v %v", err, res.Counts, res.Failures)
-	}
+	b.CheckAnsweredBy(t, b.Node.NS, netip.MustParseAddrPort("10.96.1.8:80"), 20, 2, "after partial sync")
 }
 
 func TestSecondApplyIsNoopFullResyncAndCleanup(t *testing.T) {
 	b := newBed(t)
 	foreign := "add table ip foreign\nadd chain ip foreign c\nadd rule ip foreign c tcp dport 9 return\n"
-	if _, err := b.runner.Run(t.Context(), []string{"nft", "-f", "-"}, []byte(foreign)); err != nil {
+	if _, err := b.Runner.Run(t.Context(), []string{"nft", "-f", "-"}, []byte(foreign)); err != nil {
 		t.Fatal(err)
 	}
-	web := dptest.Service("web", "10.96.0.10", 80, 30080, b.pods...)
-	sticky := dptest.Service("sticky", "10.96.0.11", 80, 0, b.pods...)
+	web := dptest.Service("web", "10.96.0.10", 80, 30080, b.Pods...)
+	sticky := dptest.Service("sticky", "10.96.0.11", 80, 0, b.Pods...)
 	sticky.SessionAffinity = switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP
 	sticky.SessionAffinityTimeoutSeconds = 60
-	lb := dptest.Service("lb", "10.96.0.12", 443, 30443, b.pods[0])
+	lb := dptest.Service("lb", "10.96.0.12", 443, 30443, b.Pods[0])
 	lb.Type = switchyardv1.ServiceType_SERVICE_TYPE_LOAD_BALANCER
 	lb.LoadBalancerIps = []string{"203.0.113.9"}
 	lb.LoadBalancerSourceRanges = []string{"198.51.100.0/24"}
 	lb.ExternalIps = []string{"192.0.2.9"}
 	lb.ExternalTrafficPolicy = switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL
 	lb.LocalEndpoints = lb.ClusterEndpoints
-	dns := dptest.Service("dns", "10.96.0.13", 53, 0, b.pods...)
+	dns := dptest.Service("dns", "10.96.0.13", 53, 0, b.Pods...)
 	dns.Ports[0].Protocol = switchyardv1.Protocol_PROTOCOL_UDP
-	st := dptest.State(b.node, web, sticky, lb, dns, dptest.Service("empty", "10.96.0.14", 80, 30081))
+	st := dptest.State(b.Node, web, sticky, lb, dns, dptest.Service("empty", "10.96.0.14", 80, 30081))
 	b.apply(t, st)
-	b.runner.take()
+	b.Runner.Take(nftInputs)
 	b.apply(t, st)
-	if txs := b.runner.take(); len(txs) != 0 {
+	if txs := b.Runner.Take(nftInputs); len(txs) != 0 {
 		t.Errorf("second Apply of the same state ran %d transactions", len(txs))
 	}
 	listed := b.listTable(t)
@@ -204,7 +155,7 @@ func TestSecondApplyIsNoopFullResyncAndCleanup(t *testing.T) {
 	}
 	// A restarted agent reconciles (lists, rewrites, deletes leftovers).
 	restarted := b.newDP(t, nftables.Config{})
-	if err := restarted.Apply(t.Context(), dptest.State(b.node, web), dataplane.ApplyOptions{}); err != nil {
+	if err := restarted.Apply(t.Context(), dptest.State(b.Node, web), dataplane.ApplyOptions{}); err != nil {
 		t.Fatalf("first Apply after restart: %v", err)
 	}
 	if got := b.listTable(t); strings.Contains(got, "default/sticky/") || strings.Contains(got, "default/lb/") {
@@ -213,7 +164,7 @@ func TestSecondApplyIsNoopFullResyncAndCleanup(t *testing.T) {
 	if err := restarted.Cleanup(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	out, err := b.topo.Exec(t.Context(), b.node.NS, "nft", "list", "tables")
+	out, err := b.Topo.Exec(t.Context(), b.Node.NS, "nft", "list", "tables")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -221,7 +172,7 @@ func TestSecondApplyIsNoopFullResyncAndCleanup(t *testing.T) {
 		t.Errorf("after Cleanup: %s", out)
 	}
 	// Traffic no longer reaches the service.
-	res, err := probe.New(b.topo, b.node.NS).TCP(t.Context(), vip, probe.Options{Count: 1})
+	res, err := probe.New(b.Topo, b.Node.NS).TCP(t.Context(), vip, probe.Options{Count: 1})
 	if err != nil || res.Succeeded() != 0 {
 		t.Errorf("service still answers after Cleanup: %v %v", err, res)
 	}
@@ -231,9 +182,9 @@ func TestSecondApplyIsNoopFullResyncAndCleanup(t *testing.T) {
 // the table must appear in the node namespace and nowhere else we can see.
 func TestRunnerStaysInNodeNamespace(t *testing.T) {
 	b := newBed(t)
-	b.apply(t, dptest.State(b.node, dptest.Service("web", vip.Addr().String(), 80, 0, b.pods...)))
-	for _, ns := range []string{b.topo.Client().NS, b.pods[0].NS} {
-		out, err := b.topo.Exec(t.Context(), ns, "nft", "list", "tables")
+	b.apply(t, dptest.State(b.Node, dptest.Service("web", vip.Addr().String(), 80, 0, b.Pods...)))
+	for _, ns := range []string{b.Topo.Client().NS, b.Pods[0].NS} {
+		out, err := b.Topo.Exec(t.Context(), ns, "nft", "list", "tables")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -252,9 +203,9 @@ func TestRunnerStaysInNodeNamespace(t *testing.T) {
 // dropped as not matching the connection).
 func TestHairpinThroughTheVIP(t *testing.T) {
 	b := newBed(t)
-	self := b.pods[0]
-	b.apply(t, dptest.State(b.node, dptest.Service("self", vip.Addr().String(), 80, 0, self)))
-	res, err := probe.New(b.topo, self.NS).TCP(t.Context(), vip, probe.Options{Count: 10})
+	self := b.Pods[0]
+	b.apply(t, dptest.State(b.Node, dptest.Service("self", vip.Addr().String(), 80, 0, self)))
+	res, err := probe.New(b.Topo, self.NS).TCP(t.Context(), vip, probe.Options{Count: 10})
 	if err != nil {
 		t.Fatal(err)
 	}

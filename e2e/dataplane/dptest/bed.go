@@ -1,0 +1,106 @@
+package dptest
+
+import (
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/echo"
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+// Bed is a kernel mode's test bed: a node namespace with three pods
+// running echo servers (TCP and UDP on TargetPort, reporting the client's
+// address) and a client namespace, built by e2e/testbed and torn down when
+// the test ends. Runner runs the mode's commands in the node namespace.
+// A mode's bed embeds it and adds its Dataplane.
+type Bed struct {
+	Topo   *netns.Topology
+	Node   netns.Node
+	Pods   []netns.Pod
+	Runner *Runner
+}
+
+// NewBed builds a Bed whose Runner works as o says.
+func NewBed(t *testing.T, o RunnerOptions) *Bed {
+	t.Helper()
+	topo := netns.New(t, netns.Spec{Nodes: 1, Pods: 3})
+	if _, err := echo.StartPods(t.Context(), echo.Launcher{Topo: topo}, topo.Pods(),
+		echo.Config{TCP: ":8080", UDP: ":8080", ReportClient: true}); err != nil {
+		t.Fatalf("echo servers: %v", err)
+	}
+	node := topo.Node(0)
+	return &Bed{Topo: topo, Node: node, Pods: topo.Pods(), Runner: NewRunner(topo, node.NS, o)}
+}
+
+// NetfilterHandle opens a netlink handle for netfilter (conntrack) inside
+// the node namespace; it closes when the test ends.
+func (b *Bed) NetfilterHandle(t *testing.T) *netlink.Handle {
+	t.Helper()
+	var h *netlink.Handle
+	if err := b.Topo.Do(b.Node.NS, func() error {
+		var err error
+		h, err = netlink.NewHandle(unix.NETLINK_NETFILTER)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(h.Close)
+	return h
+}
+
+// CheckUDPFlowAfterRemoval programs a UDP cluster IP service on vip over
+// the bed's pods with apply, holds one UDP flow to it from the client,
+// then removes the endpoint the flow reached. With cleanup (the
+// dataplane deletes stale conntrack entries) the flow must move to
+// another endpoint; without, it must stay on the removed one, which
+// shows the test can see the difference.
+func (b *Bed) CheckUDPFlowAfterRemoval(t *testing.T, vip netip.AddrPort, apply func(*testing.T, *dataplane.State), cleanup bool) {
+	t.Helper()
+	svc := func(pods ...netns.Pod) *switchyardv1.ServiceView {
+		sv := Service("dns", vip.Addr().String(), 80, 0, pods...)
+		sv.Type = switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP
+		sv.Ports[0].Protocol = switchyardv1.Protocol_PROTOCOL_UDP
+		return sv
+	}
+	apply(t, State(b.Node, svc(b.Pods...)))
+
+	var conn *net.UDPConn
+	if err := b.Topo.Do(b.Topo.Client().NS, func() error {
+		var err error
+		conn, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(vip))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	first := Exchange(t, conn)
+	for range 5 {
+		if got := Exchange(t, conn); got != first {
+			t.Fatalf("one UDP flow reached %s then %s", first, got)
+		}
+	}
+	var rest []netns.Pod
+	for _, p := range b.Pods {
+		if !strings.EqualFold(p.Name, first) {
+			rest = append(rest, p)
+		}
+	}
+	if len(rest) != 2 {
+		t.Fatalf("backend %q is not one of the pods", first)
+	}
+	apply(t, State(b.Node, svc(rest...)))
+	got := Exchange(t, conn)
+	switch {
+	case cleanup && got == first:
+		t.Fatalf("flow still reaches removed endpoint %s: conntrack entry not cleared", first)
+	case !cleanup && got != first:
+		t.Fatalf("without cleanup the flow moved from %s to %s: the test cannot tell", first, got)
+	}
+}
