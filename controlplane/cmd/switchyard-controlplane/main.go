@@ -16,9 +16,11 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/klog/v2"
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/daemon"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -55,7 +57,7 @@ func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error
 	var (
 		o                   daemon.Options
 		lo                  logOptions
-		mode, cidrs         string
+		mode, cidrs, adv    string
 		minSync, syncPeriod time.Duration
 		fs                  = flag.NewFlagSet("switchyard-controlplane", flag.ContinueOnError)
 	)
@@ -83,6 +85,9 @@ func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error
 	fs.StringVar(&o.Views.IPVSScheduler, "ipvs-scheduler", "", "IPVS scheduler for agents in ipvs mode: rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq (empty: rr)")
 	fs.StringVar(&cidrs, "cluster-cidr", "", "comma-separated pod CIDRs; service traffic from outside them is masqueraded")
 	fs.BoolVar(&o.Views.MasqueradeAll, "masquerade-all", false, "masquerade all service traffic")
+	fs.StringVar(&adv, "advertise-service", "", "namespace/name of the control plane's own Service: the ready endpoints of its EndpointSlices, on the slice port named grpc (or its only TCP port), "+
+		"are sent to every agent (NodeConfig control_plane_addresses), which persists them and dials them before its configured addresses, so agents restart without a Service VIP. "+
+		"The control plane must run on the host network (endpoints are then node addresses) and the Service must not be headless; empty advertises nothing")
 	fs.StringVar(&lo.level, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&lo.format, "log-format", "text", "text or json")
 	if err := fs.Parse(args); err != nil {
@@ -104,6 +109,9 @@ func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error
 	if o.Views.ClusterCIDRs, err = parseCIDRs(cidrs); err != nil {
 		return o, lo, err
 	}
+	if o.AdvertiseService, err = parseServiceKey(adv); err != nil {
+		return o, lo, err
+	}
 	return o, lo, nil
 }
 
@@ -123,6 +131,23 @@ func parseMode(s string) (switchyardv1.DataplaneMode, error) {
 		return switchyardv1.DataplaneMode_DATAPLANE_MODE_DRY_RUN, nil
 	}
 	return 0, fmt.Errorf("--mode %q: want iptables, ipvs, nftables, userspace or dry-run", s)
+}
+
+// parseServiceKey reads "namespace/name"; empty is the zero key.
+func parseServiceKey(s string) (model.ServiceKey, error) {
+	if s == "" {
+		return model.ServiceKey{}, nil
+	}
+	ns, name, ok := strings.Cut(s, "/")
+	if !ok {
+		return model.ServiceKey{}, fmt.Errorf("--advertise-service %q: want namespace/name", s)
+	}
+	for _, part := range []string{ns, name} {
+		if msgs := validation.IsDNS1123Label(part); len(msgs) > 0 {
+			return model.ServiceKey{}, fmt.Errorf("--advertise-service %q: %q: %s", s, part, strings.Join(msgs, "; "))
+		}
+	}
+	return model.ServiceKey{Namespace: ns, Name: name}, nil
 }
 
 func parseCIDRs(s string) ([]netip.Prefix, error) {

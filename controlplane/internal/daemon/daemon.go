@@ -24,6 +24,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/metrics"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/nodeview"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/translate"
@@ -52,9 +53,14 @@ type Options struct {
 	// Insecure serves plaintext gRPC; required when TLS files are absent.
 	Insecure bool
 	// Views holds the NodeConfig defaults sent to every agent.
-	Views  nodeview.Defaults
-	Resync time.Duration
-	Logger *slog.Logger
+	Views nodeview.Defaults
+	// AdvertiseService is the control plane's own Service, whose ready
+	// endpoints every NodeConfig advertises to agents as the replicas to
+	// dial (nodeview.Options.AdvertiseService); the zero key advertises
+	// nothing.
+	AdvertiseService model.ServiceKey
+	Resync           time.Duration
+	Logger           *slog.Logger
 	// Ready, if set, is called with the gRPC address once serving.
 	Ready func(grpcAddr string)
 }
@@ -99,7 +105,7 @@ func Run(ctx context.Context, o Options) error {
 	}, c, log, m)
 	w := watch.New(watch.Config{
 		Client: client, Resync: o.Resync, Publisher: c, Logger: log,
-		Views:    nodeview.Options{Defaults: o.Views},
+		Views:    nodeview.Options{Defaults: o.Views, AdvertiseService: o.AdvertiseService},
 		Recorder: observer{m}, Observer: observer{m},
 	})
 
@@ -117,7 +123,7 @@ func Run(ctx context.Context, o Options) error {
 		case <-w.Ready():
 		}
 		srv.SetReady(true)
-		log.Info("control plane serving", "grpc", lis.Addr().String(), "replica", id)
+		log.Info("control plane serving", "grpc", lis.Addr().String(), "replica", id, "advertiseService", advertised(o.AdvertiseService))
 		if o.Ready != nil {
 			o.Ready(lis.Addr().String())
 		}
@@ -136,6 +142,14 @@ func Run(ctx context.Context, o Options) error {
 		return nil
 	}
 	return err
+}
+
+// advertised names the advertised Service for the log; empty when none.
+func advertised(k model.ServiceKey) string {
+	if k == (model.ServiceKey{}) {
+		return ""
+	}
+	return k.String()
 }
 
 func (o Options) client() (kubernetes.Interface, error) {

@@ -32,18 +32,21 @@ type Changes struct {
 	// ConfigNodes are the nodes whose NodeConfig (the resource named as
 	// the node) changed.
 	ConfigNodes []string
+	// AllConfigs says that every node's NodeConfig changed (a part they
+	// share did: the advertised control-plane addresses).
+	AllConfigs bool
 }
 
 // Empty reports whether nothing changed on any node.
 func (c Changes) Empty() bool {
 	return len(c.Names) == 0 && len(c.Removed) == 0 && len(c.Zones) == 0 &&
-		len(c.Nodes) == 0 && len(c.ConfigNodes) == 0
+		len(c.Nodes) == 0 && len(c.ConfigNodes) == 0 && !c.AllConfigs
 }
 
 // ForNode returns, sorted, the names of the resources that may have
 // changed on a node whose zone (in the new state) is zone: Names,
 // Removed, Zones[zone], Nodes[name], and the node's own name when its
-// NodeConfig changed. A name absent from the node's new NodeView was
+// NodeConfig changed (ConfigNodes or AllConfigs). A name absent from the node's new NodeView was
 // removed. It returns nil when nothing changed for the node; the slice is
 // new and the caller's to keep.
 func (c Changes) ForNode(name, zone string) []string {
@@ -58,7 +61,7 @@ func (c Changes) ForNode(name, zone string) []string {
 		out = append(out, c.Zones[zone]...)
 	}
 	out = append(out, c.Nodes[name]...)
-	if _, ok := slices.BinarySearch(c.ConfigNodes, name); ok {
+	if _, ok := slices.BinarySearch(c.ConfigNodes, name); ok || c.AllConfigs {
 		out = append(out, name)
 	}
 	if len(out) == 0 {
@@ -72,6 +75,7 @@ func (c Changes) ForNode(name, zone string) []string {
 type changeSet struct {
 	names, removed, config []string
 	zones, nodes           map[string][]string
+	allConfigs             bool
 }
 
 func newChangeSet() *changeSet {
@@ -154,7 +158,7 @@ func (u *updater) movedNodes(next *Index) {
 // changes returns the accumulated Changes, every list sorted and without
 // duplicates.
 func (c *changeSet) changes() Changes {
-	out := Changes{Names: sortedSet(c.names), Removed: sortedSet(c.removed), ConfigNodes: sortedSet(c.config)}
+	out := Changes{Names: sortedSet(c.names), Removed: sortedSet(c.removed), ConfigNodes: sortedSet(c.config), AllConfigs: c.allConfigs}
 	if len(c.zones) > 0 {
 		out.Zones = make(map[string][]string, len(c.zones))
 		for zone, names := range c.zones {

@@ -99,7 +99,9 @@
 // hints can apply. So Update recomputes the services it is told changed
 // (their Service object or slices), and for a node whose zone changed
 // only the zone-hinted services that read it; other node changes rebuild
-// the node's NodeConfig alone. It then swaps the new views into copies of
+// the node's NodeConfig alone. A listed Options.AdvertiseService whose
+// ready addresses changed rebuilds every node's NodeConfig (the list is
+// shared by all; see controlPlaneAddresses). It then swaps the new views into copies of
 // the parts that hold them: the sorted list of services and, when a
 // default changed, the sorted default set (copies of slices of pointers,
 // O(services) but no hashing or encoding), the zone layers and node
@@ -107,7 +109,8 @@
 //
 // Changes lists what may differ per node, compactly: names whose default
 // changed (every node), zone views (the zone's nodes), node views and
-// zone moves (that node), NodeConfigs. It has no false negatives and few
+// zone moves (that node), NodeConfigs (AllConfigs when the advertised
+// control-plane addresses changed). It has no false negatives and few
 // false positives; ForNode(name, zone) merges them for one node.
 //
 // Recomputed views whose version did not change keep the old View, and

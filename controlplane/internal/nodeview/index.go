@@ -18,6 +18,11 @@ type Options struct {
 	// Workers bounds the goroutines that compute services; 0 means
 	// GOMAXPROCS. The result does not depend on it.
 	Workers int
+	// AdvertiseService is the control plane's own Service: the ready
+	// endpoints of its EndpointSlices, on their port named GRPCPortName,
+	// become every NodeConfig's control_plane_addresses. The zero key
+	// advertises nothing.
+	AdvertiseService model.ServiceKey
 }
 
 // Index holds every service's views for one State, computed once, and
@@ -34,6 +39,8 @@ type Options struct {
 type Index struct {
 	config  configBase
 	workers int
+	// advertise is Options.AdvertiseService.
+	advertise model.ServiceKey
 	// svcs are every service's views in resource-name order.
 	svcs []*ServiceViews
 	// shared are their defaults, which NodeViews point at. It is replaced
@@ -113,10 +120,12 @@ func NewIndex(st *model.State, opts Options) *Index {
 		st = model.NewState()
 	}
 	ix := &Index{
-		config:  newConfigBase(opts.Defaults),
-		workers: opts.Workers,
-		zones:   map[string]*layer{},
+		config:    newConfigBase(opts.Defaults),
+		workers:   opts.Workers,
+		advertise: opts.AdvertiseService,
+		zones:     map[string]*layer{},
 	}
+	ix.config.controlPlanes = advertised(st, opts.AdvertiseService)
 	keys := make([]model.ServiceKey, 0, len(st.Services))
 	for k, svc := range st.Services {
 		if svc != nil {

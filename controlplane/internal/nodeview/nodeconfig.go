@@ -36,6 +36,9 @@ type configBase struct {
 	scheduler string
 	cidrs     []string
 	masqAll   bool
+	// controlPlanes are the advertised control-plane addresses
+	// (controlPlaneAddresses), shared by every node's NodeConfig.
+	controlPlanes []string
 }
 
 func newConfigBase(d Defaults) configBase {
@@ -50,8 +53,9 @@ func newConfigBase(d Defaults) configBase {
 }
 
 // nodeConfig builds the NodeConfig resource of a node. node is nil for a
-// node the state does not know yet: its config carries the name and the
-// defaults, and no zone or addresses.
+// node the state does not know yet: its config carries the name, the
+// defaults and the control-plane addresses, and no zone or node
+// addresses.
 func (c configBase) nodeConfig(name string, node *model.Node) *View {
 	nc := &switchyardv1.NodeConfig{
 		NodeName:      text(name),
@@ -59,6 +63,8 @@ func (c configBase) nodeConfig(name string, node *model.Node) *View {
 		IpvsScheduler: c.scheduler,
 		ClusterCidrs:  c.cidrs,
 		MasqueradeAll: c.masqAll,
+		// Shared, never modified: every NodeConfig points at one slice.
+		ControlPlaneAddresses: c.controlPlanes,
 	}
 	if c.minSync > 0 || c.sync > 0 {
 		nc.Sync = &switchyardv1.SyncSettings{}

@@ -39,7 +39,8 @@ func (ix *Index) Update(st *model.State, services []model.ServiceKey, nodes []st
 	if st == nil {
 		st = model.NewState()
 	}
-	u := &updater{old: ix, st: st, ch: newChangeSet()}
+	u := &updater{old: ix, st: st, ch: newChangeSet(), config: ix.config}
+	u.controlPlanes(services)
 	keys := u.listedNodes(nodes, services)
 	for i, sv := range compute(st, keys, ix.workers) {
 		u.service(keys[i], ix.Service(keys[i]), sv)
@@ -51,13 +52,16 @@ func (ix *Index) Update(st *model.State, services []model.ServiceKey, nodes []st
 
 // updater gathers the edits of one Update, then applies them to copies.
 type updater struct {
-	old   *Index
-	st    *model.State
-	edits []svcEdit
-	zones map[string]*zoneEdit
-	nodes map[string]*nodeEdit
-	moved []move
-	ch    *changeSet
+	old *Index
+	st  *model.State
+	// config is the new Index's config base: the old one, or a copy with
+	// new control-plane addresses (then ch.allConfigs is set).
+	config configBase
+	edits  []svcEdit
+	zones  map[string]*zoneEdit
+	nodes  map[string]*nodeEdit
+	moved  []move
+	ch     *changeSet
 }
 
 // svcEdit replaces a service's views: old nil for an added service, new
@@ -134,9 +138,9 @@ func (u *updater) listedNodes(names []string, services []model.ServiceKey) []mod
 		ne := u.nodeEdit(name)
 		ne.setNode, ne.node = true, now
 		if now != nil {
-			ne.config = u.old.config.nodeConfig(name, now)
+			ne.config = u.config.nodeConfig(name, now)
 		}
-		if configVersion(u.old, name, oldConfig) != configVersion(u.old, name, ne.config) {
+		if configVersion(u.old.config, name, oldConfig) != configVersion(u.config, name, ne.config) {
 			u.ch.config = append(u.ch.config, name)
 		}
 		if from, to := zoneOf(was), zoneOf(now); from != to {
@@ -155,10 +159,10 @@ func (u *updater) listedNodes(names []string, services []model.ServiceKey) []mod
 }
 
 // configVersion is the version of a node's config; nil stands for the
-// config of a node the state does not know.
-func configVersion(ix *Index, name string, config *View) string {
+// config base's config of a node the state does not know.
+func configVersion(base configBase, name string, config *View) string {
 	if config == nil {
-		config = ix.config.nodeConfig(name, nil)
+		config = base.nodeConfig(name, nil)
 	}
 	return config.Version
 }
@@ -253,6 +257,7 @@ func sameVersions(a, b map[string]*View) bool {
 func (u *updater) apply() *Index {
 	old := u.old
 	next := *old
+	next.config = u.config
 	if len(u.edits) > 0 {
 		slices.SortFunc(u.edits, compareEdits)
 		next.svcs = splice(old.svcs, u.edits, compareToEdit, func(e svcEdit) (*ServiceViews, bool) {
@@ -268,6 +273,9 @@ func (u *updater) apply() *Index {
 	}
 	if len(u.nodes) > 0 {
 		next.nodes = u.applyNodes()
+	}
+	if u.ch.allConfigs {
+		next.nodes = u.rebuildConfigs(next.nodes)
 	}
 	return &next
 }

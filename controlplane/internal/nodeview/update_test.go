@@ -269,6 +269,7 @@ func TestChangesForNode(t *testing.T) {
 		{name: "config changed", node: "n2", zone: "z2", ch: ch, want: []string{"n2", "ns/a", "ns/b", "ns/d", "ns/f"}},
 		{name: "node without zone ignores zone lists", node: "n3", zone: "", ch: ch, want: []string{"ns/a", "ns/b", "ns/d"}},
 		{name: "nothing for this node", node: "n3", zone: "z1", ch: Changes{Nodes: map[string][]string{"n1": {"ns/e"}}}},
+		{name: "every node's config", node: "n3", zone: "z1", ch: Changes{AllConfigs: true}, want: []string{"n3"}},
 		{name: "no changes", node: "n1", zone: "z1"},
 	}
 	for _, tc := range tests {

@@ -99,10 +99,12 @@ func (a *addresses) Set(v string) error {
 
 func bind(fs *flag.FlagSet, c *Config, configFile *string) {
 	fs.StringVar(configFile, "config", "", "YAML file with the same fields as these flags (controlPlanes, nodeName, mode, stateDir, healthzBindAddress, metricsBindAddress, healthCheckBindAddress, caFile, certFile, keyFile, insecure, minSyncPeriod, syncPeriod, logLevel, logFormat, cleanupKubeProxy, gcPercent); flags override it")
-	fs.Var(&addresses{list: &c.ControlPlanes}, "control-plane", "control-plane gRPC address host:port; repeat the flag or separate with commas; the agent fails over between them")
+	fs.Var(&addresses{list: &c.ControlPlanes}, "control-plane", "control-plane gRPC address host:port; repeat the flag or separate with commas; the agent fails over between them. "+
+		"The agent dials first the replica addresses the control plane advertised (NodeConfig control_plane_addresses, persisted in --state-dir/control-planes.json), then these; "+
+		"at least one of these must work without a Service VIP on a fresh node. With TLS, learnt addresses are verified against the host of the first of these")
 	fs.StringVar(&c.NodeName, "node-name", c.NodeName, "name of this Kubernetes node (default $NODE_NAME, as the DaemonSet's downward API sets it)")
 	fs.StringVar(&c.Mode, "mode", c.Mode, "dataplane mode: iptables|ipvs|nftables|userspace|dry-run; a NodeConfig from the control plane overrides it")
-	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "directory where the last applied view is persisted and restored from on start")
+	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "directory where the last applied view (view.pb) and the learnt control-plane addresses (control-planes.json) are persisted and restored from on start")
 	fs.StringVar(&c.HealthzBindAddress, "healthz-bind-address", c.HealthzBindAddress, "address for /healthz and /livez; empty disables")
 	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "address for /metrics; empty disables")
 	fs.StringVar(&c.HealthCheckBindAddress, "health-check-bind-address", c.HealthCheckBindAddress, "IP the load-balancer health-check node ports listen on; empty means all addresses")

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -65,7 +66,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if _, err := newDP(mode); err != nil {
 		return err
 	}
-	creds, err := transportCredentials(c)
+	creds, err := transportCredentials(c, "")
+	if err != nil {
+		return err
+	}
+	// Learnt addresses are IPs: verify the control plane's certificate
+	// against the name of the first configured address instead.
+	learntCreds, err := transportCredentials(c, serverName(c.ControlPlanes[0]))
 	if err != nil {
 		return err
 	}
@@ -84,6 +91,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		AgentVersion:      version,
 		ControlPlanes:     c.ControlPlanes,
 		DialOptions:       []grpc.DialOption{grpc.WithTransportCredentials(creds)},
+		LearntDialOptions: []grpc.DialOption{grpc.WithTransportCredentials(learntCreds)},
 		Mode:              mode,
 		NewDataplane:      newDP,
 		StateDir:          c.StateDir,
@@ -97,13 +105,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("switchyard-agent starting", "version", version, "nodeName", c.NodeName, "mode", c.Mode, "controlPlanes", c.ControlPlanes)
+	logger.Info("switchyard-agent starting", "version", version, "nodeName", c.NodeName, "mode", c.Mode,
+		"controlPlanes", c.ControlPlanes, "dialOrder", a.ControlPlanes())
 	err = a.Run(ctx)
 	logger.Info("switchyard-agent stopped; rules left in place")
 	return err
 }
 
-func transportCredentials(c Config) (credentials.TransportCredentials, error) {
+// transportCredentials builds the credentials of c. serverName, when not
+// empty, is the name the control plane's certificate must carry
+// (tls.Config.ServerName); empty means the dialled address's host.
+func transportCredentials(c Config, serverName string) (credentials.TransportCredentials, error) {
 	if c.Insecure {
 		return insecure.NewCredentials(), nil
 	}
@@ -115,7 +127,7 @@ func transportCredentials(c Config) (credentials.TransportCredentials, error) {
 	if !pool.AppendCertsFromPEM(pem) {
 		return nil, fmt.Errorf("--ca-file %s: no PEM certificate", c.CAFile)
 	}
-	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12, ServerName: serverName}
 	if c.CertFile != "" {
 		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
 		if err != nil {
@@ -124,6 +136,26 @@ func transportCredentials(c Config) (credentials.TransportCredentials, error) {
 		cfg.Certificates = []tls.Certificate{cert}
 	}
 	return credentials.NewTLS(cfg), nil
+}
+
+// serverName returns the name gRPC verifies a configured control-plane
+// address's certificate against: the host of "host:port" or "[v6]:port",
+// of a target's endpoint ("dns:///host:port"), and "localhost" for a unix
+// socket, as gRPC's own authority for those.
+func serverName(addr string) string {
+	if strings.HasPrefix(addr, "unix:") || strings.HasPrefix(addr, "unix-abstract:") {
+		return "localhost"
+	}
+	if i := strings.Index(addr, "://"); i >= 0 {
+		rest := addr[i+3:]
+		if j := strings.Index(rest, "/"); j >= 0 {
+			addr = rest[j+1:]
+		}
+	}
+	if host, _, err := net.SplitHostPort(addr); err == nil {
+		return host
+	}
+	return strings.Trim(addr, "[]")
 }
 
 func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {

@@ -94,14 +94,21 @@ type agentRun struct {
 func startAgent(t *testing.T, cp *cptest.Server, tlsArgs ...string) *agentRun {
 	t.Helper()
 	ag := &agentRun{stateDir: t.TempDir(), done: make(chan error, 1)}
-	args := append([]string{"--mode", "dry-run", "--control-plane", cp.Addr(), "--node-name", "node-a",
+	ag.start(t, append([]string{"--control-plane", cp.Addr()}, tlsArgs...)...)
+	return ag
+}
+
+// start runs the command in dry-run mode on ag's state dir with args
+// added.
+func (ag *agentRun) start(t *testing.T, args ...string) {
+	t.Helper()
+	args = append([]string{"--mode", "dry-run", "--node-name", "node-a",
 		"--state-dir", ag.stateDir, "--healthz-bind-address", "127.0.0.1:0", "--metrics-bind-address", "127.0.0.1:0",
-		"--min-sync-period", "0s"}, tlsArgs...)
+		"--min-sync-period", "0s"}, args...)
 	ctx, cancel := context.WithCancel(t.Context())
 	ag.cancel = cancel
 	go func() { ag.done <- run(ctx, args, &ag.stdout, &ag.stderr) }()
 	t.Cleanup(cancel)
-	return ag
 }
 
 // stop is SIGTERM; run must return nil.

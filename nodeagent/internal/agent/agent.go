@@ -33,15 +33,21 @@ var (
 type Options struct {
 	NodeName     string
 	AgentVersion string
-	// ControlPlanes are the control-plane addresses, tried in turn.
+	// ControlPlanes are the configured control-plane addresses, tried in
+	// turn after those learnt from the control plane.
 	ControlPlanes []string
 	// DialOptions carry the transport credentials.
 	DialOptions []grpc.DialOption
+	// LearntDialOptions replace DialOptions for learnt addresses that are
+	// not configured (discovery.Config.LearntDialOptions); nil means
+	// DialOptions.
+	LearntDialOptions []grpc.DialOption
 	// Mode is the dataplane mode unless a NodeConfig overrides it.
 	Mode switchyardv1.DataplaneMode
 	// NewDataplane builds the dataplane of a mode.
 	NewDataplane func(mode switchyardv1.DataplaneMode) (dataplane.Dataplane, error)
-	// StateDir holds the persisted view.
+	// StateDir holds the persisted view and the learnt control-plane
+	// addresses.
 	StateDir string
 	// HealthzAddr serves /healthz and /livez; MetricsAddr serves /metrics.
 	// Empty disables.
@@ -100,15 +106,18 @@ func New(o Options) (*Agent, error) {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
 	a.client, err = discovery.New(discovery.Config{
-		Addresses:   o.ControlPlanes,
-		Node:        &switchyardv1.Node{Name: o.NodeName, AgentVersion: o.AgentVersion, Mode: o.Mode},
-		DialOptions: o.DialOptions,
-		Backoff:     o.Backoff,
-		Applier:     a.syncer,
-		Logger:      o.Logger.With("component", "discovery"),
-		Clock:       o.Clock,
-		Observer:    a.metrics,
-		CurrentMode: a.syncer.Mode,
+		Addresses:         o.ControlPlanes,
+		Learnt:            a.learnt(restored),
+		Node:              &switchyardv1.Node{Name: o.NodeName, AgentVersion: o.AgentVersion, Mode: o.Mode},
+		DialOptions:       o.DialOptions,
+		LearntDialOptions: o.LearntDialOptions,
+		OnLearnt:          a.saveControlPlanes,
+		Backoff:           o.Backoff,
+		Applier:           a.syncer,
+		Logger:            o.Logger.With("component", "discovery"),
+		Clock:             o.Clock,
+		Observer:          a.metrics,
+		CurrentMode:       a.syncer.Mode,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -157,6 +166,47 @@ func (a *Agent) restore() (*view.View, bool, error) {
 	}
 	return v, found, nil
 }
+
+// learnt returns the control-plane addresses learnt earlier: the
+// persisted list or, when that file is missing, empty or unreadable
+// (logged at warn), the list in the restored view's NodeConfig (an agent
+// upgraded from a version without the file, or a lost file: the control
+// plane resends a NodeConfig only when it changes). Nil means only the
+// configured addresses are dialled.
+func (a *Agent) learnt(restored *view.View) []string {
+	path := a.store.ControlPlanesPath()
+	addrs, found, err := a.store.LoadControlPlanes()
+	switch {
+	case err != nil:
+		a.o.Logger.Warn("ignoring unreadable control-plane addresses; dialling the configured ones", "path", path, "err", err)
+	case found && len(addrs) == 0:
+		a.o.Logger.Warn("persisted control-plane addresses are empty; dialling the configured ones", "path", path)
+	case found:
+		a.o.Logger.Info("restored learnt control-plane addresses", "addresses", addrs)
+		return addrs
+	}
+	var fromView []string
+	if restored != nil {
+		fromView = restored.NodeConfig().GetControlPlaneAddresses()
+	}
+	if len(fromView) == 0 {
+		return nil
+	}
+	a.o.Logger.Info("control-plane addresses taken from the restored view", "addresses", fromView)
+	a.saveControlPlanes(fromView)
+	return fromView
+}
+
+// saveControlPlanes persists learnt control-plane addresses. A failure is
+// logged: the agent goes on with the list in memory.
+func (a *Agent) saveControlPlanes(addrs []string) {
+	if err := a.store.SaveControlPlanes(addrs); err != nil {
+		a.o.Logger.Error("persisting the learnt control-plane addresses failed", "err", err)
+	}
+}
+
+// ControlPlanes returns the addresses the agent dials, in order.
+func (a *Agent) ControlPlanes() []string { return a.client.Targets() }
 
 func (a *Agent) listen() error {
 	for name, addr := range map[string]string{"healthz": a.o.HealthzAddr, "metrics": a.o.MetricsAddr} {

@@ -46,11 +46,17 @@ type nodeOpts struct {
 	addrs    []string
 	stateDir string
 	clock    clock.Clock
+	// log, when set, also receives the agent's log.
+	log io.Writer
 }
 
 func startNode(t *testing.T, no nodeOpts) *node {
 	t.Helper()
 	n := &node{t: t, dp: dataplanetest.New("dry-run"), hcMap: map[uint32]string{}, done: make(chan error, 1)}
+	var logTo io.Writer = t.Output()
+	if no.log != nil {
+		logTo = io.MultiWriter(logTo, no.log)
+	}
 	a, err := New(Options{
 		NodeName:      "node-a",
 		AgentVersion:  "test",
@@ -70,7 +76,7 @@ func startNode(t *testing.T, no nodeOpts) *node {
 		SyncPeriod:        10 * time.Second,
 		Backoff:           discovery.Backoff{Initial: 10 * time.Millisecond, Max: 200 * time.Millisecond},
 		Clock:             no.clock,
-		Logger:            slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Logger:            slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	if err != nil {
 		t.Fatal(err)

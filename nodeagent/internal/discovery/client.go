@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"google.golang.org/grpc"
@@ -47,15 +48,29 @@ type Backoff struct {
 
 // Config configures a Client.
 type Config struct {
-	// Addresses of control-plane replicas, tried in turn.
+	// Addresses are the configured control-plane addresses, tried in turn
+	// after the learnt ones.
 	Addresses []string
+	// Learnt are control-plane addresses learnt from an earlier
+	// NodeConfig (persisted by the caller): they are dialled first.
+	Learnt []string
 	// Node identifies the agent on every stream.
 	Node *switchyardv1.Node
 	// DialOptions carry the transport credentials.
 	DialOptions []grpc.DialOption
-	Backoff     Backoff
-	Applier     Applier
-	Logger      *slog.Logger
+	// LearntDialOptions replace DialOptions when dialling a learnt address
+	// that is not also configured: e.g. TLS credentials whose ServerName
+	// is a name the control plane's certificate carries, since a learnt
+	// address is an IP. Nil means DialOptions.
+	LearntDialOptions []grpc.DialOption
+	// OnLearnt is called from Run's goroutine with each new list of
+	// control-plane addresses an applied NodeConfig carries (to persist
+	// it); optional. The stream is kept: the list is dialled from the next
+	// reconnect on.
+	OnLearnt func(addrs []string)
+	Backoff  Backoff
+	Applier  Applier
+	Logger   *slog.Logger
 	// Clock times the backoff; the real clock when nil.
 	Clock clock.Clock
 	// Rand returns a number in [0, 1) for jitter; math/rand/v2 when nil.
@@ -69,7 +84,8 @@ type Config struct {
 
 // Client holds one DeltaSnapshots stream at a time.
 type Client struct {
-	cfg Config
+	cfg     Config
+	targets *targets
 }
 
 // New checks cfg and returns a Client.
@@ -98,17 +114,24 @@ func New(cfg Config) (*Client, error) {
 	if cfg.Rand == nil {
 		cfg.Rand = rand.Float64
 	}
-	return &Client{cfg: cfg}, nil
+	return &Client{cfg: cfg, targets: newTargets(cfg.Node.GetName(), cfg.Addresses, cfg.Learnt)}, nil
 }
+
+// Targets returns the addresses the client dials, in order: the learnt
+// ones (rotated by a hash of the node's name, so that agents spread over
+// the replicas), then the configured ones not among them.
+func (c *Client) Targets() []string { return c.targets.addrs() }
 
 // Run holds a stream until ctx is done, reconnecting and failing over as
 // needed. It returns nil when ctx is canceled: the stream is closed and the
 // applied rules stay in place.
 func (c *Client) Run(ctx context.Context) error {
 	attempt := 0
-	for i := 0; ; i = (i + 1) % len(c.cfg.Addresses) {
-		addr := c.cfg.Addresses[i]
-		received, err := c.runStream(ctx, addr)
+	var addr string
+	for {
+		t := c.targets.next(addr)
+		addr = t.addr
+		received, err := c.runStream(ctx, t)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -149,10 +172,14 @@ func (c *Client) sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// runStream holds one stream to addr. received reports whether any
-// response arrived.
-func (c *Client) runStream(ctx context.Context, addr string) (received bool, err error) {
-	conn, err := grpc.NewClient(addr, c.cfg.DialOptions...)
+// runStream holds one stream to t. received reports whether any response
+// arrived.
+func (c *Client) runStream(ctx context.Context, t target) (received bool, err error) {
+	addr, opts := t.addr, c.cfg.DialOptions
+	if t.learnt && c.cfg.LearntDialOptions != nil {
+		opts = c.cfg.LearntDialOptions
+	}
+	conn, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return false, fmt.Errorf("dial %s: %w", addr, err)
 	}
@@ -178,7 +205,7 @@ func (c *Client) runStream(ctx context.Context, addr string) (received bool, err
 		c.cfg.Observer.Connected(addr, true)
 		defer c.cfg.Observer.Connected(addr, false)
 	}
-	c.cfg.Logger.Info("control-plane stream open", "address", addr, "initialResources", len(first.InitialResourceVersions))
+	c.cfg.Logger.Info("control-plane stream open", "address", addr, "learnt", t.learnt, "initialResources", len(first.InitialResourceVersions))
 	var b batch
 	for {
 		resp, err := stream.Recv()
@@ -243,7 +270,28 @@ func (c *Client) handle(ctx context.Context, b *batch, resp *switchyardv1.DeltaS
 		req.Report.ProgrammingLatency = durationpb.New(applied.ProgrammingLatency)
 	}
 	c.cfg.Logger.Debug("applied; ACK", "systemVersion", u.SystemVersion, "nonce", resp.GetNonce(), "applyDuration", applied.Duration)
+	c.learn(u)
 	return req
+}
+
+// learn takes the control-plane addresses of an applied update's
+// NodeConfig into the dial list, and hands a new list to OnLearnt. An
+// update without a NodeConfig, or whose NodeConfig advertises none,
+// changes nothing.
+func (c *Client) learn(u *view.Update) {
+	var addrs []string
+	for _, r := range u.Resources {
+		if nc := r.GetNodeConfig(); nc != nil {
+			addrs = dedupe(nc.GetControlPlaneAddresses())
+		}
+	}
+	if !c.targets.learn(addrs) {
+		return
+	}
+	c.cfg.Logger.Info("learnt control-plane addresses", "addresses", addrs, "dialOrder", c.targets.addrs())
+	if c.cfg.OnLearnt != nil {
+		c.cfg.OnLearnt(slices.Clone(addrs))
+	}
 }
 
 // batch accumulates the parts of a split batch.

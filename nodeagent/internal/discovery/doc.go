@@ -12,10 +12,20 @@
 //     apply failure is a NACK with error_detail, and the Applier keeps its
 //     last good state;
 //   - any end of a stream (ABORTED "replaced by a newer stream",
-//     UNAVAILABLE, a dial failure) leads to the next --control-plane
-//     address after a capped exponential backoff with jitter; the backoff
+//     UNAVAILABLE, a dial failure) leads to the next address of the dial
+//     list after a capped exponential backoff with jitter; the backoff
 //     resets once a stream delivered a response. There is never a tight
-//     loop: every reconnect waits at least half the initial backoff.
+//     loop: every reconnect waits at least half the initial backoff;
+//   - the dial list is the control-plane addresses learnt from the last
+//     applied NodeConfig (control_plane_addresses; Config.Learnt at
+//     start), rotated by a hash of the node name so that agents spread
+//     over the replicas, then the configured addresses not among them. A
+//     NodeConfig with a new non-empty list replaces the learnt part and is
+//     handed to Config.OnLearnt without ending the stream; an empty list
+//     keeps the learnt part (it means the control plane advertises
+//     nothing, not that no replica exists). A learnt address that is not
+//     configured is dialled with Config.LearntDialOptions (the TLS server
+//     name to verify: a learnt address is an IP).
 //
 // The client runs in one goroutine (Run) and sends from it only, so a
 // stream is never written concurrently.

@@ -102,9 +102,17 @@ type NodeConfig struct {
 	ClusterCidrs  []string `protobuf:"bytes,6,rep,name=cluster_cidrs,json=clusterCidrs,proto3" json:"cluster_cidrs,omitempty"`
 	MasqueradeAll bool     `protobuf:"varint,7,opt,name=masquerade_all,json=masqueradeAll,proto3" json:"masquerade_all,omitempty"`
 	// The node's own addresses, on which node ports are served.
-	NodeIps       []string `protobuf:"bytes,8,rep,name=node_ips,json=nodeIps,proto3" json:"node_ips,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NodeIps []string `protobuf:"bytes,8,rep,name=node_ips,json=nodeIps,proto3" json:"node_ips,omitempty"`
+	// host:port of every ready control-plane replica, as agents should dial
+	// them (IPv6 in brackets); sorted by address, without duplicates, at
+	// most 64. The same on every node. Empty when the control plane
+	// advertises none (it was not told its own Service, or no endpoint of it
+	// is ready): an agent then keeps the list it learnt last. Agents persist
+	// the list and dial it before their configured addresses, so a restart
+	// needs no Service VIP.
+	ControlPlaneAddresses []string `protobuf:"bytes,9,rep,name=control_plane_addresses,json=controlPlaneAddresses,proto3" json:"control_plane_addresses,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *NodeConfig) Reset() {
@@ -193,6 +201,13 @@ func (x *NodeConfig) GetNodeIps() []string {
 	return nil
 }
 
+func (x *NodeConfig) GetControlPlaneAddresses() []string {
+	if x != nil {
+		return x.ControlPlaneAddresses
+	}
+	return nil
+}
+
 // SyncSettings tune the agent's sync loop, as kube-proxy's config does.
 type SyncSettings struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -252,7 +267,7 @@ var File_switchyard_v1_node_config_proto protoreflect.FileDescriptor
 
 const file_switchyard_v1_node_config_proto_rawDesc = "" +
 	"\n" +
-	"\x1fswitchyard/v1/node_config.proto\x12\rswitchyard.v1\x1a\x1egoogle/protobuf/duration.proto\"\xae\x02\n" +
+	"\x1fswitchyard/v1/node_config.proto\x12\rswitchyard.v1\x1a\x1egoogle/protobuf/duration.proto\"\xe6\x02\n" +
 	"\n" +
 	"NodeConfig\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x12\n" +
@@ -262,7 +277,8 @@ const file_switchyard_v1_node_config_proto_rawDesc = "" +
 	"\x0eipvs_scheduler\x18\x05 \x01(\tR\ripvsScheduler\x12#\n" +
 	"\rcluster_cidrs\x18\x06 \x03(\tR\fclusterCidrs\x12%\n" +
 	"\x0emasquerade_all\x18\a \x01(\bR\rmasqueradeAll\x12\x19\n" +
-	"\bnode_ips\x18\b \x03(\tR\anodeIps\"\x8d\x01\n" +
+	"\bnode_ips\x18\b \x03(\tR\anodeIps\x126\n" +
+	"\x17control_plane_addresses\x18\t \x03(\tR\x15controlPlaneAddresses\"\x8d\x01\n" +
 	"\fSyncSettings\x12A\n" +
 	"\x0fmin_sync_period\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\rminSyncPeriod\x12:\n" +
 	"\vsync_period\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\n" +
