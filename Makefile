@@ -1,5 +1,6 @@
-# Switchyard — see README.md. Every target works on a fresh machine after
-# `make deps`; `.ci/run` runs `make deps test` as root.
+# Switchyard — see README.md. `make demo` and `make test` do their own
+# set-up (build and cache what they need, with progress lines); `make deps`
+# is that set-up alone, which `.ci/run` runs first as a warm-up.
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 
@@ -13,18 +14,20 @@ GOTEST_FLAGS ?= -count=1
 FUZZTIME ?= 10s
 
 .PHONY: all deps apt-deps tools testbed proto proto-check buf-breaking build \
-        lint fmt-check vet test unit-test fuzz bench bench-harness compare qemu-guest demo clean help
+        lint fmt-check vet test unit-test fuzz bench bench-harness compare qemu-guest demo demo-netns \
+        cluster cluster-deps cluster-shell cluster-down images clean help
 
 all: build
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
 
-deps: apt-deps tools testbed qemu-guest ## install everything the tests need (first run: ~20 min, the kube-apiserver build)
+deps: apt-deps tools testbed qemu-guest ## install everything the tests need (cold: ~15-25 min of builds, cached by version)
 
 apt-deps: ## Debian packages for dataplane tests (root only; skipped otherwise)
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	  missing=""; for c in iptables:iptables nft:nftables conntrack:conntrack socat:socat ip:iproute2 ipset:ipset openssl:openssl curl:curl qemu-system-x86_64:qemu-system-x86; do \
+	  missing=""; for c in iptables:iptables nft:nftables conntrack:conntrack socat:socat ip:iproute2 ipset:ipset openssl:openssl curl:curl qemu-system-x86_64:qemu-system-x86 \
+	           containerd:containerd runc:runc /usr/lib/cni/bridge:containernetworking-plugins mmdebstrap:mmdebstrap /bin/busybox:busybox-static nsenter:util-linux; do \
 	    command -v $${c%%:*} >/dev/null || missing="$$missing $${c#*:}"; done; \
 	  if [ -n "$$missing" ]; then echo "apt-get install$$missing"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; fi; \
@@ -47,8 +50,8 @@ $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc: proto/go.mod
 	cd proto && $(NOCGO) go build -trimpath -o $(BIN)/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go
 	cd proto && $(NOCGO) go build -trimpath -o $(BIN)/protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc
 
-testbed: ## build (or reuse from cache) etcd, kube-apiserver, kubectl, upstream kube-proxy (for e2e/compare)
-	BUILD_KUBE_PROXY=1 hack/testbed-build.sh
+testbed: ## build (or reuse from cache) etcd, kube-apiserver, kubectl, kubelet, kube-controller-manager, kube-scheduler, CoreDNS, agnhost, kube-proxy, e2e.test
+	BUILD_KUBE_PROXY=1 BUILD_E2E=1 hack/testbed-build.sh
 
 proto: tools ## lint the API and regenerate its Go code
 	$(BIN)/buf lint
@@ -75,8 +78,8 @@ vet:
 lint: fmt-check vet ## gofmt, go vet, buf lint
 	@if [ -x $(BIN)/buf ]; then $(BIN)/buf lint; else echo "buf not built: run make tools"; fi
 
-unit-test: ## go test -race over every module (root-only tests skip unless root)
-	CGO_ENABLED=1 go test -race $(GOTEST_FLAGS) $(PKGS)
+unit-test: ## go test -race over every module (root-only tests skip unless root; e2e/cluster runs a real 2-node cluster)
+	CGO_ENABLED=1 go test -race -timeout 40m $(GOTEST_FLAGS) $(PKGS)
 
 fuzz: ## run each fuzz target for $(FUZZTIME)
 	@for spec in controlplane/internal/translate:FuzzTranslate; do \
@@ -84,7 +87,7 @@ fuzz: ## run each fuzz target for $(FUZZTIME)
 	  if grep -rqs "func $$fn(" $$dir; then \
 	    echo "fuzz $$dir $$fn ($(FUZZTIME))"; (cd $$dir && go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 1s .); fi; done
 
-test: lint proto-check unit-test fuzz ## everything CI runs
+test: deps lint proto-check unit-test fuzz ## everything CI runs (does its own set-up first: make deps)
 
 BENCH_OUT  ?= $(CURDIR)/bench-out
 BENCH_ARGS ?=
@@ -107,10 +110,36 @@ compare: ## upstream kube-proxy vs Switchyard side by side in namespaces (root; 
 	go run ./e2e/cmd/switchyard-compare -sizes 1000,5000 -out bench/compare.json -markdown bench/compare.md
 
 DEMO_ARGS ?=
+CLUSTER_ARGS ?=
+ROOT_CHECK = if [ "$$(id -u)" != 0 ]; then echo "$@ needs root: it creates network namespaces, mount namespaces and cgroups (never changing this machine's own network namespace or sysctls); run: sudo make $@"; exit 1; fi
 
-demo: ## run the whole system locally (root; DEMO_ARGS=--exit tears down at once)
-	@if [ "$$(id -u)" != 0 ]; then echo "make demo needs root: it creates network namespaces and runs the agents' iptables inside them (never in this machine's namespace); run: sudo make demo"; exit 1; fi
+cluster-deps: apt-deps ## what the real cluster needs: Debian packages and the test bed's binaries (not kube-proxy, not e2e.test)
+	hack/testbed-build.sh >/dev/null
+
+demo: cluster-deps $(BIN)/grpcurl ## the real cluster: Switchyard from deploy/ as pods, traffic, a scale-down, grpcurl ListNodes (root; DEMO_ARGS=--exit tears down at once)
+	@$(ROOT_CHECK)
+	$(NOCGO) go run -trimpath ./e2e/cmd/switchyard-cluster demo $(DEMO_ARGS)
+
+demo-netns: ## the faster demo without kubelets: binaries in network namespaces (root)
+	@$(ROOT_CHECK)
 	go run ./e2e/cmd/demo $(DEMO_ARGS)
+
+cluster: cluster-deps ## a real cluster (CLUSTER_NODES=2) with Switchyard installed; stays up until Ctrl-C or make cluster-down (root)
+	@$(ROOT_CHECK)
+	$(NOCGO) go run -trimpath ./e2e/cmd/switchyard-cluster up $(CLUSTER_ARGS)
+
+cluster-shell: ## a shell inside the running cluster's client namespace, kubectl and KUBECONFIG ready (root)
+	@$(ROOT_CHECK)
+	$(NOCGO) go run -trimpath ./e2e/cmd/switchyard-cluster shell
+
+cluster-down: ## tear the running cluster down (root)
+	@$(ROOT_CHECK)
+	$(NOCGO) go run -trimpath ./e2e/cmd/switchyard-cluster down
+
+IMAGES_ARGS ?= -only controlplane,agent
+
+images: ## OCI archives (no Docker, no registry) -> out/images; IMAGES_ARGS="-only ..." (all: controlplane,agent,pause,coredns,agnhost,busybox); agent/agnhost need root for mmdebstrap (Debian rootfs, ~1 min once, cached)
+	$(NOCGO) go run -trimpath ./e2e/cmd/switchyard-images $(IMAGES_ARGS)
 
 clean:
 	rm -rf $(BIN)

@@ -167,6 +167,9 @@ func (t *Topology) wire(hs *handles) error {
 		if err := attach(netH, br, n.NetPort, false, hs.fd[n.NS], hs.nl[n.NS], uplink); err != nil {
 			return fmt.Errorf("attach %s to the network: %w", n.Name, err)
 		}
+		if t.plan.NoPodBridge {
+			continue
+		}
 		cbr, err := addBridge(hs.nl[n.NS], NodeBridge, netip.PrefixFrom(n.PodGateway, n.PodCIDR.Bits()))
 		if err != nil {
 			return fmt.Errorf("%s: %w", n.NS, err)

@@ -87,3 +87,22 @@ func switchAndRun(g *HostGuard, target netns.NsHandle, fn func() error) (err err
 	}()
 	return fn()
 }
+
+// DoPath is Do for a network namespace the topology did not create but
+// that lives inside it, such as a container's (/proc/PID/ns/net of a pod
+// on a kubelet node). The host guard still refuses the machine's own.
+func (t *Topology) DoPath(path string, fn func() error) error {
+	h, err := netns.GetFromPath(path)
+	if err != nil {
+		return fmt.Errorf("open namespace %s: %w", path, err)
+	}
+	defer h.Close()
+	if err := runIn(t.guard, h, fn); err != nil {
+		return fmt.Errorf("in namespace %s: %w", path, err)
+	}
+	return nil
+}
+
+// Guard is the host guard every entry point of the topology passes; other
+// launchers (package launch) check their namespaces against it too.
+func (t *Topology) Guard() *HostGuard { return t.guard }

@@ -98,6 +98,8 @@ type Plan struct {
 	Control     Host
 	ServiceCIDR netip.Prefix
 	GatewayNode int
+	// NoPodBridge: nodes have no pod bridge (Spec.NoPodBridge).
+	NoPodBridge bool
 }
 
 // NewPlan resolves spec (zero fields take defaults) for the topology id.
@@ -115,6 +117,7 @@ func NewPlan(spec Spec, id string) (Plan, error) {
 		Network:     Network{NS: base + "net", CIDR: s.NetworkCIDR, Bridge: NetworkBridge, Sysctls: networkSysctls()},
 		ServiceCIDR: s.ServiceCIDR,
 		GatewayNode: s.GatewayNode,
+		NoPodBridge: s.NoPodBridge,
 	}
 	for i := range s.Nodes {
 		n, err := planNode(s, base, i)

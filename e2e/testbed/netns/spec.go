@@ -71,6 +71,12 @@ type Spec struct {
 
 	// Prefix starts every namespace name (default "sy-").
 	Prefix string
+
+	// NoPodBridge builds nodes without a pod bridge and without pod
+	// namespaces: a CNI plugin owns both (e2e/cluster's kubelet nodes).
+	// Pods and PodsPerNode must then be zero. PodCIDR and PodGateway are
+	// still planned, for the CNI configuration.
+	NoPodBridge bool
 }
 
 var prefixPattern = regexp.MustCompile(`^[a-z][a-z0-9-]{0,15}$`)
@@ -80,7 +86,7 @@ func (s Spec) withDefaults() Spec {
 	if s.Nodes == 0 {
 		s.Nodes = 1
 	}
-	if s.Pods == 0 && s.PodsPerNode == 0 {
+	if s.Pods == 0 && s.PodsPerNode == 0 && !s.NoPodBridge {
 		s.PodsPerNode = 1
 	}
 	if !s.NetworkCIDR.IsValid() {
@@ -125,6 +131,8 @@ func (s Spec) validate() error {
 		return fmt.Errorf("nodes must be at least 1, got %d", s.Nodes)
 	case s.Pods < 0 || s.PodsPerNode < 0:
 		return fmt.Errorf("pod counts must not be negative (pods=%d, podsPerNode=%d)", s.Pods, s.PodsPerNode)
+	case s.NoPodBridge && (s.Pods > 0 || s.PodsPerNode > 0):
+		return fmt.Errorf("noPodBridge leaves pods to a CNI plugin: pods (%d) and podsPerNode (%d) must be zero", s.Pods, s.PodsPerNode)
 	case s.Pods > 0 && s.PodsPerNode > 0:
 		return fmt.Errorf("set either pods (%d) or podsPerNode (%d), not both", s.Pods, s.PodsPerNode)
 	case s.GatewayNode < 0 || s.GatewayNode >= s.Nodes:

@@ -1,0 +1,118 @@
+package cluster
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
+)
+
+// Addresses of the bed, fixed so that the test overlay in
+// e2e/cluster/overlays can name the nodes: node i is 10.201.0.(10+i).
+var (
+	NetworkCIDR = netip.MustParsePrefix("10.201.0.0/24")
+	ClusterCIDR = netip.MustParsePrefix("10.244.0.0/16")
+	ServiceCIDR = netip.MustParsePrefix("10.96.0.0/16")
+	// APIServerIP is the control namespace's address.
+	APIServerIP = netip.MustParseAddr("10.201.0.3")
+	// KubernetesVIP and DNSVIP are the first and tenth service addresses.
+	KubernetesVIP = netip.MustParseAddr("10.96.0.1")
+	DNSVIP        = netip.MustParseAddr("10.96.0.10")
+)
+
+const (
+	firstNodeHost = 10
+	apiServerPort = 6443
+	clusterDomain = "cluster.local"
+	// MaxNodes is what the address plan and the overlays allow.
+	MaxNodes = 5
+)
+
+// Config describes a cluster. The zero value is two nodes in two zones.
+type Config struct {
+	// Nodes is the number of kubelet nodes (default 2, at most MaxNodes).
+	Nodes int
+	// Zones are the nodes' topology.kubernetes.io/zone labels, assigned
+	// round-robin (default zone-a, zone-b, zone-c).
+	Zones []string
+	// Dir holds every node's and component's state and logs (default: a
+	// new directory under $TMPDIR). Removed by Down unless KeepDir.
+	Dir     string
+	KeepDir bool
+	// BinDir has the test bed's binaries (default: hack/testbed-build.sh's).
+	BinDir string
+	// Images are OCI archives imported into every node's containerd.
+	Images []string
+	// Aliases imports an image under more names: ref → extra refs (the
+	// rolling-update test changes the agent's tag).
+	Aliases map[string][]string
+	// Logger receives progress (default: discard).
+	Logger *slog.Logger
+}
+
+func (c Config) withDefaults() (Config, error) {
+	if c.Nodes == 0 {
+		c.Nodes = 2
+	}
+	if c.Nodes < 1 || c.Nodes > MaxNodes {
+		return c, fmt.Errorf("cluster: %d nodes: want 1..%d", c.Nodes, MaxNodes)
+	}
+	if len(c.Zones) == 0 {
+		c.Zones = []string{"zone-a", "zone-b", "zone-c"}
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.BinDir == "" {
+		dir, err := apiserver.BinDir()
+		if err != nil {
+			return c, err
+		}
+		c.BinDir = dir
+	}
+	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubelet", "kubectl"} {
+		if _, err := os.Stat(filepath.Join(c.BinDir, b)); err != nil {
+			return c, fmt.Errorf("cluster: %s not built in %s: run hack/testbed-build.sh (or make deps): %w", b, c.BinDir, err)
+		}
+	}
+	for _, t := range []string{"containerd", "containerd-shim-runc-v2", "runc", "ctr", "nsenter", "unshare"} {
+		if _, err := exec.LookPath(t); err != nil {
+			return c, fmt.Errorf("cluster: %s missing (Debian: containerd runc util-linux; make deps installs them): %w", t, err)
+		}
+	}
+	if _, err := os.Stat("/usr/lib/cni/bridge"); err != nil {
+		return c, fmt.Errorf("cluster: CNI plugins missing (Debian containernetworking-plugins): %w", err)
+	}
+	return c, nil
+}
+
+// NodeName is the Kubernetes name of node i.
+func NodeName(i int) string { return fmt.Sprintf("node-%d", i) }
+
+// NodeIP is node i's address.
+func NodeIP(i int) netip.Addr {
+	return netip.AddrFrom4([4]byte{10, 201, 0, byte(firstNodeHost + i)})
+}
+
+// PinnedVersion reads one KEY=VALUE of hack/versions.env.
+func PinnedVersion(key string) (string, error) {
+	root, err := apiserver.RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(filepath.Join(root, "hack", "versions.env"))
+	if err != nil {
+		return "", fmt.Errorf("versions: %w", err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), key+"="); ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("versions: no %s in hack/versions.env", key)
+}

@@ -1,0 +1,69 @@
+package images
+
+// Short names of the images Build makes, in the order it returns them.
+const (
+	ControlPlane = "controlplane"
+	Agent        = "agent"
+	Pause        = "pause"
+	CoreDNS      = "coredns"
+	Agnhost      = "agnhost"
+	Busybox      = "busybox"
+)
+
+// Names lists every short name, in Build's order.
+func Names() []string {
+	return []string{ControlPlane, Agent, Pause, CoreDNS, Agnhost, Busybox}
+}
+
+// References of the images. The two Switchyard repositories take the
+// caller's tag; the upstream ones carry the names the Kubernetes e2e suite
+// and kubelet ask for, so the archives stand in for them once imported.
+const (
+	ControlPlaneRepo = "ghcr.io/switchyard-proxy/switchyard-controlplane"
+	AgentRepo        = "ghcr.io/switchyard-proxy/switchyard-agent"
+	CoreDNSRepo      = "registry.k8s.io/coredns/coredns"
+
+	PauseVersion = "3.10.2"
+	PauseRef     = "registry.k8s.io/pause:" + PauseVersion
+	AgnhostRef   = "registry.k8s.io/e2e-test-images/agnhost:2.66.1"
+	BusyboxRef   = "registry.k8s.io/e2e-test-images/busybox:1.37.0-2"
+)
+
+// ControlPlaneRef is the control plane image's reference for tag.
+func ControlPlaneRef(tag string) string { return ControlPlaneRepo + ":" + tag }
+
+// AgentRef is the agent image's reference for tag.
+func AgentRef(tag string) string { return AgentRepo + ":" + tag }
+
+// CoreDNSRef is the CoreDNS image's reference for version ("v1.14.6").
+func CoreDNSRef(version string) string { return CoreDNSRepo + ":" + version }
+
+// Ref is the reference of the image with the short name short: tag is the
+// Switchyard images' tag for controlplane and agent, the CoreDNS version for
+// coredns, and ignored for the others. It is "" for an unknown name.
+func Ref(short, tag string) string {
+	switch short {
+	case ControlPlane:
+		return ControlPlaneRef(tag)
+	case Agent:
+		return AgentRef(tag)
+	case CoreDNS:
+		return CoreDNSRef(tag)
+	case Pause:
+		return PauseRef
+	case Agnhost:
+		return AgnhostRef
+	case Busybox:
+		return BusyboxRef
+	}
+	return ""
+}
+
+// fileName is the archive's file name under the command's -out directory.
+func fileName(short string) string {
+	switch short {
+	case ControlPlane, Agent:
+		return "switchyard-" + short + ".tar"
+	}
+	return short + ".tar"
+}

@@ -1,0 +1,189 @@
+package cluster
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+// Switchyard's install as the bed applies it: e2e/cluster/overlays/<Overlay>.
+const (
+	OverlayPlain = "plain" // deploy/ base, plaintext gRPC
+	OverlayMTLS  = "mtls"  // deploy/overlays/mtls, kubelet client certificates
+	// SystemNS is deploy/'s namespace.
+	SystemNS = "switchyard-system"
+	// GRPCPort is the control plane's port on its node's address.
+	GRPCPort = 18000
+)
+
+// InstallSwitchyard applies the overlay with kubectl apply -k. For the mTLS
+// overlay it first creates the Secrets cert-manager would: a server
+// certificate from a test CA for every name and node address agents dial,
+// and that CA for agents.
+func (c *Cluster) InstallSwitchyard(ctx context.Context, overlay string) error {
+	root, err := apiserver.RepoRoot()
+	if err != nil {
+		return err
+	}
+	if _, err := c.Kubectl(ctx, "create", "namespace", SystemNS); err != nil {
+		if _, gerr := c.Kubectl(ctx, "get", "namespace", SystemNS); gerr != nil {
+			return err
+		}
+	}
+	if overlay == OverlayMTLS {
+		if err := c.createTLSSecrets(ctx); err != nil {
+			return err
+		}
+	}
+	dir := filepath.Join(root, "e2e", "cluster", "overlays", overlay)
+	if _, err := c.Kubectl(ctx, "apply", "-k", dir); err != nil {
+		return fmt.Errorf("install switchyard (%s): %w", overlay, err)
+	}
+	return nil
+}
+
+func (c *Cluster) createTLSSecrets(ctx context.Context) error {
+	dir := filepath.Join(c.cfg.Dir, "switchyard-pki")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	ca, err := newAuthority(dir, "switchyard-ca")
+	if err != nil {
+		return err
+	}
+	c.swydCA = ca
+	dns := []string{"switchyard-controlplane", "switchyard-controlplane." + SystemNS,
+		"switchyard-controlplane." + SystemNS + ".svc", "switchyard-controlplane." + SystemNS + ".svc." + clusterDomain}
+	var ips []net.IP
+	for i := range MaxNodes {
+		ips = append(ips, NodeIP(i).AsSlice())
+	}
+	cert, key, err := ca.issue(leaf{name: "controlplane", cn: "switchyard-controlplane", dns: dns, ips: ips, server: true})
+	if err != nil {
+		return err
+	}
+	for _, args := range [][]string{
+		{"create", "secret", "tls", "switchyard-controlplane-tls", "--cert=" + cert, "--key=" + key},
+		{"create", "secret", "generic", "switchyard-ca-bundle", "--from-file=ca.crt=" + ca.CertFile},
+	} {
+		out, err := c.Kubectl(ctx, append(append(args, "-n", SystemNS), "--dry-run=client", "-o", "yaml")...)
+		if err != nil {
+			return err
+		}
+		if err := c.applyManifest(ctx, args[3], string(out)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WaitSwitchyard waits until the DaemonSet and the Deployment are rolled
+// out with every pod Ready.
+func (c *Cluster) WaitSwitchyard(ctx context.Context) error {
+	for _, obj := range []string{"daemonset/switchyard-agent", "deployment/switchyard-controlplane"} {
+		if _, err := c.Kubectl(ctx, "-n", SystemNS, "rollout", "status", obj, "--timeout=5m"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// AdminConn dials the control-plane replica on node i from inside the
+// client namespace; with mTLS it presents a certificate for CN
+// system:node:<node-0> from the cluster CA and verifies the test CA.
+func (c *Cluster) AdminConn(i int) (*grpc.ClientConn, error) {
+	creds := insecure.NewCredentials()
+	if c.swydCA != nil {
+		certFile, keyFile, err := c.cp.ca.issue(leaf{name: "admin-client", cn: "system:node:" + NodeName(0),
+			orgs: []string{"system:nodes"}, client: true})
+		if err != nil {
+			return nil, err
+		}
+		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			return nil, err
+		}
+		pem, err := os.ReadFile(c.swydCA.CertFile)
+		if err != nil {
+			return nil, err
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(pem)
+		creds = credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12})
+	}
+	target := net.JoinHostPort(NodeIP(i).String(), strconv.Itoa(GRPCPort))
+	return grpc.NewClient("passthrough:///"+target, grpc.WithTransportCredentials(creds),
+		grpc.WithContextDialer(c.DialContext))
+}
+
+// DialContext dials addr from a socket created inside the client namespace:
+// a dial from this process's own namespace would leave the machine.
+func (c *Cluster) DialContext(ctx context.Context, addr string) (net.Conn, error) {
+	var conn net.Conn
+	var dialErr error
+	err := c.topo.Do(c.ClientNS(), func() error {
+		d := net.Dialer{Timeout: 5 * time.Second}
+		conn, dialErr = d.DialContext(ctx, "tcp", addr)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return conn, dialErr
+}
+
+// Settled reports whether every node is connected to some replica and has
+// acked the version that replica wants for it; it asks every replica.
+func (c *Cluster) Settled(ctx context.Context) (bool, []*switchyardv1.NodeStatus, error) {
+	acked := map[string]bool{}
+	var all []*switchyardv1.NodeStatus
+	for i := range c.nodes {
+		conn, err := c.AdminConn(i)
+		if err != nil {
+			return false, nil, err
+		}
+		resp, err := switchyardv1.NewAdminServiceClient(conn).ListNodes(ctx, &switchyardv1.ListNodesRequest{})
+		conn.Close()
+		if err != nil {
+			continue // no replica on this node
+		}
+		for _, n := range resp.GetNodes() {
+			if n.GetConnected() {
+				all = append(all, n)
+				if n.GetDesiredVersion() != "" && n.GetAckedVersion() == n.GetDesiredVersion() {
+					acked[n.GetName()] = true
+				}
+			}
+		}
+	}
+	for i := range c.nodes {
+		if !acked[NodeName(i)] {
+			return false, all, nil
+		}
+	}
+	return true, all, nil
+}
+
+// WaitSettled polls Settled until it holds.
+func (c *Cluster) WaitSettled(ctx context.Context) ([]*switchyardv1.NodeStatus, error) {
+	var last []*switchyardv1.NodeStatus
+	err := c.poll(ctx, "every agent acked", func(ctx context.Context) (bool, error) {
+		ok, nodes, err := c.Settled(ctx)
+		last = nodes
+		return ok && err == nil, nil
+	})
+	return last, err
+}
