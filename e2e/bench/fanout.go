@@ -85,23 +85,23 @@ func RunFanout(ctx context.Context, env *Env, c *LoadedCluster, o FanoutOptions)
 	rec.InitialSyncMS = ms(time.Since(begin))
 	initBytes, _ := fleet.Bytes()
 	rec.InitialBytesPerAgent = initBytes / int64(n)
-	cpuSynced, err := procstat.CPU(cp.pid())
+	cpuSynced, err := procstat.CPU(cp.Pid())
 	if err != nil {
 		return rec, err
 	}
 	rec.CPUInitialSec = cpuSynced.Seconds()
 	// The initial sync leaves garbage and flushing behind; changes start
 	// once the control plane is idle, so they do not pay for it.
-	cpu0, err := quiesce(ctx, cp.pid())
+	cpu0, err := quiesce(ctx, cp.Pid())
 	if err != nil {
 		return rec, err
 	}
-	m, err := procstat.Mem(cp.pid())
+	m, err := procstat.Mem(cp.Pid())
 	if err != nil {
 		return rec, err
 	}
 	rec.PeakRSS = m.Peak
-	if err := procstat.ResetPeak(cp.pid()); err != nil {
+	if err := procstat.ResetPeak(cp.Pid()); err != nil {
 		env.Log.Warn("cannot reset peak RSS; change-phase peak is the lifetime peak", "err", err)
 	}
 
@@ -115,11 +115,11 @@ func RunFanout(ctx context.Context, env *Env, c *LoadedCluster, o FanoutOptions)
 	if err := profile(ctx, cp, "/profile/cpu/stop", o.CPUProfile); err != nil {
 		return rec, err
 	}
-	cpu1, err := procstat.CPU(cp.pid())
+	cpu1, err := procstat.CPU(cp.Pid())
 	if err != nil {
 		return rec, err
 	}
-	if m, err = procstat.Mem(cp.pid()); err != nil {
+	if m, err = procstat.Mem(cp.Pid()); err != nil {
 		return rec, err
 	}
 	rec.ChangePeakRSS = m.Peak

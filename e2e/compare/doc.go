@@ -33,6 +33,10 @@
 //   - memory: VmRSS and VmHWM of the node process (kube-proxy, or the
 //     agent) after the changes, and the control plane's separately.
 //
+// Switchyard's commands are built and started by e2e/testbed/launch
+// (switchyard.go): the control plane as a Loopback process, the agent with
+// nsenter into the node namespace after the topology's host guard.
+//
 // Invariants: nothing runs or is configured in the machine's network
 // namespace except the API server, etcd and the control plane, which only
 // use loopback and a unix socket. kube-proxy reaches the API server through

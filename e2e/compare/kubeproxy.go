@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/launch"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 )
 
@@ -111,12 +112,12 @@ func (e *env) runKubeProxy(ctx context.Context, mode string) (rec Record, err er
 	}
 	rec.summarize()
 	rec.PollMedianSeconds = dumper.pollMedian()
-	mem, err := readMemory(p.Pid)
+	mem, err := launch.ReadMemory(p.Pid)
 	if err != nil {
 		return rec, err
 	}
-	rec.RSSBytes, rec.HWMBytes = mem.rss, mem.hwm
-	log.Info("kube-proxy measured", "rssMiB", strconv.FormatFloat(mibf(mem.rss), 'f', 1, 64),
-		"hwmMiB", strconv.FormatFloat(mibf(mem.hwm), 'f', 1, 64))
+	rec.RSSBytes, rec.HWMBytes = mem.RSS, mem.Peak
+	log.Info("kube-proxy measured", "rssMiB", strconv.FormatFloat(mibf(mem.RSS), 'f', 1, 64),
+		"hwmMiB", strconv.FormatFloat(mibf(mem.Peak), 'f', 1, 64))
 	return rec, p.Stop(ctx)
 }

@@ -1,21 +1,18 @@
 package compare
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"os"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/launch"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 )
 
@@ -135,47 +132,10 @@ func nsHTTPClient(topo *netns.Topology, ns string) *http.Client {
 // labels, as written) to value.
 type metrics map[string]float64
 
+// scrape reads a proxy's /metrics with c (one that dials in its namespace).
 func scrape(ctx context.Context, c *http.Client, url string) (metrics, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("scrape %s: %w", url, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("scrape %s: %s", url, resp.Status)
-	}
-	return parseMetrics(resp.Body)
-}
-
-// parseMetrics reads the Prometheus text format, skipping comments.
-func parseMetrics(r io.Reader) (metrics, error) {
-	out := metrics{}
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if i < 0 {
-			continue
-		}
-		series, val := line[:i], line[i+1:]
-		if j := strings.LastIndexByte(series, ' '); j >= 0 && !strings.Contains(series[j:], "}") {
-			series, val = series[:j], series[j+1:] // "name value timestamp"
-		}
-		v, err := strconv.ParseFloat(val, 64)
-		if err != nil {
-			continue
-		}
-		out[series] = v
-	}
-	return out, sc.Err()
+	m, err := launch.ScrapeMetrics(ctx, c, url)
+	return metrics(m), err
 }
 
 // get returns the series name, or its ip_family="IPv4" instance (kube-proxy
@@ -202,43 +162,6 @@ func programmingDelta(before, after metrics) float64 {
 		return 0
 	}
 	return after.get(metricProgrammingSum) - before.get(metricProgrammingSum)
-}
-
-// memory is a process's resident set now and at its peak.
-type memory struct{ rss, hwm uint64 }
-
-// readMemory reads VmRSS and VmHWM from /proc/<pid>/status.
-func readMemory(pid int) (memory, error) {
-	data, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		return memory{}, fmt.Errorf("read memory of pid %d: %w", pid, err)
-	}
-	return parseMemory(data)
-}
-
-func parseMemory(status []byte) (memory, error) {
-	var m memory
-	for line := range bytes.Lines(status) {
-		for key, dst := range map[string]*uint64{"VmRSS:": &m.rss, "VmHWM:": &m.hwm} {
-			rest, ok := bytes.CutPrefix(line, []byte(key))
-			if !ok {
-				continue
-			}
-			f := strings.Fields(string(rest))
-			if len(f) != 2 || f[1] != "kB" {
-				return memory{}, fmt.Errorf("parse %s %q", key, strings.TrimSpace(string(line)))
-			}
-			kb, err := strconv.ParseUint(f[0], 10, 64)
-			if err != nil {
-				return memory{}, fmt.Errorf("parse %s: %w", key, err)
-			}
-			*dst = kb * 1024
-		}
-	}
-	if m.rss == 0 || m.hwm == 0 {
-		return memory{}, errors.New("parse memory: no VmRSS/VmHWM line")
-	}
-	return m, nil
 }
 
 // logTail returns the last n lines of a file, for errors.

@@ -37,46 +37,18 @@ func TestHasIP(t *testing.T) {
 	}
 }
 
-func TestParseMetrics(t *testing.T) {
-	in := `# HELP x
-# TYPE kubeproxy_network_programming_duration_seconds histogram
-kubeproxy_network_programming_duration_seconds_bucket{le="0.25"} 1
-kubeproxy_network_programming_duration_seconds_sum 0.125
-kubeproxy_network_programming_duration_seconds_count 2
-kubeproxy_sync_proxy_rules_last_timestamp_seconds 1.7e+09
-with_ts 3 1700000000000
-`
-	m, err := parseMetrics(strings.NewReader(in))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := metrics{
-		`kubeproxy_network_programming_duration_seconds_bucket{le="0.25"}`: 1,
-		metricProgrammingSum: 0.125, metricProgrammingCount: 2, metricLastSync: 1.7e9, "with_ts": 3,
-	}
-	if d := cmp.Diff(want, m); d != "" {
-		t.Errorf("parseMetrics (-want +got):\n%s", d)
-	}
+func TestProgrammingDelta(t *testing.T) {
+	before := metrics{metricProgrammingSum: 0.125, metricProgrammingCount: 2}
 	after := metrics{metricProgrammingSum: 0.625, metricProgrammingCount: 3}
-	if got := programmingDelta(m, after); got != 0.5 {
+	if got := programmingDelta(before, after); got != 0.5 {
 		t.Errorf("programmingDelta = %v, want 0.5", got)
 	}
 	after[metricProgrammingCount] = 4
-	if got := programmingDelta(m, after); got != 0 {
+	if got := programmingDelta(before, after); got != 0 {
 		t.Errorf("programmingDelta over two observations = %v, want 0", got)
 	}
-}
-
-func TestParseMemory(t *testing.T) {
-	got, err := parseMemory([]byte("Name:\tx\nVmHWM:\t   2048 kB\nVmRSS:\t    1024 kB\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != (memory{rss: 1 << 20, hwm: 2 << 20}) {
-		t.Errorf("parseMemory = %+v", got)
-	}
-	if _, err := parseMemory([]byte("Name:\tx\n")); err == nil {
-		t.Error("parseMemory without lines: no error")
+	if got := (metrics{metricProgrammingCount + `{ip_family="IPv4"}`: 7}).get(metricProgrammingCount); got != 7 {
+		t.Errorf("get of an ip_family series = %v, want 7", got)
 	}
 }
 

@@ -58,7 +58,7 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	// first API server start and workload creation, never a measurement.
 	bctx, cancelBuild := context.WithCancel(ctx)
 	bins := startBuild(bctx, cfg, dir)
-	defer func() { cancelBuild(); _, _, _ = bins.wait(context.Background()) }()
+	defer func() { cancelBuild(); _, _ = bins.wait(context.Background()) }()
 	for _, size := range cfg.Sizes {
 		recs, err := runSize(ctx, cfg, dir, size, bins)
 		if err != nil {
@@ -106,7 +106,7 @@ func runSize(ctx context.Context, cfg Config, dir string, size int, bins *binari
 		return nil, err
 	}
 	// Nothing is measured while the build links: it would steal the CPU.
-	if _, _, err := bins.wait(ctx); err != nil {
+	if _, err := bins.wait(ctx); err != nil {
 		return nil, err
 	}
 	e := &env{cfg: cfg, log: log, dir: dir, api: api, apiAddr: u.Host, work: w, bins: bins}

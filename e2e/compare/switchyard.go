@@ -4,24 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
-	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/launch"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
-)
-
-// Package paths of the Switchyard commands, built from the workspace.
-const (
-	controlPlanePkg = "github.com/switchyard-proxy/switchyard/controlplane/cmd/switchyard-controlplane"
-	agentPkg        = "github.com/switchyard-proxy/switchyard/nodeagent/cmd/switchyard-agent"
 )
 
 // Addresses the agent serves on inside its node namespace.
@@ -32,145 +21,66 @@ const (
 
 // binaries are the Switchyard commands, built in the background.
 type binaries struct {
-	done      chan struct{}
-	cp, agent string
-	err       error
+	done chan struct{}
+	bin  launch.Binaries
+	err  error
 }
 
 // startBuild returns cfg's binaries at once when both are given, else
 // starts building them into dir.
 func startBuild(ctx context.Context, cfg Config, dir string) *binaries {
-	b := &binaries{done: make(chan struct{}), cp: cfg.ControlPlaneBinary, agent: cfg.AgentBinary}
-	if b.cp != "" && b.agent != "" {
+	b := &binaries{done: make(chan struct{}), bin: launch.Binaries{ControlPlane: cfg.ControlPlaneBinary, Agent: cfg.AgentBinary}}
+	if b.bin.ControlPlane != "" && b.bin.Agent != "" {
 		close(b.done)
 		return b
 	}
 	go func() {
 		defer close(b.done)
-		b.cp, b.agent, b.err = buildSwitchyard(ctx, dir, cfg.Logger)
+		b.bin, b.err = launch.BuildSwitchyard(ctx, dir, cfg.Logger)
 	}()
 	return b
 }
 
-func (b *binaries) wait(ctx context.Context) (cp, agent string, err error) {
+func (b *binaries) wait(ctx context.Context) (launch.Binaries, error) {
 	select {
 	case <-b.done:
-		return b.cp, b.agent, b.err
+		return b.bin, b.err
 	case <-ctx.Done():
-		return "", "", context.Cause(ctx)
+		return launch.Binaries{}, context.Cause(ctx)
 	}
 }
 
-// buildSwitchyard compiles both commands into dir with one go build (as
-// e2e/system does, so the build cache is shared).
-func buildSwitchyard(ctx context.Context, dir string, log *slog.Logger) (cp, agent string, err error) {
-	root, err := apiserver.RepoRoot()
-	if err != nil {
-		return "", "", err
-	}
-	start := time.Now()
-	log.Info("building", "packages", []string{controlPlanePkg, agentPkg})
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", dir+string(filepath.Separator), controlPlanePkg, agentPkg)
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", "", fmt.Errorf("go build: %w\n%s", err, b)
-	}
-	log.Info("built", "elapsed", time.Since(start).Round(time.Millisecond))
-	return filepath.Join(dir, filepath.Base(controlPlanePkg)), filepath.Join(dir, filepath.Base(agentPkg)), nil
-}
+// controlPlaneStopGrace is how long the control plane may take to shut
+// down before SIGKILL.
+const controlPlaneStopGrace = 10 * time.Second
 
-// controlPlane is a running switchyard-controlplane in the host namespace
-// (it only talks to the API server and serves a unix socket; it never
-// touches the kernel's network configuration).
-type controlPlane struct {
-	cmd     *exec.Cmd
-	done    chan struct{}
-	logPath string
-}
+// agentStopGrace is the agent's.
+const agentStopGrace = 2 * time.Second
 
-// startControlPlane starts the control plane serving gRPC on socket and
-// waits for /readyz (informers synced, views published).
-func (e *env) startControlPlane(ctx context.Context, bin, socket string) (*controlPlane, error) {
-	healthz, err := freeLoopback()
+// startControlPlane starts the control plane in the host namespace (it only
+// talks to the API server and serves a unix socket; it never touches the
+// kernel's network configuration) serving gRPC on socket, and waits for
+// /readyz (informers synced, views published).
+func (e *env) startControlPlane(ctx context.Context, bin, socket string) (*launch.Process, error) {
+	addrs, err := launch.LoopbackAddrs(1)
 	if err != nil {
 		return nil, err
 	}
-	cp := &controlPlane{done: make(chan struct{}),
-		logPath: filepath.Join(e.dir, fmt.Sprintf("controlplane-%d.log", e.work.services))}
-	logf, err := os.Create(cp.logPath)
+	healthz := addrs[0]
+	p, err := launch.Start(nil, launch.Spec{Name: "switchyard-controlplane", Loopback: true,
+		LogPath: filepath.Join(e.dir, fmt.Sprintf("controlplane-%d.log", e.work.services)),
+		Argv: []string{bin, "--kubeconfig", e.api.KubeconfigPath(), "--insecure",
+			"--listen", "unix://" + socket, "--healthz-bind-address", healthz, "--metrics-bind-address", "",
+			"--coalesce-window", e.cfg.CoalesceWindow.String(), "--id", "cp-compare", "--cluster-cidr", clusterCIDR}})
 	if err != nil {
 		return nil, err
 	}
-	defer logf.Close() // the child holds its own descriptor
-	cp.cmd = exec.Command(bin, "--kubeconfig", e.api.KubeconfigPath(), "--insecure",
-		"--listen", "unix://"+socket, "--healthz-bind-address", healthz, "--metrics-bind-address", "",
-		"--coalesce-window", e.cfg.CoalesceWindow.String(), "--id", "cp-compare", "--cluster-cidr", clusterCIDR)
-	cp.cmd.Stdout, cp.cmd.Stderr = logf, logf
-	cp.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cp.cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start control plane: %w", err)
+	rctx, cancel := context.WithTimeout(ctx, e.cfg.SyncTimeout)
+	defer cancel()
+	if err := launch.WaitReady(rctx, launch.HTTPReady(nil, "http://"+healthz+"/readyz"), p); err != nil {
+		return nil, errors.Join(err, p.Stop(controlPlaneStopGrace))
 	}
-	go func() { _ = cp.cmd.Wait(); close(cp.done) }()
-	if err := cp.waitReady(ctx, "http://"+healthz+"/readyz", e.cfg.SyncTimeout); err != nil {
-		return nil, errors.Join(err, cp.stop())
-	}
-	return cp, nil
-}
-
-func (cp *controlPlane) waitReady(ctx context.Context, url string, timeout time.Duration) error {
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	client := &http.Client{Timeout: 2 * time.Second}
-	for {
-		if resp, err := client.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-cp.done:
-			return fmt.Errorf("control plane exited; last lines of %s:\n%s", cp.logPath, logTail(cp.logPath, 30))
-		case <-deadline.C:
-			return fmt.Errorf("control plane not ready after %v; last lines of %s:\n%s", timeout, cp.logPath, logTail(cp.logPath, 30))
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
-}
-
-// stop sends SIGTERM to the control plane's group, SIGKILL after 10 s.
-func (cp *controlPlane) stop() error {
-	select {
-	case <-cp.done:
-		return nil
-	default:
-	}
-	_ = syscall.Kill(-cp.cmd.Process.Pid, syscall.SIGTERM)
-	select {
-	case <-cp.done:
-		return nil
-	case <-time.After(10 * time.Second):
-	}
-	_ = syscall.Kill(-cp.cmd.Process.Pid, syscall.SIGKILL)
-	select {
-	case <-cp.done:
-		return nil
-	case <-time.After(10 * time.Second):
-		return fmt.Errorf("control plane pid %d not reaped after SIGKILL", cp.cmd.Process.Pid)
-	}
-}
-
-// freeLoopback returns a loopback address with a port free right now.
-func freeLoopback() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
+	return p, nil
 }
 
 // runSwitchyard starts the control plane (in the host namespace, serving a
@@ -196,34 +106,28 @@ func (e *env) runSwitchyard(ctx context.Context, mode string) (rec Record, err e
 	}
 	socket := filepath.Join(runDir, "cp.sock")
 
-	cpBin, agentBin, err := e.bins.wait(ctx)
+	bins, err := e.bins.wait(ctx)
 	if err != nil {
 		return rec, err
 	}
 	start := time.Now()
-	cp, err := e.startControlPlane(ctx, cpBin, socket)
+	cp, err := e.startControlPlane(ctx, bins.ControlPlane, socket)
 	if err != nil {
 		return rec, err
 	}
-	defer func() { err = errors.Join(err, cp.stop()) }()
+	defer func() { err = errors.Join(err, cp.Stop(controlPlaneStopGrace)) }()
 	rec.ControlPlaneReadySeconds = seconds(time.Since(start))
-	log.Info("control plane ready", "seconds", rec.ControlPlaneReadySeconds, "pid", cp.cmd.Process.Pid)
+	log.Info("control plane ready", "seconds", rec.ControlPlaneReadySeconds, "pid", cp.Pid())
 
 	logPath := filepath.Join(e.dir, fmt.Sprintf("agent-%s-%d.log", mode, rec.Services))
 	agentStart := time.Now()
-	p, err := e.startAgent(ctx, topo, ns, mode, agentBin, socket, filepath.Join(runDir, "agent"), logPath)
+	p, err := e.startAgent(topo, ns, mode, bins.Agent, socket, filepath.Join(runDir, "agent"), logPath)
 	if err != nil {
 		return rec, err
 	}
-	log.Info("started switchyard-agent", "ns", ns, "pid", p.Pid, "log", logPath)
-	alive := func() error {
-		select {
-		case <-cp.done:
-			return fmt.Errorf("control plane exited; last lines of %s:\n%s", cp.logPath, logTail(cp.logPath, 30))
-		default:
-			return exited(p, "switchyard-agent", logPath)()
-		}
-	}
+	defer func() { err = errors.Join(err, p.Stop(agentStopGrace)) }()
+	log.Info("started switchyard-agent", "ns", ns, "pid", p.Pid(), "log", logPath)
+	alive := func() error { return errors.Join(cp.Alive(), p.Alive()) }
 	dumper := newRuleDumper(topo, ns, mode, "switchyard")
 	synced, err := e.waitFirstSync(ctx, dumper, alive)
 	if err != nil {
@@ -245,39 +149,35 @@ func (e *env) runSwitchyard(ctx context.Context, mode string) (rec Record, err e
 	}
 	rec.summarize()
 	rec.PollMedianSeconds = dumper.pollMedian()
-	if err := e.readSwitchyardMemory(&rec, p.Pid, cp.cmd.Process.Pid); err != nil {
+	if err := e.readSwitchyardMemory(&rec, p.Pid(), cp.Pid()); err != nil {
 		return rec, err
 	}
 	log.Info("switchyard measured", "agentRssMiB", strconv.FormatFloat(mibf(rec.RSSBytes), 'f', 1, 64),
 		"controlPlaneRssMiB", strconv.FormatFloat(mibf(rec.ControlPlaneRSSBytes), 'f', 1, 64))
-	return rec, p.Stop(ctx)
+	return rec, nil
 }
 
 // startAgent starts switchyard-agent in mode in ns, connected to the
 // control plane's unix socket, logging to logPath.
-func (e *env) startAgent(ctx context.Context, topo *netns.Topology, ns, mode, bin, socket, stateDir, logPath string) (*netns.Process, error) {
-	logf, err := os.Create(logPath)
-	if err != nil {
-		return nil, err
-	}
-	defer logf.Close() // the child holds its own descriptor
-	return topo.Start(ctx, ns, netns.Cmd{Stdout: logf, Stderr: logf, Argv: []string{bin,
-		"--mode", mode, "--insecure", "--control-plane", "unix://" + socket, "--node-name", nodeName,
-		"--state-dir", stateDir, "--healthz-bind-address", agentHealthz,
-		"--metrics-bind-address", agentMetrics, "--min-sync-period", e.cfg.MinSyncPeriod.String(),
-	}})
+func (e *env) startAgent(topo *netns.Topology, ns, mode, bin, socket, stateDir, logPath string) (*launch.Process, error) {
+	return launch.Start(topo.Guard(), launch.Spec{Name: "switchyard-agent", NetNS: "/run/netns/" + ns, LogPath: logPath,
+		Argv: []string{bin,
+			"--mode", mode, "--insecure", "--control-plane", "unix://" + socket, "--node-name", nodeName,
+			"--state-dir", stateDir, "--healthz-bind-address", agentHealthz,
+			"--metrics-bind-address", agentMetrics, "--min-sync-period", e.cfg.MinSyncPeriod.String(),
+		}})
 }
 
 func (e *env) readSwitchyardMemory(rec *Record, agentPid, cpPid int) error {
-	agent, err := readMemory(agentPid)
+	agent, err := launch.ReadMemory(agentPid)
 	if err != nil {
 		return err
 	}
-	cp, err := readMemory(cpPid)
+	cp, err := launch.ReadMemory(cpPid)
 	if err != nil {
 		return err
 	}
-	rec.RSSBytes, rec.HWMBytes = agent.rss, agent.hwm
-	rec.ControlPlaneRSSBytes, rec.ControlPlaneHWMBytes = cp.rss, cp.hwm
+	rec.RSSBytes, rec.HWMBytes = agent.RSS, agent.Peak
+	rec.ControlPlaneRSSBytes, rec.ControlPlaneHWMBytes = cp.RSS, cp.Peak
 	return nil
 }

@@ -5,17 +5,21 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
+	"time"
 
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/launch"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 )
 
+// agentStopGrace is how long Close lets an agent shut down before SIGKILL.
+const agentStopGrace = 2 * time.Second
+
 // agent is one switchyard-agent, in its node's namespace.
 type agent struct {
-	node  netns.Node
-	state string // --state-dir, kept across restarts
-	logs  *lockedBuffer
-	proc  *netns.Process
+	node    netns.Node
+	state   string // --state-dir, kept across restarts
+	logPath string // output of every start, appended
+	proc    *launch.Process
 }
 
 // agentArgs is node's agent command line: every replica, comma-separated,
@@ -47,28 +51,29 @@ func (c *Cluster) startAgent(a *agent) error {
 	if err != nil {
 		return err
 	}
-	p, err := c.Topo.Start(c.life, a.node.NS, netns.Cmd{Argv: argv, Stdout: a.logs, Stderr: a.logs})
+	p, err := launch.Start(c.Topo.Guard(), launch.Spec{Name: "switchyard-agent " + a.node.Name, Argv: argv,
+		NetNS: "/run/netns/" + a.node.NS, LogPath: a.logPath})
 	if err != nil {
 		return fmt.Errorf("start agent on %s: %w", a.node.Name, err)
 	}
-	c.log.Info("started switchyard-agent", "node", a.node.Name, "ns", a.node.NS, "pid", p.Pid)
+	c.log.Info("started switchyard-agent", "node", a.node.Name, "ns", a.node.NS, "pid", p.Pid())
 	a.proc = p
 	return nil
 }
 
 func (c *Cluster) newAgent(n netns.Node) *agent {
-	return &agent{node: n, state: filepath.Join(c.dir, "agent-"+n.Name), logs: &lockedBuffer{}}
+	return &agent{node: n, state: filepath.Join(c.dir, "agent-"+n.Name),
+		logPath: filepath.Join(c.dir, "agent-"+n.Name+".log")}
 }
 
 // KillAgent sends SIGKILL to node i's agent (kill -9: it cannot clean up)
 // and waits until it is reaped. Its rules stay in the node's namespace.
 func (c *Cluster) KillAgent(i int) error {
 	a := c.agents[i]
-	if err := a.proc.Signal(syscall.SIGKILL); err != nil {
+	if err := a.proc.Kill(); err != nil {
 		return fmt.Errorf("kill agent on %s: %w", a.node.Name, err)
 	}
-	<-a.proc.Done()
-	c.log.Info("killed switchyard-agent", "node", a.node.Name, "pid", a.proc.Pid)
+	c.log.Info("killed switchyard-agent", "node", a.node.Name, "pid", a.proc.Pid())
 	return nil
 }
 
@@ -76,16 +81,23 @@ func (c *Cluster) KillAgent(i int) error {
 // directory, after KillAgent.
 func (c *Cluster) RestartAgent(i int) error {
 	a := c.agents[i]
-	select {
-	case <-a.proc.Done():
-	default:
+	if a.proc.Alive() == nil {
 		return fmt.Errorf("agent on %s is still running", a.node.Name)
 	}
 	return c.startAgent(a)
 }
 
 // AgentPID returns the PID of node i's agent.
-func (c *Cluster) AgentPID(i int) int { return c.agents[i].proc.Pid }
+func (c *Cluster) AgentPID(i int) int { return c.agents[i].proc.Pid() }
 
 // AgentLogs returns node i's agent output so far, over its restarts.
-func (c *Cluster) AgentLogs(i int) string { return c.agents[i].logs.String() }
+func (c *Cluster) AgentLogs(i int) string { return readLog(c.agents[i].logPath) }
+
+// readLog returns a process's log file, or why it cannot.
+func readLog(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "(unreadable: " + err.Error() + ")"
+	}
+	return string(b)
+}

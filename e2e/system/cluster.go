@@ -1,15 +1,12 @@
 package system
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -20,14 +17,9 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/echo"
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/launch"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 	eps "github.com/switchyard-proxy/switchyard/e2e/testbed/slices"
-)
-
-// Package paths of the binaries the cluster builds and runs.
-const (
-	controlPlanePkg = "github.com/switchyard-proxy/switchyard/controlplane/cmd/switchyard-controlplane"
-	agentPkg        = "github.com/switchyard-proxy/switchyard/nodeagent/cmd/switchyard-agent"
 )
 
 // Defaults of the sample workload.
@@ -53,15 +45,16 @@ type Config struct {
 	// --client-ca-file, every agent a certificate naming its node.
 	TLS bool
 	// Logger receives progress and the pods' output (default: discard).
-	// Control-plane and agent output is kept for ControlPlaneLogsAt and
-	// AgentLogs.
+	// Control-plane and agent output goes to one file each in the
+	// cluster's directory (removed by Close), read by ControlPlaneLogsAt
+	// and AgentLogs.
 	Logger *slog.Logger
 	// EchoBinary is a built echo server; empty re-execs the running binary,
 	// whose main or TestMain must call echo.RunChild first.
 	EchoBinary string
 	// Binaries are built commands to run; nil builds them into the
-	// cluster's directory.
-	Binaries *Binaries
+	// cluster's directory (launch.BuildSwitchyard).
+	Binaries *launch.Binaries
 	// Mode, when set, is the control plane's --mode: the dataplane mode
 	// every agent must use, sent in NodeConfig (agents start with
 	// --mode iptables and follow it).
@@ -81,7 +74,7 @@ type Cluster struct {
 	log     *slog.Logger
 	mode    string
 	dir     string
-	bin     Binaries
+	bin     launch.Binaries
 	cps     []*controlPlane
 	agents  []*agent
 	life    context.Context // lifetime of pods and agents
@@ -117,7 +110,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	if cfg.Binaries != nil {
 		c.bin = *cfg.Binaries
-	} else if c.bin, err = Build(ctx, c.dir, c.log); err != nil {
+	} else if c.bin, err = launch.BuildSwitchyard(ctx, c.dir, c.log); err != nil {
 		return nil, err
 	}
 	if cfg.TLS {
@@ -160,35 +153,6 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		}
 	}
 	return c, nil
-}
-
-// Binaries are the built commands a cluster runs.
-type Binaries struct {
-	ControlPlane, Agent string
-}
-
-// Build compiles switchyard-controlplane and switchyard-agent from the
-// workspace into dir. log may be nil.
-func Build(ctx context.Context, dir string, log *slog.Logger) (Binaries, error) {
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	root, err := apiserver.RepoRoot()
-	if err != nil {
-		return Binaries{}, err
-	}
-	out := make([]string, 2)
-	for i, pkg := range []string{controlPlanePkg, agentPkg} {
-		out[i] = filepath.Join(dir, filepath.Base(pkg))
-		log.Info("building", "package", pkg)
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-o", out[i], pkg)
-		cmd.Dir = root
-		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			return Binaries{}, fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
-		}
-	}
-	return Binaries{ControlPlane: out[0], Agent: out[1]}, nil
 }
 
 // createObjects creates the namespace, the nodes, the Service and its
@@ -273,16 +237,6 @@ func (c *Cluster) VIP() netip.AddrPort {
 	return netip.AddrPortFrom(netip.MustParseAddr(ClusterIP), ServicePort)
 }
 
-// freeLoopback returns a loopback address with a port free right now.
-func freeLoopback() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
-
 // Close stops agents (by PID) and pods, deletes the namespaces, stops the
 // control planes and the API server and removes the temp dir. Idempotent.
 func (c *Cluster) Close() error {
@@ -294,8 +248,8 @@ func (c *Cluster) Close() error {
 			if a.proc == nil {
 				continue
 			}
-			if err := a.proc.Stop(ctx); err != nil {
-				c.log.Debug("agent stop", "pid", a.proc.Pid, "err", err)
+			if err := a.proc.Stop(agentStopGrace); err != nil {
+				c.log.Debug("agent stop", "pid", a.proc.Pid(), "err", err)
 			}
 		}
 		if c.Topo != nil {
@@ -317,22 +271,4 @@ func (c *Cluster) Close() error {
 		}
 	})
 	return errors.Join(errs...)
-}
-
-// lockedBuffer is a bytes.Buffer safe for a process's output and readers.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

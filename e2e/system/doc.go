@@ -6,13 +6,15 @@
 //
 // Connectivity: the API server and the control planes run in the machine's
 // own network namespace on loopback (neither touches the kernel's network
-// configuration); each replica serves gRPC on a unix socket
-// (--listen unix:///…/cp-<i>.sock). A unix socket is a file-system object,
-// so the agents, started inside their node namespaces with `ip netns exec`,
-// reach it with --control-plane unix:///…/cp-0.sock,unix:///…/cp-1.sock
-// although they cannot see the host's loopback. Each agent's iptables calls
-// therefore program only its node namespace; nothing is ever programmed in
-// the machine's namespace.
+// configuration; the control planes start as launch.Spec Loopback); each
+// replica serves gRPC on a unix socket (--listen unix:///…/cp-<i>.sock). A
+// unix socket is a file-system object, so the agents, started inside their
+// node namespaces by package launch (nsenter --net, after the topology's
+// host guard), reach it with
+// --control-plane unix:///…/cp-0.sock,unix:///…/cp-1.sock although they
+// cannot see the host's loopback. Each agent's iptables calls therefore
+// program only its node namespace; nothing is ever programmed in the
+// machine's namespace.
 //
 // With Config.TLS the tiers talk mutual TLS (pki.go makes a CA, a serving
 // certificate for "localhost" — the authority gRPC uses for unix:// targets,
@@ -22,8 +24,11 @@
 // Files: cluster.go (Start, objects, Close), controlplane.go (replicas:
 // start, kill -9, restart, /metrics), agents.go (agents: kill -9, restart
 // with the same state directory), admin.go (ListNodes, settled), pki.go.
-// The harness is used by the tests here and by e2e/cmd/demo. Start needs
-// root and the test-bed binaries; Close stops agents by PID before the
+// The binaries come from launch.BuildSwitchyard (Config.Binaries, or built
+// into the cluster's directory); every process's output goes to a file
+// there (cp-<i>.log, agent-<node>.log, appended over restarts). The
+// harness is used by the tests here and by e2e/cmd/demo. Start needs root
+// and the test-bed binaries; Close stops agents by PID before the
 // namespaces are deleted, then the control planes and the API server.
 //
 // Tests: scenarios_test.go, udp_test.go, scale_test.go and tls_test.go run

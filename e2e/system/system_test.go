@@ -11,6 +11,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/e2e/system"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/echo"
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/launch"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 )
 
@@ -32,10 +33,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-var build = sync.OnceValues(func() (system.Binaries, error) {
+var build = sync.OnceValues(func() (launch.Binaries, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	return system.Build(ctx, binDir, nil)
+	return launch.BuildSwitchyard(ctx, binDir, nil)
 })
 
 // startCluster skips (or fails in CI) without root or the test-bed binaries,

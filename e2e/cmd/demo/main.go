@@ -11,11 +11,12 @@
 // How the agents reach the control plane: the API server and the control
 // plane run in this machine's network namespace on loopback, which the node
 // namespaces cannot reach. The control plane therefore serves gRPC on a unix
-// socket (--listen unix:///tmp/switchyard-system-…/cp.sock) and the agents
+// socket (--listen unix:///tmp/switchyard-system-…/cp-0.sock) and the agents
 // dial it with --control-plane unix:///…: a unix socket is a file, visible
-// from every network namespace. Agents run inside their node namespaces (ip
-// netns exec), so their iptables rules land only there; nothing is ever
-// programmed in the machine's own namespace.
+// from every network namespace. Agents run inside their node namespaces
+// (started by e2e/testbed/launch with nsenter --net, after the host guard),
+// so their iptables rules land only there; nothing is ever programmed in the
+// machine's own namespace.
 //
 // It needs root (network namespaces, iptables inside them) and the test-bed
 // binaries (`make deps` or `make testbed`).
@@ -41,6 +42,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/e2e/system"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/echo"
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/launch"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/probe"
 )
@@ -255,12 +257,17 @@ func inspect(ctx context.Context, out io.Writer, c *system.Cluster) {
 	fmt.Fprintf(out, "\n   $ %s switchyard.v1.AdminService/ListNodes\n", base)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, grpcurl, "-plaintext", "-unix", c.Socket, "switchyard.v1.AdminService/ListNodes")
-	b, err := cmd.CombinedOutput()
+	// A client of the unix socket only: it runs in this namespace.
+	b, err := launch.Run(ctx, nil, launch.Spec{Name: "grpcurl", Loopback: true,
+		Argv: []string{grpcurl, "-plaintext", "-unix", c.Socket, "switchyard.v1.AdminService/ListNodes"}})
 	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
 		fmt.Fprintf(out, "   %s\n", line)
 	}
-	if err != nil {
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		fmt.Fprintf(out, "   grpcurl: %v\n", exit) // its output is above
+	case err != nil:
 		fmt.Fprintf(out, "   grpcurl: %v\n", err)
 	}
 }
