@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -26,7 +27,7 @@ func TestRealCluster(t *testing.T) {
 	if err := c.InstallDNS(ctx, images.CoreDNSRef(corednsVersion(t))); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.InstallSwitchyard(ctx, cluster.OverlayPlain); err != nil {
+	if err := c.InstallSwitchyard(ctx, cluster.OverlayPlain, ""); err != nil {
 		t.Fatal(err)
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
@@ -38,6 +39,7 @@ func TestRealCluster(t *testing.T) {
 	settled(t, c)
 	kubectl(t, c, "-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout=3m")
 	t.Logf("CoreDNS Ready (it lists Services through the kubernetes VIP) %v after install", time.Since(begin).Round(time.Millisecond))
+	t.Logf("bring-up %+v; resident memory: %s", c.Stats(), cluster.FormatMemory(c.Memory()))
 
 	if err := c.Apply(ctx, "workload", cluster.EchoWorkload(testNS, 3, 0)); err != nil {
 		t.Fatal(err)
@@ -90,11 +92,12 @@ func TestRealCluster(t *testing.T) {
 	waitFor(t, "2 ready endpoints", time.Minute, func() (bool, error) { return ready(t, c) == 2, nil })
 
 	disruptions(t, c, pod, vip)
+	fromNothing(t, c, pod, vip, podNS)
 
 	// mTLS: the overlay replaces the agent config and the control plane's
 	// flags; both roll out and every agent reconnects with its kubelet's
 	// client certificate.
-	if err := c.InstallSwitchyard(ctx, cluster.OverlayMTLS); err != nil {
+	if err := c.InstallSwitchyard(ctx, cluster.OverlayMTLS, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.WaitSwitchyard(waitCtx); err != nil {
@@ -210,4 +213,41 @@ func corednsVersion(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// fromNothing deletes every Switchyard pod at once on nodes whose service
+// rules and saved views are gone (as after a reboot of a cluster where
+// Switchyard is the only proxy): no Service VIP works anywhere, so the
+// install must come back through node addresses alone.
+func fromNothing(t *testing.T, c *cluster.Cluster, pod *probe.Prober, vip netip.AddrPort, podNS string) {
+	t.Helper()
+	ctx := t.Context()
+	for i := range c.Nodes() {
+		if _, err := c.NodeExec(ctx, i, "nft", "flush", "ruleset"); err != nil {
+			t.Fatal(err)
+		}
+		state, err := c.NodePath(i, "/var/lib/switchyard-agent/view.pb")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(state); err != nil {
+			t.Fatalf("remove %s: %v", state, err)
+		}
+	}
+	if res, _ := pod.TCP(ctx, vip, probe.Options{Count: 3, Timeout: 500 * time.Millisecond}); res.Succeeded() > 0 {
+		t.Fatalf("the ClusterIP still answers after the rules were flushed: %s", res)
+	}
+	began := time.Now()
+	kubectl(t, c, "-n", cluster.SystemNS, "delete", "pods", "-l", "app.kubernetes.io/part-of=switchyard", "--wait=false")
+	if err := c.WaitSwitchyard(ctx); err != nil {
+		t.Fatal(err)
+	}
+	settled(t, c)
+	back := waitFor(t, "ClusterIP answers again", 2*time.Minute, func() (bool, error) {
+		res, err := pod.TCP(ctx, vip, probe.Options{Count: 10, Timeout: time.Second})
+		return err == nil && res.Succeeded() == 10, err
+	})
+	t.Logf("every Switchyard pod deleted on nodes with no service rule and no saved view: all acked and the ClusterIP back %v after the delete (%v after the rollouts)",
+		time.Since(began).Round(time.Millisecond), back.Round(time.Millisecond))
+	checkDNS(t, c, podNS, vip.Addr())
 }

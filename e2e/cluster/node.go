@@ -197,21 +197,12 @@ func (n *node) stop() error {
 }
 
 // killMountNS SIGKILLs every process sharing pid's mount namespace
-// (containerd's shims are not in the node's cgroups), pid itself last.
+// (containerd's shims are not in the node's cgroups), except pid itself.
 func killMountNS(pid int) error {
-	want, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/mnt")
-	if err != nil {
-		return nil // the holder is gone, and with it the namespace
-	}
 	for range 20 {
 		victims := 0
-		entries, _ := os.ReadDir("/proc")
-		for _, e := range entries {
-			p, err := strconv.Atoi(e.Name())
-			if err != nil || p == pid || p == os.Getpid() {
-				continue
-			}
-			if mnt, err := os.Readlink("/proc/" + e.Name() + "/ns/mnt"); err == nil && mnt == want {
+		for _, p := range mountNSPids(pid) {
+			if p != pid && p != os.Getpid() {
 				victims++
 				_ = syscallKill(p)
 			}
@@ -221,7 +212,7 @@ func killMountNS(pid int) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("processes in mount namespace %s survive SIGKILL", strings.TrimSpace(want))
+	return fmt.Errorf("processes in the mount namespace of pid %d survive SIGKILL", pid)
 }
 
 func pidOf(p *launch.Process) int {
@@ -229,4 +220,15 @@ func pidOf(p *launch.Process) int {
 		return 0
 	}
 	return p.Pid()
+}
+
+// NodePath is where path of node i's /var or /run (its own, in its mount
+// namespace) lives on this machine's file system.
+func (c *Cluster) NodePath(i int, path string) (string, error) {
+	for _, top := range []string{"/var/", "/run/"} {
+		if strings.HasPrefix(path, top) {
+			return filepath.Join(c.nodes[i].dir, path), nil
+		}
+	}
+	return "", fmt.Errorf("node path %s: only /var and /run are the node's own", path)
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -33,7 +34,9 @@ const (
 // overlay it first creates the Secrets cert-manager would: a server
 // certificate from a test CA for every name and node address agents dial,
 // and that CA for agents.
-func (c *Cluster) InstallSwitchyard(ctx context.Context, overlay string) error {
+// mode is the agents' dataplane mode ("" or iptables as deploy/ ships it,
+// nftables, userspace, ipvs).
+func (c *Cluster) InstallSwitchyard(ctx context.Context, overlay, mode string) error {
 	root, err := apiserver.RepoRoot()
 	if err != nil {
 		return err
@@ -49,10 +52,24 @@ func (c *Cluster) InstallSwitchyard(ctx context.Context, overlay string) error {
 		}
 	}
 	dir := filepath.Join(root, "e2e", "cluster", "overlays", overlay)
-	if _, err := c.Kubectl(ctx, "apply", "-k", dir); err != nil {
+	if mode == "" || mode == "iptables" {
+		if _, err := c.Kubectl(ctx, "apply", "-k", dir); err != nil {
+			return fmt.Errorf("install switchyard (%s): %w", overlay, err)
+		}
+		return nil
+	}
+	// Another mode: what an operator does, the agent ConfigMap's mode line
+	// changed before the DaemonSet starts.
+	rendered, err := c.Kubectl(ctx, "kustomize", dir)
+	if err != nil {
 		return fmt.Errorf("install switchyard (%s): %w", overlay, err)
 	}
-	return nil
+	const line = "\n    mode: iptables\n"
+	if strings.Count(string(rendered), line) != 1 {
+		return fmt.Errorf("install switchyard (%s): the agent config has no single %q line", overlay, strings.TrimSpace(line))
+	}
+	manifest := strings.Replace(string(rendered), line, "\n    mode: "+mode+"\n", 1)
+	return c.applyManifest(ctx, "switchyard-"+overlay+"-"+mode, manifest)
 }
 
 func (c *Cluster) createTLSSecrets(ctx context.Context) error {

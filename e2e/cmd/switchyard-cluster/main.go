@@ -60,6 +60,7 @@ func run(args []string) error {
 	fs := flag.NewFlagSet("switchyard-cluster "+cmd, flag.ContinueOnError)
 	nodes := fs.Int("nodes", envInt("CLUSTER_NODES", 2), "number of kubelet nodes, 1..5 (default $CLUSTER_NODES or 2); zones zone-a, zone-b, zone-c round-robin")
 	overlay := fs.String("overlay", cluster.OverlayPlain, "Switchyard install: plain (deploy/ base) or mtls (deploy/overlays/mtls with the kubelets' client certificates); none installs no proxy")
+	mode := fs.String("mode", "iptables", "the agents' dataplane mode: iptables, nftables or userspace (this kernel has no IPVS)")
 	keep := fs.Bool("keep-dir", false, "keep the state directory (every component's log) after teardown")
 	exit := fs.Bool("exit", false, "tear down as soon as the cluster is up (up) or the tour is over (demo)")
 	if err := fs.Parse(args[1:]); err != nil {
@@ -70,7 +71,7 @@ func run(args []string) error {
 	}
 	switch cmd {
 	case "up", "demo":
-		return upAndWait(cmd, cluster.Config{Nodes: *nodes, KeepDir: *keep}, *overlay, *exit)
+		return upAndWait(cmd, cluster.Config{Nodes: *nodes, KeepDir: *keep}, *overlay, *mode, *exit)
 	case "shell":
 		return shell()
 	case "down":
@@ -79,7 +80,7 @@ func run(args []string) error {
 	return usage()
 }
 
-func upAndWait(cmd string, cfg cluster.Config, overlay string, exit bool) error {
+func upAndWait(cmd string, cfg cluster.Config, overlay, mode string, exit bool) error {
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	cfg.Logger = log
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -105,10 +106,10 @@ func upAndWait(cmd string, cfg cluster.Config, overlay string, exit bool) error 
 	}()
 	say(fmt.Sprintf("%d kubelet nodes Ready in %v", cfg.Nodes, c.Stats().Total.Round(time.Millisecond)))
 	if overlay != "none" {
-		if err := install(ctx, c, overlay); err != nil {
+		if err := install(ctx, c, overlay, mode); err != nil {
 			return err
 		}
-		say(fmt.Sprintf("Switchyard (%s) and CoreDNS running %v after start", overlay, time.Since(begin).Round(time.Millisecond)))
+		say(fmt.Sprintf("Switchyard (%s, %s mode) and CoreDNS running %v after start", overlay, mode, time.Since(begin).Round(time.Millisecond)))
 	}
 	if err := writeState(c); err != nil {
 		return err
@@ -126,7 +127,7 @@ func upAndWait(cmd string, cfg cluster.Config, overlay string, exit bool) error 
 	return nil
 }
 
-func install(ctx context.Context, c *cluster.Cluster, overlay string) error {
+func install(ctx context.Context, c *cluster.Cluster, overlay, mode string) error {
 	v, err := cluster.PinnedVersion("COREDNS_VERSION")
 	if err != nil {
 		return err
@@ -134,7 +135,7 @@ func install(ctx context.Context, c *cluster.Cluster, overlay string) error {
 	if err := c.InstallDNS(ctx, "registry.k8s.io/coredns/coredns:"+v); err != nil {
 		return err
 	}
-	if err := c.InstallSwitchyard(ctx, overlay); err != nil {
+	if err := c.InstallSwitchyard(ctx, overlay, mode); err != nil {
 		return err
 	}
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)

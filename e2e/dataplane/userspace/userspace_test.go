@@ -215,17 +215,35 @@ func TestUpdateKeepsEstablished(t *testing.T) {
 		t.Fatalf("three connections reached %d backends", len(conns))
 	}
 	stream := make(chan probe.Result, 1)
+	streamStart := time.Now()
 	go func() {
 		res, _ := probe.New(b.topo, b.topo.Client().NS).Stream(ctx, vip,
 			probe.StreamOptions{Rate: 100, Duration: 1500 * time.Millisecond})
 		stream <- res
 	}()
-	for _, set := range [][]netns.Pod{{b.pods[0], b.pods[2]}, {b.pods[0], b.pods[1], b.pods[2]}, {b.pods[2], b.pods[0]}, {b.pods[0], b.pods[2]}} {
+	// Closing a removed backend's connections is the mode's semantics (the
+	// check after the stream), so a connection accepted for pod-1 just
+	// before an update removes it ends without its reply: seen once in CI
+	// under load. Such an end is allowed only right at a removal; any other
+	// failure, or many, fails the test.
+	var removals []time.Duration
+	sets := [][]netns.Pod{{b.pods[0], b.pods[2]}, {b.pods[0], b.pods[1], b.pods[2]}, {b.pods[2], b.pods[0]}, {b.pods[0], b.pods[2]}}
+	for i, set := range sets {
+		if i == 0 || len(set) < len(sets[i-1]) {
+			removals = append(removals, time.Since(streamStart))
+		}
 		b.apply(t, b.state(b.svc("web", vip, 0, tcp, set...)))
 		time.Sleep(300 * time.Millisecond) // pacing the updates inside the stream, not waiting for a condition
 	}
-	if res := <-stream; len(res.Failures) > 0 || res.Succeeded() < 100 {
-		t.Errorf("traffic during updates: %s", res)
+	res := <-stream
+	var unexplained []probe.Failure
+	for _, f := range res.Failures {
+		if !closedByRemoval(f, removals) {
+			unexplained = append(unexplained, f)
+		}
+	}
+	if len(unexplained) > 0 || len(res.Failures) > 2*len(removals) || res.Succeeded() < 100 {
+		t.Errorf("traffic during updates: %s (not explained by a removal: %v)", res, unexplained)
 	}
 	for name, h := range conns {
 		removed := name == b.pods[1].Name
@@ -241,6 +259,20 @@ func TestUpdateKeepsEstablished(t *testing.T) {
 			t.Errorf("connection to remaining %s broke: %q, %v", name, got, err)
 		}
 	}
+}
+
+// closedByRemoval reports whether f is a connection closed before its reply
+// (EOF or reset) that ended within the probe timeout after a removal.
+func closedByRemoval(f probe.Failure, removals []time.Duration) bool {
+	if f.Reason != probe.ReasonBadReply && f.Reason != probe.ReasonReset {
+		return false
+	}
+	for _, r := range removals {
+		if f.At >= r && f.At <= r+probe.DefaultTimeout+100*time.Millisecond {
+			return true
+		}
+	}
+	return false
 }
 
 // TestUDPSessions: one client socket is one session pinned to one

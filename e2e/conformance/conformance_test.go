@@ -1,0 +1,85 @@
+package conformance_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard-proxy/switchyard/e2e/cluster"
+	"github.com/switchyard-proxy/switchyard/e2e/cluster/images"
+	"github.com/switchyard-proxy/switchyard/e2e/conformance"
+)
+
+// TestFastSubset runs upstream's fast subset (conformance.FastFocus: the
+// 15 Services [Conformance] specs and seven more) against Switchyard on the
+// real cluster, in one mode per run: SWITCHYARD_CONFORMANCE_MODE, or by
+// the commit — iptables when HEAD's last hex digit is even, nftables when
+// odd — so CI alternates. Every selected spec must pass.
+func TestFastSubset(t *testing.T) {
+	mode := os.Getenv("SWITCHYARD_CONFORMANCE_MODE")
+	if mode == "" {
+		mode = modeByCommit(t)
+	}
+	c := cluster.Start(t, cluster.Config{Nodes: 2})
+	ctx := t.Context()
+	v, err := cluster.PinnedVersion("COREDNS_VERSION")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.InstallDNS(ctx, images.CoreDNSRef(v)); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.InstallSwitchyard(ctx, cluster.OverlayPlain, mode); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	defer cancel()
+	if err := c.WaitSwitchyard(wctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitSettled(wctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Kubectl(wctx, "-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout=3m"); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(c.Dir(), "conformance")
+	res, err := conformance.Run(ctx, c, conformance.Options{Proxy: "switchyard-" + mode, Focus: conformance.FastFocus,
+		Dir: dir, Timeout: 40 * time.Minute, Logger: cluster.TestLoggerOf(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out := os.Getenv("SWITCHYARD_CONFORMANCE_OUT"); out != "" {
+		if err := res.Write(out); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Logf("fast subset, Switchyard %s mode: %s", mode, res.Summary())
+	for _, name := range res.Names() {
+		s := res.Specs[name]
+		t.Logf("  %-7s %6.1fs %s %s", s.Outcome, s.Duration.Seconds(), name, s.Reason)
+		if s.Outcome == conformance.Failed {
+			t.Errorf("%s: %s", name, s.Reason)
+		}
+	}
+	if n := res.Count(conformance.Passed); n != conformance.FastCount {
+		t.Errorf("%d specs passed; the fast subset has %d", n, conformance.FastCount)
+	}
+}
+
+func modeByCommit(t *testing.T) string {
+	out, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Logf("git rev-parse HEAD: %v; iptables mode", err)
+		return "iptables"
+	}
+	h := strings.TrimSpace(string(out))
+	if strings.IndexByte("13579bdf", h[len(h)-1]) >= 0 {
+		return "nftables"
+	}
+	return "iptables"
+}

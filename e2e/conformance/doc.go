@@ -1,0 +1,15 @@
+// Package conformance runs upstream Kubernetes' own e2e suite (e2e.test,
+// built from k8s.io/kubernetes/test/e2e by hack/testbed-build.sh) against a
+// service proxy on the real-cluster bed (e2e/cluster), and keeps the
+// outcome as data: one Results file per proxy, spec name → passed, failed
+// or skipped with its reason and duration.
+//
+// Invariants:
+//   - e2e.test runs inside the cluster's client namespace, like every other
+//     client of the bed; it never dials from the machine's own namespace.
+//   - A spec's outcome is read from ginkgo's JSON report, never from its
+//     console output; a run whose report is missing is an error, not an
+//     empty result.
+//   - A skip carries its reason: ginkgo's own (e.g. a feature the bed lacks)
+//     or the selection's (why a spec is not run here).
+package conformance
