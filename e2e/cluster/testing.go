@@ -24,6 +24,11 @@ func BuildImages(ctx context.Context, cfg Config) ([]images.Archive, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.BinDir == "" {
+		if cfg.BinDir, err = apiserver.BinDir(); err != nil {
+			return nil, err
+		}
+	}
 	return images.Build(ctx, images.Options{RepoRoot: root, BinDir: cfg.BinDir, Tag: ImageTag, Logger: cfg.Logger})
 }
 
