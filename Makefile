@@ -15,7 +15,7 @@ FUZZTIME ?= 10s
 
 .PHONY: all deps apt-deps tools testbed proto proto-check buf-breaking build \
         lint fmt-check vet test unit-test fuzz bench bench-harness compare qemu-guest demo demo-netns \
-        cluster cluster-deps cluster-shell cluster-down images clean help
+        cluster cluster-deps cluster-shell cluster-down images conformance clean help
 
 all: build
 
@@ -140,6 +140,11 @@ IMAGES_ARGS ?= -only controlplane,agent
 
 images: ## OCI archives (no Docker, no registry) -> out/images; IMAGES_ARGS="-only ..." (all: controlplane,agent,pause,coredns,agnhost,busybox); agent/agnhost need root for mmdebstrap (Debian rootfs, ~1 min once, cached)
 	$(NOCGO) go run -trimpath ./e2e/cmd/switchyard-images $(IMAGES_ARGS)
+
+CONFORMANCE_ARGS ?=
+
+conformance: apt-deps testbed ## upstream e2e.test [sig-network] against each proxy (Switchyard's modes, kube-proxy's), a fresh 3-node bed each, one at a time -> conformance/results/*.json + CONFORMANCE.md (root; hours; CONFORMANCE_ARGS="-proxies ... -focus ..." or -markdown-only)
+	$(NOCGO) go run -trimpath ./e2e/cmd/switchyard-conformance $(CONFORMANCE_ARGS)
 
 clean:
 	rm -rf $(BIN)

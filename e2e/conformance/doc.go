@@ -11,5 +11,10 @@
 //     console output; a run whose report is missing is an error, not an
 //     empty result.
 //   - A skip carries its reason: ginkgo's own (e.g. a feature the bed lacks)
-//     or the selection's (why a spec is not run here).
+//     or the selection's (why a spec is not run here): BedSkips is one table
+//     of pattern → reason, joined into --ginkgo.skip by SkipRegexp and
+//     written back into the results by RecordSkips, so the two never drift.
+//   - Markdown (CONFORMANCE.md) is a pure function of the Results files and
+//     its options: no clock, no environment; regenerating it from the same
+//     files gives the same bytes.
 package conformance

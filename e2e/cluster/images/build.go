@@ -19,13 +19,13 @@ import (
 type Options struct {
 	RepoRoot string // the Switchyard checkout: go build of its binaries, hack/versions.env
 	CacheDir string // default DefaultCacheDir()
-	BinDir   string // test-bed bin dir with agnhost and coredns (hack/testbed-build.sh bindir)
+	BinDir   string // test-bed bin dir with agnhost, coredns and kube-proxy (hack/testbed-build.sh bindir)
 	Tag      string // tag of the two Switchyard images; default "dev"
 
-	K8SVersion     string // pause.c's k8s.io/kubernetes version; default K8S_VERSION of versions.env
+	K8SVersion     string // pause.c's k8s.io/kubernetes version and kube-proxy's tag; default K8S_VERSION of versions.env
 	CoreDNSVersion string // CoreDNS image tag; default COREDNS_VERSION of versions.env
 
-	Only   []string // short names (see Names); empty means all
+	Only   []string // short names (see Names); empty means Defaults (all but kube-proxy)
 	Logger *slog.Logger
 }
 
@@ -63,7 +63,7 @@ const staleAfter = 24 * time.Hour
 
 // Build makes the OCI archives of the selected images, reusing each from
 // the cache when its inputs are unchanged, and returns them in Names'
-// order. The Debian rootfs tarballs are built first and concurrently; the
+// order. Agent and kube-proxy share one rootfs, built (or cached) once. The Debian rootfs tarballs are built first and concurrently; the
 // Go and C builds run one at a time meanwhile.
 func Build(ctx context.Context, o Options) ([]Archive, error) {
 	b, err := newBuilder(o)
@@ -94,7 +94,7 @@ func Build(ctx context.Context, o Options) ([]Archive, error) {
 	}
 	built := map[string]Archive{}
 	// The images on a rootfs go last: the others build while it downloads.
-	for _, name := range []string{ControlPlane, Pause, CoreDNS, Busybox, Agent, Agnhost} {
+	for _, name := range []string{ControlPlane, Pause, CoreDNS, Busybox, Agent, KubeProxy, Agnhost} {
 		if !b.selected[name] {
 			continue
 		}
@@ -173,7 +173,7 @@ func newBuilder(o Options) (*builder, error) {
 		selected[n] = true
 	}
 	if len(selected) == 0 {
-		for _, n := range Names() {
+		for _, n := range Defaults() {
 			selected[n] = true
 		}
 	}
@@ -207,13 +207,13 @@ func removeStale(dir, pattern string) {
 
 // preflight fails before anything long starts when an input is missing.
 func (b *builder) preflight() error {
-	if b.selected[Pause] && b.o.K8SVersion == "" {
+	if (b.selected[Pause] || b.selected[KubeProxy]) && b.o.K8SVersion == "" {
 		return errors.New("images: no K8S_VERSION (Options.K8SVersion or hack/versions.env)")
 	}
 	if b.selected[CoreDNS] && b.o.CoreDNSVersion == "" {
 		return errors.New("images: no COREDNS_VERSION (Options.CoreDNSVersion or hack/versions.env)")
 	}
-	for _, bin := range []string{CoreDNS, Agnhost} {
+	for _, bin := range []string{CoreDNS, Agnhost, KubeProxy} {
 		if b.selected[bin] {
 			if _, err := testbedBinary(b.o.BinDir, bin); err != nil {
 				return fmt.Errorf("images: %w", err)
@@ -226,8 +226,8 @@ func (b *builder) preflight() error {
 // rootfsNeeded lists the rootfs tarballs of the selected images.
 func (b *builder) rootfsNeeded() []rootfsSpec {
 	var specs []rootfsSpec
-	if b.selected[Agent] {
-		specs = append(specs, agentRootfs())
+	if b.selected[Agent] || b.selected[KubeProxy] {
+		specs = append(specs, agentRootfs()) // one rootfs for both
 	}
 	if b.selected[Agnhost] {
 		specs = append(specs, agnhostRootfs())

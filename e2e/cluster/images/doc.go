@@ -12,6 +12,7 @@
 //	coredns       registry.k8s.io/coredns/coredns:<COREDNS_VERSION>       test-bed coredns + host CA bundle
 //	agnhost       registry.k8s.io/e2e-test-images/agnhost:2.66.1          Debian bookworm with the specs' tools + test-bed agnhost
 //	busybox       registry.k8s.io/e2e-test-images/busybox:1.37.0-2        Debian's static busybox + one symlink per applet
+//	kube-proxy    registry.k8s.io/kube-proxy:<K8S_VERSION>                the agent's rootfs + test-bed kube-proxy; opt-in (Only)
 //
 // Invariants:
 //   - Reproducible: the same inputs give the same bytes and so the same
@@ -28,8 +29,13 @@
 //     so a file in the cache is complete or absent.
 //   - Archive.Path points into the cache: callers copy or hard-link it,
 //     never modify it. Archives superseded and unused for a day are pruned.
-//   - The test-bed binaries (agnhost, coredns) come from Options.BinDir;
-//     a missing one is a *NotBuiltError (IsNotBuilt) before anything runs.
+//   - The test-bed binaries (agnhost, coredns, kube-proxy) come from
+//     Options.BinDir; a missing one is a *NotBuiltError (IsNotBuilt) before
+//     anything runs.
+//   - An empty Options.Only builds Defaults: every image but kube-proxy,
+//     which is built only when named, so nothing that builds the default
+//     set needs kube-proxy built.
 //   - Nothing here needs root except mmdebstrap (its unshare mode needs root
-//     or subuid/subgid), which only the agent and agnhost images use.
+//     or subuid/subgid), which only the agent, kube-proxy and agnhost
+//     images use.
 package images

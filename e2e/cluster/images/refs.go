@@ -8,10 +8,20 @@ const (
 	CoreDNS      = "coredns"
 	Agnhost      = "agnhost"
 	Busybox      = "busybox"
+	// KubeProxy is upstream kube-proxy for the comparison runs: built only
+	// when Options.Only names it, never by default (make test does not
+	// build kube-proxy).
+	KubeProxy = "kube-proxy"
 )
 
 // Names lists every short name, in Build's order.
 func Names() []string {
+	return []string{ControlPlane, Agent, Pause, CoreDNS, Agnhost, Busybox, KubeProxy}
+}
+
+// Defaults lists the images Build makes when Options.Only is empty: every
+// name but the opt-in KubeProxy, in Build's order.
+func Defaults() []string {
 	return []string{ControlPlane, Agent, Pause, CoreDNS, Agnhost, Busybox}
 }
 
@@ -22,6 +32,7 @@ const (
 	ControlPlaneRepo = "ghcr.io/switchyard-proxy/switchyard-controlplane"
 	AgentRepo        = "ghcr.io/switchyard-proxy/switchyard-agent"
 	CoreDNSRepo      = "registry.k8s.io/coredns/coredns"
+	KubeProxyRepo    = "registry.k8s.io/kube-proxy"
 
 	PauseVersion = "3.10.2"
 	PauseRef     = "registry.k8s.io/pause:" + PauseVersion
@@ -38,9 +49,13 @@ func AgentRef(tag string) string { return AgentRepo + ":" + tag }
 // CoreDNSRef is the CoreDNS image's reference for version ("v1.14.6").
 func CoreDNSRef(version string) string { return CoreDNSRepo + ":" + version }
 
+// KubeProxyRef is the kube-proxy image's reference for version ("v1.37.2").
+func KubeProxyRef(version string) string { return KubeProxyRepo + ":" + version }
+
 // Ref is the reference of the image with the short name short: tag is the
 // Switchyard images' tag for controlplane and agent, the CoreDNS version for
-// coredns, and ignored for the others. It is "" for an unknown name.
+// coredns, the Kubernetes version for kube-proxy, and ignored for the
+// others. It is "" for an unknown name.
 func Ref(short, tag string) string {
 	switch short {
 	case ControlPlane:
@@ -49,6 +64,8 @@ func Ref(short, tag string) string {
 		return AgentRef(tag)
 	case CoreDNS:
 		return CoreDNSRef(tag)
+	case KubeProxy:
+		return KubeProxyRef(tag)
 	case Pause:
 		return PauseRef
 	case Agnhost:

@@ -45,6 +45,8 @@ func (b *builder) spec(ctx context.Context, name, work string) (imageSpec, error
 		return b.agnhostSpec(ctx)
 	case Busybox:
 		return b.busyboxSpec(ctx)
+	case KubeProxy:
+		return b.kubeProxySpec(ctx)
 	}
 	return imageSpec{}, fmt.Errorf("unknown image %q", name)
 }
@@ -86,6 +88,33 @@ func (b *builder) agentSpec(ctx context.Context, work string) (imageSpec, error)
 			Env:        []string{defaultPath},
 		},
 		layers: []layerSpec{base, {entries: []Entry{HostFile(dst, 0o755, bin)}, createdBy: "switchyard-images: switchyard-agent"}},
+	}, nil
+}
+
+// kubeProxySpec is upstream kube-proxy from the test-bed bin dir on the
+// agent's rootfs: the same iptables (-nft and -legacy), nft, ipset,
+// conntrack and ip, so the two proxies are compared on one userland and the
+// rootfs is cached once. The manifests name the binary in command, as
+// upstream's do; the entrypoint is only a convenience.
+func (b *builder) kubeProxySpec(ctx context.Context) (imageSpec, error) {
+	const dst = "usr/local/bin/kube-proxy"
+	bin, err := testbedBinary(b.o.BinDir, KubeProxy)
+	if err != nil {
+		return imageSpec{}, err
+	}
+	base, err := b.rootfsLayer(ctx, agentRootfs())
+	if err != nil {
+		return imageSpec{}, err
+	}
+	return imageSpec{
+		name: KubeProxy,
+		ref:  KubeProxyRef(b.o.K8SVersion),
+		config: v1.Config{
+			Entrypoint: []string{"/" + dst},
+			Env:        []string{defaultPath},
+		},
+		layers: []layerSpec{base, {entries: []Entry{HostFile(dst, 0o755, bin)},
+			createdBy: "switchyard-images: kube-proxy of k8s.io/kubernetes@" + b.o.K8SVersion}},
 	}, nil
 }
 

@@ -7,7 +7,8 @@
 //
 // Images: controlplane, agent (ghcr.io/switchyard-proxy/…:<tag>), pause,
 // coredns, agnhost, busybox (the registry.k8s.io references the e2e suite
-// uses). Archives are cached by content in $SWITCHYARD_CACHE_DIR/images
+// uses), and, only when named in -only, kube-proxy
+// (registry.k8s.io/kube-proxy:<K8S_VERSION> on the agent's rootfs). Archives are cached by content in $SWITCHYARD_CACHE_DIR/images
 // (default ~/.cache/switchyard/images); a rebuild with the same inputs takes
 // seconds and gives the same digest. The agent and agnhost images sit on a
 // Debian bookworm rootfs built once by mmdebstrap (about a minute from
@@ -36,8 +37,8 @@ func main() {
 	fs := flag.NewFlagSet("switchyard-images", flag.ExitOnError)
 	fs.StringVar(&c.out, "out", "out/images", "directory the archives are hard-linked (or copied) into, as <image>.tar")
 	fs.StringVar(&c.tag, "tag", "dev", "tag of the switchyard-controlplane and switchyard-agent images")
-	fs.StringVar(&c.only, "only", "", "comma-separated subset of "+strings.Join(images.Names(), ",")+" (default all)")
-	fs.StringVar(&c.binDir, "bindir", "", "test-bed bin dir holding agnhost and coredns (default: the output of hack/testbed-build.sh bindir)")
+	fs.StringVar(&c.only, "only", "", "comma-separated subset of "+strings.Join(images.Names(), ",")+" (default all but kube-proxy, which is built only when named)")
+	fs.StringVar(&c.binDir, "bindir", "", "test-bed bin dir holding agnhost, coredns and kube-proxy (default: the output of hack/testbed-build.sh bindir)")
 	fs.StringVar(&c.repo, "repo", "", "Switchyard checkout (default: the directory holding go.work above the working directory)")
 	fs.StringVar(&c.cache, "cache", "", "cache directory (default $SWITCHYARD_CACHE_DIR/images, ~/.cache/switchyard/images)")
 	fs.Usage = func() {
@@ -111,7 +112,7 @@ func needsBinDir(names []string) bool {
 		return true
 	}
 	for _, n := range names {
-		if n == images.Agnhost || n == images.CoreDNS {
+		if n == images.Agnhost || n == images.CoreDNS || n == images.KubeProxy {
 			return true
 		}
 	}

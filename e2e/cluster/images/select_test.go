@@ -1,0 +1,63 @@
+package images
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestSelection checks which images and rootfs tarballs a Build would
+// make: kube-proxy only when named, and one rootfs for agent and
+// kube-proxy together.
+func TestSelection(t *testing.T) {
+	tests := []struct {
+		name       string
+		only       []string
+		wantImages []string
+		wantRootfs int
+	}{
+		{name: "default set", only: nil, wantImages: Defaults(), wantRootfs: 2},
+		{name: "kube-proxy alone", only: []string{KubeProxy}, wantImages: []string{KubeProxy}, wantRootfs: 1},
+		{name: "agent and kube-proxy share a rootfs", only: []string{Agent, KubeProxy},
+			wantImages: []string{Agent, KubeProxy}, wantRootfs: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := newBuilder(Options{RepoRoot: t.TempDir(), CacheDir: t.TempDir(),
+				K8SVersion: "v0.0.0", CoreDNSVersion: "v0.0.0", Only: tt.only})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, n := range Names() {
+				if b.selected[n] {
+					got = append(got, n)
+				}
+			}
+			if diff := cmp.Diff(tt.wantImages, got); diff != "" {
+				t.Errorf("selected (-want +got):\n%s", diff)
+			}
+			if n := len(b.rootfsNeeded()); n != tt.wantRootfs {
+				t.Errorf("rootfsNeeded: %d tarballs, want %d", n, tt.wantRootfs)
+			}
+		})
+	}
+	if slices.Contains(Defaults(), KubeProxy) {
+		t.Errorf("Defaults() = %v: kube-proxy must be opt-in", Defaults())
+	}
+	if got := Ref(KubeProxy, "v1.37.2"); got != "registry.k8s.io/kube-proxy:v1.37.2" {
+		t.Errorf("Ref(kube-proxy) = %q", got)
+	}
+}
+
+func TestBuildKubeProxyNotBuilt(t *testing.T) {
+	_, err := Build(t.Context(), Options{
+		RepoRoot: t.TempDir(), CacheDir: t.TempDir(), BinDir: t.TempDir(),
+		K8SVersion: "v0.0.0", CoreDNSVersion: "v0.0.0", Only: []string{KubeProxy},
+	})
+	if !IsNotBuilt(err) || !strings.Contains(err.Error(), "kube-proxy not built") {
+		t.Errorf("Build without kube-proxy: %v, want a NotBuiltError", err)
+	}
+}

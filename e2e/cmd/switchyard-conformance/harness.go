@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/switchyard-proxy/switchyard/e2e/cluster"
+	"github.com/switchyard-proxy/switchyard/e2e/cluster/images"
+	"github.com/switchyard-proxy/switchyard/e2e/conformance"
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
+)
+
+// proxy is one entry of -proxies.
+type proxy struct {
+	name string // "switchyard-nftables"
+	kind string // "switchyard" or "kube-proxy"
+	mode string
+}
+
+func parseProxy(name string) (proxy, error) {
+	for kind, modes := range map[string][]string{
+		"switchyard": {"iptables", "nftables", "userspace", "ipvs"},
+		"kube-proxy": {cluster.KubeProxyIPTables, cluster.KubeProxyNFTables},
+	} {
+		if mode, ok := strings.CutPrefix(name, kind+"-"); ok {
+			if !slices.Contains(modes, mode) {
+				return proxy{}, fmt.Errorf("proxy %q: %s has modes %s", name, kind, strings.Join(modes, ", "))
+			}
+			return proxy{name: name, kind: kind, mode: mode}, nil
+		}
+	}
+	return proxy{}, fmt.Errorf("proxy %q: want switchyard-<mode> or kube-proxy-<mode>", name)
+}
+
+// harness runs the proxies one bed at a time.
+type harness struct {
+	log      *slog.Logger
+	out      io.Writer
+	cfg      config
+	versions map[string]string
+	base     cluster.Config // with the default images
+	kubeDNS  string         // CoreDNS image
+	kpImage  string         // kube-proxy archive, when a kube-proxy run is asked for
+}
+
+// buildImages builds (or takes from the cache) the bed's images once, and
+// kube-proxy's only when a kube-proxy run is asked for.
+func (h *harness) buildImages(ctx context.Context) error {
+	bin, err := apiserver.BinDir()
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(filepath.Join(bin, "e2e.test")); err != nil {
+		return fmt.Errorf("e2e.test not built (make testbed, or BUILD_E2E=1 hack/testbed-build.sh): %w", err)
+	}
+	h.base = cluster.Config{Nodes: h.cfg.nodes, BinDir: bin, KeepDir: h.cfg.keepDir, Logger: h.log}
+	archives, err := cluster.BuildImages(ctx, h.base)
+	if err != nil {
+		return err
+	}
+	h.base = cluster.WithImages(h.base, archives)
+	for _, p := range h.cfg.proxies {
+		if strings.HasPrefix(p, "kube-proxy-") {
+			a, err := cluster.BuildKubeProxyImage(ctx, h.base)
+			if err != nil {
+				return fmt.Errorf("kube-proxy image (make testbed builds kube-proxy): %w", err)
+			}
+			h.kpImage = a.Path
+			break
+		}
+	}
+	v, err := cluster.PinnedVersion("COREDNS_VERSION")
+	if err != nil {
+		return err
+	}
+	h.kubeDNS = images.CoreDNSRef(v)
+	return nil
+}
+
+// runProxy brings up a bed for one proxy, runs the suite, writes the
+// results and tears the bed down.
+func (h *harness) runProxy(ctx context.Context, name string) (err error) {
+	p, err := parseProxy(name)
+	if err != nil {
+		return err
+	}
+	log := h.log.With("proxy", p.name)
+	cfg := h.base
+	cfg.Images = slices.Clone(cfg.Images)
+	if p.kind == "kube-proxy" {
+		cfg.Images = append(cfg.Images, h.kpImage)
+	}
+	begin := time.Now()
+	c, err := cluster.Up(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		err = errors.Join(err, c.Down(dctx))
+	}()
+	if err := h.install(ctx, c, p); err != nil {
+		return err
+	}
+	ready := time.Since(begin)
+	log.Info("bed ready", "nodes", c.Nodes(), "after", ready.Round(time.Millisecond))
+	res, err := conformance.Run(ctx, c, conformance.Options{Proxy: p.name, Focus: h.cfg.focus, Skip: h.cfg.skip,
+		Dir: filepath.Join(h.cfg.logDir, p.name), Timeout: h.cfg.timeout, Logger: h.log})
+	if err != nil {
+		return err
+	}
+	if _, err := conformance.RecordSkips(&res, conformance.BedSkips()); err != nil {
+		return err
+	}
+	res.Versions = map[string]string{"nodes": strconv.Itoa(c.Nodes())}
+	for k, v := range h.versions {
+		res.Versions[k] = v
+	}
+	if p.kind == "kube-proxy" {
+		res.Versions["kube-proxy"] = res.Versions["kubernetes"]
+	}
+	return h.report(res, ready)
+}
+
+// install deploys CoreDNS and the proxy and waits until CoreDNS is Ready:
+// it lists Services through the kubernetes VIP only the proxy programs.
+func (h *harness) install(ctx context.Context, c *cluster.Cluster, p proxy) error {
+	if err := c.InstallDNS(ctx, h.kubeDNS); err != nil {
+		return err
+	}
+	wctx, cancel := context.WithTimeout(ctx, 6*time.Minute)
+	defer cancel()
+	switch p.kind {
+	case "switchyard":
+		if err := c.InstallSwitchyard(wctx, cluster.OverlayPlain, p.mode); err != nil {
+			return err
+		}
+		if err := c.WaitSwitchyard(wctx); err != nil {
+			return err
+		}
+		if _, err := c.WaitSettled(wctx); err != nil {
+			return err
+		}
+	case "kube-proxy":
+		if err := c.InstallKubeProxy(wctx, p.mode); err != nil {
+			return err
+		}
+	}
+	_, err := c.Kubectl(wctx, "-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout=3m")
+	return err
+}
+
+// report writes the results file, printing the summary, the failures and
+// what changed from the previous file.
+func (h *harness) report(res conformance.Results, ready time.Duration) error {
+	path := filepath.Join(h.cfg.out, res.Proxy+".json")
+	old, oldErr := conformance.ReadResults(path)
+	if err := res.Write(path); err != nil {
+		return err
+	}
+	fmt.Fprintf(h.out, "%s (bed ready in %v) -> %s\n", res.Summary(), ready.Round(time.Second), path)
+	for _, name := range res.Names() {
+		if s := res.Specs[name]; s.Outcome == conformance.Failed {
+			fmt.Fprintf(h.out, "  FAILED %s: %s\n", name, s.Reason)
+		}
+	}
+	if oldErr == nil {
+		diff := conformance.Diff(old, res)
+		fmt.Fprintf(h.out, "  changes since %s (%d):\n", old.Date, len(diff))
+		for _, line := range diff {
+			fmt.Fprintln(h.out, "    "+line)
+		}
+	}
+	return nil
+}
+
+// versions are what every results file records: Kubernetes (kubelets,
+// control plane, e2e.test), CoreDNS, and the Switchyard commit ("+dirty"
+// when the tree has changes).
+func versions(ctx context.Context, root string) map[string]string {
+	v := map[string]string{}
+	for key, name := range map[string]string{"K8S_VERSION": "kubernetes", "COREDNS_VERSION": "coredns"} {
+		if s, err := cluster.PinnedVersion(key); err == nil {
+			v[name] = s
+		}
+	}
+	git := func(args ...string) string {
+		cmd := exec.CommandContext(ctx, "git", args...)
+		cmd.Dir = root
+		out, err := cmd.Output()
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(out))
+	}
+	if commit := git("rev-parse", "--short=12", "HEAD"); commit != "" {
+		if git("status", "--porcelain", "--untracked-files=no") != "" {
+			commit += "+dirty"
+		}
+		v["switchyard"] = commit
+	}
+	return v
+}

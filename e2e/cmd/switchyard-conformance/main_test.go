@@ -1,0 +1,89 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard-proxy/switchyard/e2e/conformance"
+)
+
+func TestParseProxy(t *testing.T) {
+	tests := []struct {
+		name    string
+		want    proxy
+		wantErr bool
+	}{
+		{name: "switchyard-nftables", want: proxy{name: "switchyard-nftables", kind: "switchyard", mode: "nftables"}},
+		{name: "switchyard-userspace", want: proxy{name: "switchyard-userspace", kind: "switchyard", mode: "userspace"}},
+		{name: "kube-proxy-iptables", want: proxy{name: "kube-proxy-iptables", kind: "kube-proxy", mode: "iptables"}},
+		{name: "kube-proxy-ipvs", wantErr: true}, // the bed's kernel has no IPVS
+		{name: "cilium", wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseProxy(tt.name)
+			if (err != nil) != tt.wantErr || got != tt.want {
+				t.Errorf("parseProxy(%q) = %+v, %v; want %+v, error %v", tt.name, got, err, tt.want, tt.wantErr)
+			}
+		})
+	}
+	for _, p := range defaultProxies {
+		if _, err := parseProxy(p); err != nil {
+			t.Errorf("default proxy: %v", err)
+		}
+	}
+}
+
+func TestRunCommand(t *testing.T) {
+	tests := []struct {
+		name string
+		r    conformance.Results
+		want string
+	}{
+		{"defaults", conformance.Results{Proxy: "switchyard-nftables", Focus: `\[sig-network\]`,
+			Skip: conformance.SkipRegexp(conformance.BedSkips()), Versions: map[string]string{"nodes": "3"}},
+			`go run ./e2e/cmd/switchyard-conformance -proxies switchyard-nftables -focus '\[sig-network\]'`},
+		{"other nodes and skip", conformance.Results{Proxy: "kube-proxy-iptables", Focus: `it's`, Skip: "SCTP",
+			Versions: map[string]string{"nodes": "2"}},
+			`go run ./e2e/cmd/switchyard-conformance -proxies kube-proxy-iptables -focus 'it'\''s' -nodes 2 -skip 'SCTP'`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := runCommand(tt.r); got != tt.want {
+				t.Errorf("runCommand = %s\nwant          %s", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestReport writes a results file twice and checks that the second
+// report prints what changed.
+func TestReport(t *testing.T) {
+	var out strings.Builder
+	h := &harness{out: &out, cfg: config{out: t.TempDir()}}
+	first := conformance.Results{Proxy: "switchyard-nftables", Date: "2026-12-01", Specs: map[string]conformance.Spec{
+		"a": {Outcome: conformance.Passed}, "b": {Outcome: conformance.Passed}}}
+	if err := h.report(first, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out.String(), "changes since") {
+		t.Errorf("first report printed changes:\n%s", out.String())
+	}
+	out.Reset()
+	second := conformance.Results{Proxy: "switchyard-nftables", Date: "2026-12-02", Specs: map[string]conformance.Spec{
+		"a": {Outcome: conformance.Passed}, "b": {Outcome: conformance.Failed, Reason: "failed: boom"}}}
+	if err := h.report(second, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"FAILED b: failed: boom", "changes since 2026-12-01 (1):", "b: passed → failed"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+	got, err := conformance.ReadResults(filepath.Join(h.cfg.out, "switchyard-nftables.json"))
+	if err != nil || got.Date != "2026-12-02" {
+		t.Errorf("results file: %+v, %v", got, err)
+	}
+}
