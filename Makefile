@@ -79,7 +79,9 @@ lint: fmt-check vet ## gofmt, go vet, buf lint
 	@if [ -x $(BIN)/buf ]; then $(BIN)/buf lint; else echo "buf not built: run make tools"; fi
 
 unit-test: ## go test -race over every module (root-only tests skip unless root; e2e/cluster runs a real 2-node cluster)
-	CGO_ENABLED=1 go test -race -timeout 40m $(GOTEST_FLAGS) $(PKGS)
+	@rm -f $(BIN)/conformance-fast.txt
+	CGO_ENABLED=1 SWITCHYARD_CONFORMANCE_SUMMARY=$(BIN)/conformance-fast.txt go test -race -timeout 40m $(GOTEST_FLAGS) $(PKGS)
+	@if [ -f $(BIN)/conformance-fast.txt ]; then echo "== upstream e2e.test, fast subset (e2e/conformance TestFastSubset):"; cat $(BIN)/conformance-fast.txt; fi
 
 fuzz: ## run each fuzz target for $(FUZZTIME)
 	@for spec in controlplane/internal/translate:FuzzTranslate; do \
