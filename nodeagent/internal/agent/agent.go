@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -248,7 +249,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return a.syncer.Run(ctx) })
 	g.Go(func() error { return a.client.Run(ctx) })
-	handlers := map[string]http.Handler{"healthz": a.health.Mux(), "metrics": metricsMux(a.metrics)}
+	handlers := map[string]http.Handler{"healthz": a.health.Mux(), "metrics": metricsMux(a.metrics, a.syncer.Mode)}
 	for name, l := range a.listeners {
 		srv := &http.Server{Handler: handlers[name], ReadHeaderTimeout: 5 * time.Second}
 		g.Go(func() error {
@@ -274,8 +275,25 @@ func (a *Agent) Run(ctx context.Context) error {
 	return nil
 }
 
-func metricsMux(m *metrics.Metrics) *http.ServeMux {
+// metricsMux serves /metrics and, like kube-proxy's metrics port,
+// /proxyMode: the mode in use as plain text ("iptables", "nftables", …),
+// which operators' scripts and upstream's e2e "should check kube-proxy
+// urls" read.
+func metricsMux(m *metrics.Metrics, mode func() switchyardv1.DataplaneMode) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", m.Handler())
+	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprint(w, ProxyMode(mode()))
+	})
 	return mux
+}
+
+// ProxyMode is a mode's name as kube-proxy's /proxyMode prints it.
+func ProxyMode(m switchyardv1.DataplaneMode) string {
+	name, ok := strings.CutPrefix(m.String(), "DATAPLANE_MODE_")
+	if !ok || m == switchyardv1.DataplaneMode_DATAPLANE_MODE_UNSPECIFIED {
+		return ""
+	}
+	return strings.ReplaceAll(strings.ToLower(name), "_", "-")
 }
