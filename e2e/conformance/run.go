@@ -16,14 +16,17 @@ import (
 // FastFocus selects the fast subset make test runs: the 15 Services
 // [Conformance] specs and the ones a proxy gets wrong most easily (REJECT
 // without endpoints, service-proxy-name, affinity timeouts, hairpin, UDP
-// conntrack when the server pod cycles).
+// conntrack when the server pod cycles, kube-proxy's /healthz and
+// /proxyMode on the agent).
 const FastFocus = `\[sig-network\] (Services (.*\[Conformance\]|should be rejected when no endpoints exist|` +
 	`should implement service\.kubernetes\.io/service-proxy-name|should have session affinity timeout work|` +
-	`should allow pods to hairpin back to themselves)|Conntrack should be able to preserve UDP traffic when server pod cycles)`
+	`should allow pods to hairpin back to themselves)|Conntrack should be able to preserve UDP traffic when server pod cycles|` +
+	`Networking should check kube-proxy urls)`
 
 // FastCount is how many specs FastFocus selects in e2e.test v1.37.2: 15
-// Conformance, 5 more Services specs and 4 Conntrack UDP specs.
-const FastCount = 24
+// Conformance, 5 more Services specs, 4 Conntrack UDP specs and the
+// kube-proxy URLs spec.
+const FastCount = 25
 
 // Options select what Run runs.
 type Options struct {
