@@ -25,6 +25,9 @@ type Cluster struct {
 	stats Stats
 	// swydCA signs the control plane's server certificate (mTLS overlay).
 	swydCA *authority
+	// swydNS is the namespace of the Switchyard install (SystemNS unless
+	// the kube-system overlay).
+	swydNS string
 
 	downOnce sync.Once
 	downErr  error

@@ -24,6 +24,9 @@ import (
 const (
 	OverlayPlain = "plain" // deploy/ base, plaintext gRPC
 	OverlayMTLS  = "mtls"  // deploy/overlays/mtls, kubelet client certificates
+	// OverlayKubeSystem is the plain install in kube-system with the agents
+	// labelled k8s-app=kube-proxy, for upstream specs that restart kube-proxy.
+	OverlayKubeSystem = "kube-system"
 	// SystemNS is deploy/'s namespace.
 	SystemNS = "switchyard-system"
 	// GRPCPort is the control plane's port on its node's address.
@@ -41,8 +44,12 @@ func (c *Cluster) InstallSwitchyard(ctx context.Context, overlay, mode string) e
 	if err != nil {
 		return err
 	}
-	if _, err := c.Kubectl(ctx, "create", "namespace", SystemNS); err != nil {
-		if _, gerr := c.Kubectl(ctx, "get", "namespace", SystemNS); gerr != nil {
+	c.swydNS = SystemNS
+	if overlay == OverlayKubeSystem {
+		c.swydNS = "kube-system"
+	}
+	if _, err := c.Kubectl(ctx, "create", "namespace", c.swydNS); err != nil {
+		if _, gerr := c.Kubectl(ctx, "get", "namespace", c.swydNS); gerr != nil {
 			return err
 		}
 	}
@@ -107,11 +114,19 @@ func (c *Cluster) createTLSSecrets(ctx context.Context) error {
 	return nil
 }
 
+// SwitchyardNS is the namespace Switchyard was installed in.
+func (c *Cluster) SwitchyardNS() string {
+	if c.swydNS == "" {
+		return SystemNS
+	}
+	return c.swydNS
+}
+
 // WaitSwitchyard waits until the DaemonSet and the Deployment are rolled
 // out with every pod Ready.
 func (c *Cluster) WaitSwitchyard(ctx context.Context) error {
 	for _, obj := range []string{"daemonset/switchyard-agent", "deployment/switchyard-controlplane"} {
-		if _, err := c.Kubectl(ctx, "-n", SystemNS, "rollout", "status", obj, "--timeout=5m"); err != nil {
+		if _, err := c.Kubectl(ctx, "-n", c.SwitchyardNS(), "rollout", "status", obj, "--timeout=5m"); err != nil {
 			return err
 		}
 	}

@@ -124,6 +124,9 @@ func (h *harness) runProxy(ctx context.Context, name string) (err error) {
 		return err
 	}
 	res.Versions = map[string]string{"nodes": strconv.Itoa(c.Nodes())}
+	if p.kind == "switchyard" {
+		res.Versions["overlay"] = h.cfg.overlay
+	}
 	for k, v := range h.versions {
 		res.Versions[k] = v
 	}
@@ -143,7 +146,7 @@ func (h *harness) install(ctx context.Context, c *cluster.Cluster, p proxy) erro
 	defer cancel()
 	switch p.kind {
 	case "switchyard":
-		if err := c.InstallSwitchyard(wctx, cluster.OverlayPlain, p.mode); err != nil {
+		if err := c.InstallSwitchyard(wctx, h.cfg.overlay, p.mode); err != nil {
 			return err
 		}
 		if err := c.WaitSwitchyard(wctx); err != nil {

@@ -53,6 +53,7 @@ type config struct {
 	timeout      time.Duration
 	logDir       string
 	keepDir      bool
+	overlay      string // Switchyard's install (e2e/cluster/overlays)
 }
 
 func main() {
@@ -73,6 +74,7 @@ func main() {
 	fs.BoolVar(&c.markdownOnly, "markdown-only", false, "only regenerate -markdown from the results files in -out; run nothing")
 	fs.DurationVar(&c.timeout, "timeout", 3*time.Hour, "e2e.test's timeout per proxy")
 	fs.StringVar(&c.logDir, "logdir", filepath.Join(os.TempDir(), "switchyard-conformance"), "e2e.test's report and log per proxy (<logdir>/<proxy>/e2e.log), kept after teardown")
+	fs.StringVar(&c.overlay, "switchyard-overlay", "kube-system", "Switchyard's install: kube-system (deploy/ in kube-system with the agents labelled k8s-app=kube-proxy, so the specs that restart kube-proxy by that label restart Switchyard's agents) or plain (deploy/ as shipped, in switchyard-system)")
 	fs.BoolVar(&c.keepDir, "keep-dir", false, "keep each bed's state directory (every component's log) after teardown")
 	_ = fs.Parse(os.Args[1:])
 	if fs.NArg() > 0 {
