@@ -138,8 +138,9 @@ func (c *Cluster) KubectlInput(ctx context.Context, stdinFile string, args ...st
 		NetNS: "/run/netns/" + c.ClientNS()})
 }
 
-// Apply writes manifest to the state directory and applies it.
-func (c *Cluster) applyManifest(ctx context.Context, name, manifest string) error {
+// Apply writes manifest (YAML) to the state directory as <name>.yaml and
+// applies it server-side.
+func (c *Cluster) Apply(ctx context.Context, name, manifest string) error {
 	path := filepath.Join(c.cfg.Dir, "manifests", name+".yaml")
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
@@ -151,11 +152,6 @@ func (c *Cluster) applyManifest(ctx context.Context, name, manifest string) erro
 		return fmt.Errorf("apply %s: %w", name, err)
 	}
 	return nil
-}
-
-// Apply applies a manifest (YAML) named name.
-func (c *Cluster) Apply(ctx context.Context, name, manifest string) error {
-	return c.applyManifest(ctx, name, manifest)
 }
 
 // poll calls check every 250 ms until it returns true, an error, or ctx ends.

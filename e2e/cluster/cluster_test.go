@@ -24,7 +24,7 @@ func TestRealCluster(t *testing.T) {
 	c := cluster.Start(t, cluster.Config{Nodes: 2})
 	ctx := t.Context()
 	begin := time.Now()
-	if err := c.InstallDNS(ctx, images.CoreDNSRef(corednsVersion(t))); err != nil {
+	if err := c.InstallPinnedDNS(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.InstallSwitchyard(ctx, cluster.OverlayPlain, ""); err != nil {
@@ -204,15 +204,6 @@ func firstFailures(r probe.Result) string {
 		b.WriteString(f.String() + "; ")
 	}
 	return b.String()
-}
-
-func corednsVersion(t *testing.T) string {
-	t.Helper()
-	v, err := cluster.PinnedVersion("COREDNS_VERSION")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
 }
 
 // fromNothing deletes every Switchyard pod at once on nodes whose service

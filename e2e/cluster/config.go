@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
 )
@@ -105,14 +104,13 @@ func PinnedVersion(key string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	b, err := os.ReadFile(filepath.Join(root, "hack", "versions.env"))
+	vars, err := apiserver.PinnedVars(root)
 	if err != nil {
-		return "", fmt.Errorf("versions: %w", err)
+		return "", err
 	}
-	for line := range strings.Lines(string(b)) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), key+"="); ok {
-			return v, nil
-		}
+	v, ok := vars[key]
+	if !ok {
+		return "", fmt.Errorf("versions: no %s in hack/versions.env", key)
 	}
-	return "", fmt.Errorf("versions: no %s in hack/versions.env", key)
+	return v, nil
 }

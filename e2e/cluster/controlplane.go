@@ -128,7 +128,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 	if err := c.waitAPIServer(ctx); err != nil {
 		return err
 	}
-	if err := c.applyManifest(ctx, "bootstrap-rbac", bootstrapRBAC); err != nil {
+	if err := c.Apply(ctx, "bootstrap-rbac", bootstrapRBAC); err != nil {
 		return err
 	}
 	kcm := []string{bin("kube-controller-manager"),

@@ -60,7 +60,7 @@ func (c *Cluster) InstallKubeProxy(ctx context.Context, mode string) error {
 		return fmt.Errorf("install kube-proxy: %w", err)
 	}
 	m := kubeProxyManifestFor(images.KubeProxyRef(version), mode)
-	if err := c.applyManifest(ctx, "kube-proxy-"+mode, m); err != nil {
+	if err := c.Apply(ctx, "kube-proxy-"+mode, m); err != nil {
 		return fmt.Errorf("install kube-proxy: %w", err)
 	}
 	if _, err := c.Kubectl(ctx, "-n", "kube-system", "rollout", "status", "daemonset/kube-proxy", "--timeout=5m"); err != nil {

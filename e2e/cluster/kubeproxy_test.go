@@ -29,7 +29,7 @@ const kubeProxyNS = "kube-proxy-test"
 func TestKubeProxyOnBed(t *testing.T) {
 	netns.RequireRoot(t)
 	apiserver.Require(t)
-	kp, err := cluster.BuildKubeProxyImage(t.Context(), cluster.Config{Logger: cluster.TestLoggerOf(t)})
+	kp, err := cluster.BuildKubeProxyImage(t.Context(), cluster.Config{Logger: netns.TestLogger(t)})
 	if images.IsNotBuilt(err) {
 		t.Skipf("kube-proxy not built: %v", err)
 	}
@@ -39,7 +39,7 @@ func TestKubeProxyOnBed(t *testing.T) {
 	c := cluster.Start(t, cluster.Config{Nodes: 2, Images: []string{kp.Path}})
 	ctx := t.Context()
 	begin := time.Now()
-	if err := c.InstallDNS(ctx, images.CoreDNSRef(corednsVersion(t))); err != nil {
+	if err := c.InstallPinnedDNS(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.InstallKubeProxy(ctx, cluster.KubeProxyIPTables); err != nil {

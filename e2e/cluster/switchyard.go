@@ -76,7 +76,7 @@ func (c *Cluster) InstallSwitchyard(ctx context.Context, overlay, mode string) e
 		return fmt.Errorf("install switchyard (%s): the agent config has no single %q line", overlay, strings.TrimSpace(line))
 	}
 	manifest := strings.Replace(string(rendered), line, "\n    mode: "+mode+"\n", 1)
-	return c.applyManifest(ctx, "switchyard-"+overlay+"-"+mode, manifest)
+	return c.Apply(ctx, "switchyard-"+overlay+"-"+mode, manifest)
 }
 
 func (c *Cluster) createTLSSecrets(ctx context.Context) error {
@@ -107,11 +107,31 @@ func (c *Cluster) createTLSSecrets(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := c.applyManifest(ctx, args[3], string(out)); err != nil {
+		if err := c.Apply(ctx, args[3], string(out)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// InstallWithDNS deploys CoreDNS (the pinned version) and Switchyard from
+// overlay in mode, then waits until every Switchyard pod is Ready, every
+// agent acked and CoreDNS is Ready: it lists Services through the
+// kubernetes VIP that only the proxy programs.
+func (c *Cluster) InstallWithDNS(ctx context.Context, overlay, mode string) error {
+	if err := c.InstallPinnedDNS(ctx); err != nil {
+		return err
+	}
+	if err := c.InstallSwitchyard(ctx, overlay, mode); err != nil {
+		return err
+	}
+	if err := c.WaitSwitchyard(ctx); err != nil {
+		return err
+	}
+	if _, err := c.WaitSettled(ctx); err != nil {
+		return err
+	}
+	return c.WaitDNS(ctx)
 }
 
 // SwitchyardNS is the namespace Switchyard was installed in.

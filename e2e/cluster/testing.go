@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -89,6 +88,3 @@ func (c *Cluster) dumpState(ctx context.Context, t *testing.T) {
 		t.Logf("kubectl %v (err %v):\n%s", args, err, out)
 	}
 }
-
-// TestLoggerOf is the bed's test logger (through t.Output).
-func TestLoggerOf(t *testing.T) *slog.Logger { return netns.TestLogger(t) }

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/e2e/cluster"
-	"github.com/switchyard-proxy/switchyard/e2e/cluster/images"
 	"github.com/switchyard-proxy/switchyard/e2e/conformance"
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 )
 
 // TestFastSubset runs upstream's fast subset (conformance.FastFocus: the
@@ -29,25 +29,9 @@ func TestFastSubset(t *testing.T) {
 	}
 	c := cluster.Start(t, cluster.Config{Nodes: 2})
 	ctx := t.Context()
-	v, err := cluster.PinnedVersion("COREDNS_VERSION")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.InstallDNS(ctx, images.CoreDNSRef(v)); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.InstallSwitchyard(ctx, cluster.OverlayPlain, mode); err != nil {
-		t.Fatal(err)
-	}
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	if err := c.WaitSwitchyard(wctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.WaitSettled(wctx); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Kubectl(wctx, "-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout=3m"); err != nil {
+	if err := c.InstallWithDNS(wctx, cluster.OverlayPlain, mode); err != nil {
 		t.Fatal(err)
 	}
 	focus, want := conformance.FastFocus, conformance.FastCount
@@ -56,7 +40,7 @@ func TestFastSubset(t *testing.T) {
 	}
 	dir := filepath.Join(c.Dir(), "conformance")
 	res, err := conformance.Run(ctx, c, conformance.Options{Proxy: "switchyard-" + mode, Focus: focus,
-		Dir: dir, Timeout: 40 * time.Minute, Logger: cluster.TestLoggerOf(t)})
+		Dir: dir, Timeout: 40 * time.Minute, Logger: netns.TestLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

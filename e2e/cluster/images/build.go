@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
 )
 
 // Options says which images Build makes and from what.
@@ -154,7 +156,7 @@ func newBuilder(o Options) (*builder, error) {
 		}
 	}
 	if o.K8SVersion == "" || o.CoreDNSVersion == "" {
-		v, err := readVersions(o.RepoRoot)
+		v, err := apiserver.PinnedVars(o.RepoRoot)
 		if err != nil {
 			return nil, fmt.Errorf("images: %w", err)
 		}

@@ -1,7 +1,6 @@
 package images
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"debug/elf"
@@ -45,29 +44,6 @@ func testbedBinary(binDir, name string) (string, error) {
 		return "", &NotBuiltError{Binary: name, Path: p}
 	}
 	return p, nil
-}
-
-// readVersions parses hack/versions.env: KEY=VALUE lines, # comments.
-func readVersions(repoRoot string) (map[string]string, error) {
-	p := filepath.Join(repoRoot, "hack", "versions.env")
-	b, err := os.ReadFile(p)
-	if err != nil {
-		return nil, fmt.Errorf("reading versions: %w", err)
-	}
-	v := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, val, ok := strings.Cut(line, "=")
-		if !ok {
-			return nil, fmt.Errorf("%s: not KEY=VALUE: %q", p, line)
-		}
-		v[strings.TrimSpace(k)] = strings.Trim(strings.TrimSpace(val), `"'`)
-	}
-	return v, nil
 }
 
 // goBuild builds the repository's main package pkg ("./nodeagent/cmd/x")

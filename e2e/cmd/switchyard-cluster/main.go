@@ -128,26 +128,9 @@ func upAndWait(cmd string, cfg cluster.Config, overlay, mode string, exit bool) 
 }
 
 func install(ctx context.Context, c *cluster.Cluster, overlay, mode string) error {
-	v, err := cluster.PinnedVersion("COREDNS_VERSION")
-	if err != nil {
-		return err
-	}
-	if err := c.InstallDNS(ctx, "registry.k8s.io/coredns/coredns:"+v); err != nil {
-		return err
-	}
-	if err := c.InstallSwitchyard(ctx, overlay, mode); err != nil {
-		return err
-	}
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	if err := c.WaitSwitchyard(wctx); err != nil {
-		return err
-	}
-	if _, err := c.WaitSettled(wctx); err != nil {
-		return err
-	}
-	_, err = c.Kubectl(wctx, "-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout=3m")
-	return err
+	return c.InstallWithDNS(wctx, overlay, mode)
 }
 
 func writeState(c *cluster.Cluster) error {

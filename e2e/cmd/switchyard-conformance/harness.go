@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/e2e/cluster"
-	"github.com/switchyard-proxy/switchyard/e2e/cluster/images"
 	"github.com/switchyard-proxy/switchyard/e2e/conformance"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
 )
@@ -49,7 +48,6 @@ type harness struct {
 	cfg      config
 	versions map[string]string
 	base     cluster.Config // with the default images
-	kubeDNS  string         // CoreDNS image
 	kpImage  string         // kube-proxy archive, when a kube-proxy run is asked for
 }
 
@@ -79,11 +77,6 @@ func (h *harness) buildImages(ctx context.Context) error {
 			break
 		}
 	}
-	v, err := cluster.PinnedVersion("COREDNS_VERSION")
-	if err != nil {
-		return err
-	}
-	h.kubeDNS = images.CoreDNSRef(v)
 	return nil
 }
 
@@ -139,29 +132,18 @@ func (h *harness) runProxy(ctx context.Context, name string) (err error) {
 // install deploys CoreDNS and the proxy and waits until CoreDNS is Ready:
 // it lists Services through the kubernetes VIP only the proxy programs.
 func (h *harness) install(ctx context.Context, c *cluster.Cluster, p proxy) error {
-	if err := c.InstallDNS(ctx, h.kubeDNS); err != nil {
-		return err
-	}
 	wctx, cancel := context.WithTimeout(ctx, 6*time.Minute)
 	defer cancel()
-	switch p.kind {
-	case "switchyard":
-		if err := c.InstallSwitchyard(wctx, h.cfg.overlay, p.mode); err != nil {
-			return err
-		}
-		if err := c.WaitSwitchyard(wctx); err != nil {
-			return err
-		}
-		if _, err := c.WaitSettled(wctx); err != nil {
-			return err
-		}
-	case "kube-proxy":
-		if err := c.InstallKubeProxy(wctx, p.mode); err != nil {
-			return err
-		}
+	if p.kind == "switchyard" {
+		return c.InstallWithDNS(wctx, h.cfg.overlay, p.mode)
 	}
-	_, err := c.Kubectl(wctx, "-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout=3m")
-	return err
+	if err := c.InstallPinnedDNS(wctx); err != nil {
+		return err
+	}
+	if err := c.InstallKubeProxy(wctx, p.mode); err != nil {
+		return err
+	}
+	return c.WaitDNS(wctx)
 }
 
 // report writes the results file, printing the summary, the failures and

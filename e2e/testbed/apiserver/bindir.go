@@ -109,22 +109,32 @@ func binDirFor(getenv func(string) string, v Versions) (string, error) {
 }
 
 func readVersions(root string) (Versions, error) {
+	vars, err := PinnedVars(root)
+	if err != nil {
+		return Versions{}, err
+	}
+	return versionsOf(vars)
+}
+
+// PinnedVars reads every KEY=VALUE of hack/versions.env below root, the one
+// reader of that file for the whole test bed (images, cluster, e2e.test).
+func PinnedVars(root string) (map[string]string, error) {
 	path := filepath.Join(root, versionsFile)
 	f, err := os.Open(path)
 	if err != nil {
-		return Versions{}, fmt.Errorf("read pinned versions: %w", err)
+		return nil, fmt.Errorf("read pinned versions: %w", err)
 	}
 	defer f.Close()
-	v, err := parseVersions(f)
+	vars, err := parseVars(f)
 	if err != nil {
-		return Versions{}, fmt.Errorf("parse %s: %w", path, err)
+		return nil, fmt.Errorf("parse %s: %w", path, err)
 	}
-	return v, nil
+	return vars, nil
 }
 
-// parseVersions reads KEY=VALUE lines; blank lines and # comments are
+// parseVars reads KEY=VALUE lines; blank lines and # comments are
 // skipped, an optional "export " prefix and matching quotes are dropped.
-func parseVersions(r io.Reader) (Versions, error) {
+func parseVars(r io.Reader) (map[string]string, error) {
 	vars := map[string]string{}
 	sc := bufio.NewScanner(r)
 	for n := 1; sc.Scan(); n++ {
@@ -135,13 +145,26 @@ func parseVersions(r io.Reader) (Versions, error) {
 		line = strings.TrimPrefix(line, "export ")
 		key, val, ok := strings.Cut(line, "=")
 		if !ok {
-			return Versions{}, fmt.Errorf("line %d: want KEY=VALUE, got %q", n, line)
+			return nil, fmt.Errorf("line %d: want KEY=VALUE, got %q", n, line)
 		}
 		vars[strings.TrimSpace(key)] = unquote(strings.TrimSpace(val))
 	}
 	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	return vars, nil
+}
+
+// parseVersions is parseVars for the two versions the API server bed needs.
+func parseVersions(r io.Reader) (Versions, error) {
+	vars, err := parseVars(r)
+	if err != nil {
 		return Versions{}, err
 	}
+	return versionsOf(vars)
+}
+
+func versionsOf(vars map[string]string) (Versions, error) {
 	v := Versions{Kubernetes: vars["K8S_VERSION"], Etcd: vars["ETCD_VERSION"]}
 	if v.Kubernetes == "" || v.Etcd == "" {
 		return Versions{}, errors.New("K8S_VERSION and ETCD_VERSION must both be set")
