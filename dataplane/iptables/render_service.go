@@ -84,6 +84,13 @@ func (r *renderer) port(p *portPlan) {
 	}
 	hasInternal := len(intEPs) > 0
 	hasExternal := extReachable && len(extEPs) > 0
+	// usesExt: external addresses enter KUBE-EXT whenever the port has
+	// endpoints anywhere, as in kube-proxy. Under a Local policy on a node
+	// without local endpoints, pod and node-originated traffic is still
+	// short-circuited to the cluster endpoints there; what falls through
+	// is not DNATed and meets the filter DROP (which never sees traffic
+	// KUBE-EXT DNATed, its destination no longer being the service's).
+	usesExt := hasExternal || (extReachable && p.sp.ExtLocal && len(p.cluster) > 0)
 	usesSVL := len(p.local) > 0 && (p.sp.IntLocal || (extReachable && p.sp.ExtLocal))
 	block := "REJECT"
 	switch {
@@ -105,7 +112,7 @@ func (r *renderer) port(p *portPlan) {
 				p.match, "-d", ip.String(), dport, "-j", block)
 		}
 	}
-	r.external(p, "external IP", p.sp.ExternalIPs, ext, hasExternal, block)
+	r.external(p, "external IP", p.sp.ExternalIPs, ext, usesExt, hasExternal, block)
 	lbTarget := ext
 	if p.sp.HasRanges {
 		lbTarget = fw
@@ -114,12 +121,13 @@ func (r *renderer) port(p *portPlan) {
 				p.match, "-d", ip.String(), dport, "-j DROP")
 		}
 	}
-	r.external(p, "loadbalancer IP", p.sp.LBIPs, lbTarget, hasExternal, block)
+	r.external(p, "loadbalancer IP", p.sp.LBIPs, lbTarget, usesExt, hasExternal, block)
 	if p.sp.NodePort > 0 {
 		np := fmt.Sprintf("--dport %d", p.sp.NodePort)
-		if hasExternal {
+		if usesExt {
 			r.rs.add(tableNAT, chainNodePorts, comment(p.sp.Label), p.match, np, "-j", ext)
-		} else {
+		}
+		if !hasExternal {
 			r.rs.add(tableFilter, chainExternalServices, comment(p.sp.Label+" has no endpoints for external traffic"),
 				"-m addrtype --dst-type LOCAL", p.match, np, "-j", block)
 		}
@@ -131,8 +139,8 @@ func (r *renderer) port(p *portPlan) {
 	if usesSVL {
 		r.balance(p, svl, p.local)
 	}
-	if hasExternal {
-		r.extChain(p, ext, svc, svl)
+	if usesExt {
+		r.extChain(p, ext, svc, svl, hasExternal)
 		if p.sp.HasRanges && len(p.sp.LBIPs) > 0 {
 			r.rs.chain(tableNAT, fw)
 			for _, src := range p.sp.SourceRanges {
@@ -150,13 +158,16 @@ func (r *renderer) port(p *portPlan) {
 }
 
 // external writes the entry rules of external or load-balancer addresses:
-// into the shards when there are endpoints, else a filter REJECT/DROP.
-func (r *renderer) external(p *portPlan, kind string, ips []netip.Addr, target string, ok bool, block string) {
+// into the shards when KUBE-EXT is used, and a filter REJECT/DROP when no
+// endpoint serves external traffic (both under a Local policy without
+// local endpoints: see usesExt).
+func (r *renderer) external(p *portPlan, kind string, ips []netip.Addr, target string, usesExt, hasExternal bool, block string) {
 	dport := fmt.Sprintf("--dport %d", p.sp.Port)
 	for _, ip := range ips {
-		if ok {
+		if usesExt {
 			r.toShard(ip, join(comment(p.sp.Label+" "+kind), p.match, "-d", ip.String(), dport, "-j", target))
-		} else {
+		}
+		if !hasExternal {
 			r.rs.add(tableFilter, chainExternalServices, comment(p.sp.Label+" has no endpoints for external traffic"),
 				p.match, "-d", ip.String(), dport, "-j", block)
 		}
@@ -227,7 +238,9 @@ func hairpinMember(proto string, ep netip.AddrPort) string {
 }
 
 // extChain writes KUBE-EXT: masquerade and choose the policy chain.
-func (r *renderer) extChain(p *portPlan, ext, svc, svl string) {
+// Without local endpoints (hasLocal false) under a Local policy only the
+// short-circuits to KUBE-SVC remain.
+func (r *renderer) extChain(p *portPlan, ext, svc, svl string, hasLocal bool) {
 	if !p.sp.ExtLocal {
 		r.rs.add(tableNAT, ext, comment("masquerade traffic for "+p.sp.Label+" external destinations"), "-j", chainMarkMasq)
 		r.rs.add(tableNAT, ext, "-j", svc)
@@ -245,7 +258,9 @@ func (r *renderer) extChain(p *portPlan, ext, svc, svl string) {
 		r.rs.add(tableNAT, ext, comment("route LOCAL traffic for "+p.sp.Label+" external destinations"),
 			"-m addrtype --src-type LOCAL -j", svc)
 	}
-	r.rs.add(tableNAT, ext, "-j", svl)
+	if hasLocal {
+		r.rs.add(tableNAT, ext, "-j", svl)
+	}
 }
 
 // seps writes one KUBE-SEP chain per endpoint when the port has them:

@@ -70,6 +70,13 @@ func (r *renderer) port(p *portPlan) {
 	}
 	hasInternal := len(intEPs) > 0
 	hasExternal := extReachable && len(extEPs) > 0
+	// usesExt: external addresses enter ext-… whenever the port has
+	// endpoints anywhere, as in kube-proxy. Under a Local policy on a node
+	// without local endpoints, pod and node-originated traffic is still
+	// short-circuited to the cluster endpoints there; what falls through
+	// is not DNATed and meets the no-endpoint drop of the filter hooks
+	// (which never see traffic ext-… DNATed).
+	usesExt := hasExternal || (extReachable && p.sp.ExtLocal && len(p.cluster) > 0)
 	usesLocal := len(p.local) > 0 && (p.sp.IntLocal || (extReachable && p.sp.ExtLocal))
 	// No endpoints at all: reject. Endpoints, just not for this traffic on
 	// this node: drop, as kube-proxy does.
@@ -87,9 +94,10 @@ func (r *renderer) port(p *portPlan) {
 		}
 	}
 	for _, ip := range append(slices.Clone(p.sp.ExternalIPs), p.sp.LBIPs...) {
-		if hasExternal {
+		if usesExt {
 			rs.element(mapServiceIPs, "goto "+n.ext, ip.String(), p.sp.Protocol, port)
-		} else {
+		}
+		if !hasExternal {
 			rs.element(mapNoEPServices, block, ip.String(), p.sp.Protocol, port)
 		}
 	}
@@ -107,9 +115,10 @@ func (r *renderer) port(p *portPlan) {
 	}
 	if p.sp.NodePort > 0 {
 		np := fmt.Sprint(p.sp.NodePort)
-		if hasExternal {
+		if usesExt {
 			rs.element(mapServiceNPs, "goto "+n.ext, p.sp.Protocol, np)
-		} else {
+		}
+		if !hasExternal {
 			rs.element(mapNoEPNodePort, block, p.sp.Protocol, np)
 		}
 	}
@@ -120,8 +129,8 @@ func (r *renderer) port(p *portPlan) {
 	if usesLocal {
 		r.balance(p, n.local, p.local)
 	}
-	if hasExternal {
-		r.extChain(p)
+	if usesExt {
+		r.extChain(p, hasExternal)
 	}
 	r.endpointChains(p, p.cluster)
 	if usesLocal {
@@ -201,7 +210,9 @@ func (r *renderer) balance(p *portPlan, chain string, eps []endpoint) {
 }
 
 // extChain writes ext-…: masquerade and choose the policy chain.
-func (r *renderer) extChain(p *portPlan) {
+// Without local endpoints (hasLocal false) under a Local policy only the
+// short-circuits to svc-… remain.
+func (r *renderer) extChain(p *portPlan, hasLocal bool) {
 	ext, n := p.names.ext, p.names
 	r.rs.chain(ext)
 	if !p.sp.ExtLocal {
@@ -219,7 +230,9 @@ func (r *renderer) extChain(p *portPlan) {
 	if hasSVC {
 		r.rs.add(ext, "fib saddr type local goto", n.svc)
 	}
-	r.rs.add(ext, "goto", n.local)
+	if hasLocal {
+		r.rs.add(ext, "goto", n.local)
+	}
 }
 
 // endpointChains adds every endpoint to the hairpin set and, for a

@@ -113,7 +113,15 @@ func TestETPLocalDropsWithoutLocalEndpoints(t *testing.T) {
 	sv := dptest.Service("local", vip.Addr().String(), 80, 30081, b.Pods...)
 	sv.ExternalTrafficPolicy = switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL
 	b.apply(t, dptest.State(b.Node, sv)) // endpoints exist, none local: DROP
-	b.CheckDropped(t, b.Topo.Client().NS, netip.AddrPortFrom(b.Node.IP, 30081))
+	np := netip.AddrPortFrom(b.Node.IP, 30081)
+	b.CheckDropped(t, b.Topo.Client().NS, np)
+	// Traffic from the node itself and from its pods is not subject to the
+	// policy: it is short-circuited to the cluster endpoints, as kube-proxy
+	// does (upstream e2e "should implement NodePort and HealthCheckNodePort
+	// correctly when ExternalTrafficPolicy changes" curls its own node's
+	// NodePort from a host-network pod).
+	b.CheckAnswered(t, b.Node.NS, np, 10, "own node port from the node under ETP Local")
+	b.CheckAnswered(t, b.Pods[0].NS, np, 10, "own node port from a pod under ETP Local")
 	// The cluster IP still uses cluster endpoints.
 	b.CheckAnswered(t, b.Node.NS, vip, 10, "cluster IP under ETP Local")
 }

@@ -62,6 +62,13 @@ func TestETPLocalDropsWithoutLocalEndpoints(t *testing.T) {
 	b.apply(t, dptest.State(b.Node, sv)) // endpoints exist, none local: DROP
 	np := netip.AddrPortFrom(b.Node.IP, 30081)
 	b.CheckDropped(t, b.Topo.Client().NS, np)
+	// Traffic from the node itself and from its pods is not subject to the
+	// policy: it is short-circuited to the cluster endpoints, as kube-proxy
+	// does (upstream e2e "should implement NodePort and HealthCheckNodePort
+	// correctly when ExternalTrafficPolicy changes" curls its own node's
+	// NodePort from a host-network pod).
+	b.CheckAnswered(t, b.Node.NS, np, 10, "own node port from the node under ETP Local")
+	b.CheckAnswered(t, b.Pods[0].NS, np, 10, "own node port from a pod under ETP Local")
 	// The cluster IP still uses cluster endpoints.
 	b.CheckAnswered(t, b.Node.NS, vip, 10, "cluster IP under ETP Local")
 	// With a local endpoint the node port answers, from that one only.
