@@ -23,11 +23,13 @@ const (
 
 // Flow selects UDP conntrack entries to delete: those whose original
 // destination is Dst (any address when NodePort is set: Dst's port on any
-// node address) and, when Endpoint is valid, that were DNATed to it.
+// node address) and, when Endpoint is valid, that were DNATed to it —
+// address and port, as kube-proxy identifies an endpoint: a target port
+// change keeps the pod's address and must still move its flows.
 type Flow struct {
 	Dst      netip.AddrPort
 	NodePort bool
-	Endpoint netip.Addr
+	Endpoint netip.AddrPort
 }
 
 // Cleaner deletes conntrack entries in the node's namespace. Netlink is
@@ -41,11 +43,11 @@ type Cleaner interface {
 type UDPPort struct {
 	Dsts      []netip.AddrPort // cluster, external and load-balancer IPs with the port
 	NodePort  uint16
-	Endpoints []netip.Addr
+	Endpoints []netip.AddrPort
 }
 
 // AddEndpoint records a, once.
-func (u *UDPPort) AddEndpoint(a netip.Addr) {
+func (u *UDPPort) AddEndpoint(a netip.AddrPort) {
 	if !slices.Contains(u.Endpoints, a) {
 		u.Endpoints = append(u.Endpoints, a)
 	}

@@ -11,8 +11,9 @@ import (
 
 func TestStale(t *testing.T) {
 	vip := netip.MustParseAddrPort("10.96.0.1:53")
-	a, b := netip.MustParseAddr("10.244.0.1"), netip.MustParseAddr("10.244.0.2")
-	port := func(nodePort uint16, eps ...netip.Addr) conntrack.UDPPort {
+	a, b := netip.MustParseAddrPort("10.244.0.1:53"), netip.MustParseAddrPort("10.244.0.2:53")
+	a2 := netip.MustParseAddrPort("10.244.0.1:5353") // a with another target port
+	port := func(nodePort uint16, eps ...netip.AddrPort) conntrack.UDPPort {
 		return conntrack.UDPPort{Dsts: []netip.AddrPort{vip}, NodePort: nodePort, Endpoints: eps}
 	}
 	cases := []struct {
@@ -26,6 +27,13 @@ func TestStale(t *testing.T) {
 		{
 			name: "endpoint removed", prev: map[string]conntrack.UDPPort{"p": port(30053, a, b)}, next: map[string]conntrack.UDPPort{"p": port(30053, a)},
 			want: []conntrack.Flow{{Dst: vip, Endpoint: b}, {Dst: netip.AddrPortFrom(netip.Addr{}, 30053), NodePort: true, Endpoint: b}},
+		},
+		{
+			// The pod stays, its target port changes (upstream e2e "should be
+			// able to cleanup conntrack entries when UDP service target port
+			// changes for a NodePort service"): flows to the old port go.
+			name: "target port changed", prev: map[string]conntrack.UDPPort{"p": port(30053, a)}, next: map[string]conntrack.UDPPort{"p": port(30053, a2)},
+			want: []conntrack.Flow{{Dst: vip, Endpoint: a}, {Dst: netip.AddrPortFrom(netip.Addr{}, 30053), NodePort: true, Endpoint: a}},
 		},
 		{
 			name: "port removed", prev: map[string]conntrack.UDPPort{"p": port(0, a)},

@@ -2,9 +2,9 @@ package conntrack
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -26,21 +26,7 @@ func (c Netlink) DeleteUDP(_ context.Context, fam Family, flows []Flow) error {
 	}
 	filters := make([]netlink.CustomConntrackFilter, 0, len(flows))
 	for _, fl := range flows {
-		f := &netlink.ConntrackFilter{}
-		err := errors.Join(
-			f.AddProtocol(unix.IPPROTO_UDP),
-			f.AddPort(netlink.ConntrackOrigDstPort, fl.Dst.Port()),
-		)
-		if !fl.NodePort {
-			err = errors.Join(err, f.AddIP(netlink.ConntrackOrigDstIP, net.IP(fl.Dst.Addr().AsSlice())))
-		}
-		if fl.Endpoint.IsValid() {
-			err = errors.Join(err, f.AddIP(netlink.ConntrackReplySrcIP, net.IP(fl.Endpoint.AsSlice())))
-		}
-		if err != nil {
-			return fmt.Errorf("conntrack filter for %v: %w", fl, err)
-		}
-		filters = append(filters, f)
+		filters = append(filters, udpFilter(fl))
 	}
 	inet := netlink.InetFamily(unix.AF_INET)
 	if fam == IPv6 {
@@ -50,4 +36,29 @@ func (c Netlink) DeleteUDP(_ context.Context, fam Family, flows []Flow) error {
 		return fmt.Errorf("delete UDP conntrack entries: %w", err)
 	}
 	return nil
+}
+
+// udpFilter matches the entries of one Flow. netlink's ConntrackFilter
+// cannot match the reply's source port (the endpoint's target port), so
+// the match is written out; ConntrackDeleteFilters applies it to every
+// entry it lists.
+type udpFilter Flow
+
+func (f udpFilter) MatchConntrackFlow(c *netlink.ConntrackFlow) bool {
+	fwd, rev := c.Forward, c.Reverse
+	if fwd.Protocol != unix.IPPROTO_UDP || fwd.DstPort != f.Dst.Port() {
+		return false
+	}
+	if !f.NodePort && !ipIs(fwd.DstIP, f.Dst.Addr()) {
+		return false
+	}
+	if f.Endpoint.IsValid() && (!ipIs(rev.SrcIP, f.Endpoint.Addr()) || rev.SrcPort != f.Endpoint.Port()) {
+		return false
+	}
+	return true
+}
+
+func ipIs(ip net.IP, a netip.Addr) bool {
+	b, ok := netip.AddrFromSlice(ip)
+	return ok && b.Unmap() == a.Unmap()
 }

@@ -319,7 +319,7 @@ func TestConntrackCleanupForUDP(t *testing.T) {
 	next.Services["ns/s0"] = service(0, "10.244.0.1")
 	next.Services["ns/s1"] = service(1, "10.244.0.2")
 	apply(t, d, next, false)
-	ep := netip.MustParseAddr("10.244.0.101")
+	ep := netip.MustParseAddrPort("10.244.0.101:5353")
 	want := []conntrack.Flow{
 		{Dst: netip.MustParseAddrPort("10.96.0.1:53"), Endpoint: ep},
 		{Dst: netip.AddrPortFrom(netip.Addr{}, 30000), NodePort: true, Endpoint: ep},

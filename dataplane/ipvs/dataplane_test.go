@@ -208,7 +208,7 @@ func TestUDPRemovedAtOnce(t *testing.T) {
 	if d := cmp.Diff(want, f.MutatingCalls()); d != "" {
 		t.Errorf("calls (-want +got):\n%s", d)
 	}
-	if d := cmp.Diff([]string{"4 10.96.0.10:80 nodePort=false endpoint=10.244.0.2"}, ct.Calls()); d != "" {
+	if d := cmp.Diff([]string{"4 10.96.0.10:80 nodePort=false endpoint=10.244.0.2:8080"}, ct.Calls()); d != "" {
 		t.Errorf("conntrack (-want +got):\n%s", d)
 	}
 }

@@ -261,8 +261,8 @@ func (r *renderer) recordUDP(p *portPlan, eps []RealServer) {
 		}
 	}
 	for _, rs := range eps {
-		u.AddEndpoint(rs.Addr.Addr())
+		u.AddEndpoint(rs.Addr)
 	}
-	sort.Slice(u.Endpoints, func(i, j int) bool { return u.Endpoints[i].Less(u.Endpoints[j]) })
+	sort.Slice(u.Endpoints, func(i, j int) bool { return u.Endpoints[i].Compare(u.Endpoints[j]) < 0 })
 	r.w.udp[r.fam][p.id] = u
 }

@@ -261,7 +261,7 @@ func TestRemovedUDPEndpointClearsConntrack(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := []conntrack.Flow{{Dst: netip.MustParseAddrPort("10.96.0.1:80"), Endpoint: netip.MustParseAddr("10.128.0.2")}}
+	want := []conntrack.Flow{{Dst: netip.MustParseAddrPort("10.96.0.1:80"), Endpoint: netip.MustParseAddrPort("10.128.0.2:8080")}}
 	if d := cmp.Diff(want, got, cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
 		cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); d != "" {
 		t.Errorf("flows (-want +got):\n%s", d)

@@ -232,7 +232,8 @@ func endpoints(svc, name string, in []*switchyardv1.Endpoint, f Family, skipf fu
 
 // UDPFlows is what conntrack cleanup needs to know of a UDP port (ok is
 // false for other protocols): its service addresses with the port, its
-// node port and every endpoint address, cluster ones first.
+// node port and every endpoint (address and target port), cluster ones
+// first.
 func (p *Port) UDPFlows() (u conntrack.UDPPort, ok bool) {
 	if p.Protocol != "udp" {
 		return u, false
@@ -245,7 +246,7 @@ func (p *Port) UDPFlows() (u conntrack.UDPPort, ok bool) {
 	}
 	for _, eps := range [][]Endpoint{p.Cluster, p.Local} {
 		for _, ep := range eps {
-			u.AddEndpoint(ep.Addr.Addr())
+			u.AddEndpoint(ep.Addr)
 		}
 	}
 	return u, true

@@ -116,7 +116,7 @@ func TestUDPFlows(t *testing.T) {
 	got, ok := p.UDPFlows()
 	want := conntrack.UDPPort{NodePort: 30053,
 		Dsts:      []netip.AddrPort{ap("10.96.0.10:53"), ap("192.0.2.1:53"), ap("192.0.2.2:53")},
-		Endpoints: []netip.Addr{a("10.244.0.2"), a("10.244.0.3")}}
+		Endpoints: []netip.AddrPort{ap("10.244.0.2:5353"), ap("10.244.0.3:5353")}}
 	if !ok {
 		t.Fatal("udp port: ok = false")
 	}

@@ -104,3 +104,66 @@ func (b *Bed) CheckUDPFlowAfterRemoval(t *testing.T, vip netip.AddrPort, apply f
 		t.Fatalf("without cleanup the flow moved from %s to %s: the test cannot tell", first, got)
 	}
 }
+
+// CheckUDPFlowAfterTargetPortChange holds one UDP flow from the client to
+// a cluster IP service on vip over one pod, then moves the service's
+// target port (the pod keeps its address) and reads the node's conntrack
+// table: with cleanup no entry DNATed to the old pod:port may remain;
+// without, it must (the control). Upstream's e2e "should be able to
+// cleanup conntrack entries when UDP service target port changes for a
+// NodePort service" fails when it stays: the client keeps reaching the
+// old port.
+func (b *Bed) CheckUDPFlowAfterTargetPortChange(t *testing.T, vip netip.AddrPort, apply func(*testing.T, *dataplane.State), cleanup bool) {
+	t.Helper()
+	pod := b.Pods[0]
+	svc := func(target uint32) *switchyardv1.ServiceView {
+		sv := Service("dns", vip.Addr().String(), 80, 0, pod)
+		sv.Type = switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP
+		sv.Ports[0].Protocol = switchyardv1.Protocol_PROTOCOL_UDP
+		sv.ClusterEndpoints[0].Ports[0].Port = target
+		return sv
+	}
+	apply(t, State(b.Node, svc(TargetPort)))
+	var conn *net.UDPConn
+	if err := b.Topo.Do(b.Topo.Client().NS, func() error {
+		var err error
+		conn, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(vip))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	Exchange(t, conn)
+	old := netip.AddrPortFrom(pod.IP, TargetPort)
+	h := b.NetfilterHandle(t)
+	if n := b.udpEntries(t, h, vip, old); n != 1 {
+		t.Fatalf("%d conntrack entries %v -> %v before the change, want 1", n, vip, old)
+	}
+	apply(t, State(b.Node, svc(TargetPort+1)))
+	switch n := b.udpEntries(t, h, vip, old); {
+	case cleanup && n != 0:
+		t.Fatalf("%d conntrack entries still DNAT %v to the old target %v", n, vip, old)
+	case !cleanup && n == 0:
+		t.Fatalf("without cleanup the entry to %v went: the test cannot tell", old)
+	}
+}
+
+// udpEntries counts the node's UDP conntrack entries from vip's clients
+// DNATed to ep.
+func (b *Bed) udpEntries(t *testing.T, h *netlink.Handle, vip, ep netip.AddrPort) int {
+	t.Helper()
+	flows, err := h.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
+	if err != nil {
+		t.Fatalf("conntrack list: %v", err)
+	}
+	n := 0
+	for _, f := range flows {
+		dst, _ := netip.AddrFromSlice(f.Forward.DstIP)
+		src, _ := netip.AddrFromSlice(f.Reverse.SrcIP)
+		if f.Forward.Protocol == unix.IPPROTO_UDP && netip.AddrPortFrom(dst.Unmap(), f.Forward.DstPort) == vip &&
+			netip.AddrPortFrom(src.Unmap(), f.Reverse.SrcPort) == ep {
+			n++
+		}
+	}
+	return n
+}

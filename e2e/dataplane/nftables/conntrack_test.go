@@ -1,6 +1,7 @@
 package nftables
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
@@ -23,4 +24,18 @@ func udpFlowAfterRemoval(t *testing.T, cleanup bool) {
 	}
 	b.dp = b.newDP(t, cfg)
 	b.CheckUDPFlowAfterRemoval(t, vip, b.apply, cleanup)
+}
+
+func TestUDPTargetPortChangeMovesEstablishedFlow(t *testing.T) {
+	for _, cleanup := range []bool{true, false} {
+		t.Run(fmt.Sprintf("cleanup=%v", cleanup), func(t *testing.T) {
+			b := newBed(t)
+			var cfg nftables.Config
+			if cleanup {
+				cfg.Conntrack = conntrack.Netlink{Handle: b.NetfilterHandle(t)}
+			}
+			b.dp = b.newDP(t, cfg)
+			b.CheckUDPFlowAfterTargetPortChange(t, vip, b.apply, cleanup)
+		})
+	}
 }
