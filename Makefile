@@ -50,7 +50,7 @@ $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc: proto/go.mod
 	cd proto && $(NOCGO) go build -trimpath -o $(BIN)/protoc-gen-go google.golang.org/protobuf/cmd/protoc-gen-go
 	cd proto && $(NOCGO) go build -trimpath -o $(BIN)/protoc-gen-go-grpc google.golang.org/grpc/cmd/protoc-gen-go-grpc
 
-testbed: ## build (or reuse from cache) etcd, kube-apiserver, kubectl, kubelet, kube-controller-manager, kube-scheduler, CoreDNS, agnhost, kube-proxy, e2e.test
+testbed: ## build (or reuse from cache) etcd, kube-apiserver, kubectl, kubelet, kube-controller-manager, kube-scheduler, CoreDNS, agnhost, kube-proxy, e2e.test, the ginkgo CLI, regression-issue-74839
 	BUILD_KUBE_PROXY=1 BUILD_E2E=1 hack/testbed-build.sh
 
 proto: tools ## lint the API and regenerate its Go code
@@ -145,7 +145,7 @@ images: ## OCI archives (no Docker, no registry) -> out/images; IMAGES_ARGS="-on
 
 CONFORMANCE_ARGS ?=
 
-conformance: apt-deps testbed ## upstream e2e.test [sig-network] against each proxy (Switchyard's modes, kube-proxy's), a fresh 3-node bed each, one at a time -> conformance/results/*.json + CONFORMANCE.md (root; hours; CONFORMANCE_ARGS="-proxies ... -focus ..." or -markdown-only)
+conformance: apt-deps testbed ## upstream e2e.test [sig-network] against each proxy (Switchyard's modes, kube-proxy's), a fresh 6-node bed each (3 zones), 3 ginkgo processes, one proxy at a time -> conformance/results/*.json + CONFORMANCE.md (root; ~15-20 min per proxy; CONFORMANCE_ARGS="-proxies ... -focus ..." or -markdown-only)
 	$(NOCGO) go run -trimpath ./e2e/cmd/switchyard-conformance $(CONFORMANCE_ARGS)
 
 clean:

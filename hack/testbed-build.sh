@@ -17,7 +17,7 @@
 # kube-controller-manager, kube-scheduler, CoreDNS and agnhost; they are
 # built here too, into the same bin dir:
 #
-#   $root/bin/{kubelet,kube-controller-manager,kube-scheduler,agnhost,coredns,e2e.test}
+#   $root/bin/{kubelet,kube-controller-manager,kube-scheduler,agnhost,coredns,e2e.test,ginkgo,regression-issue-74839}
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -200,7 +200,14 @@ build_kube_cmd kube-controller-manager
 build_kube_cmd kube-scheduler
 build_kube_cmd agnhost k8s.io/kubernetes/test/images/agnhost
 build_coredns
-[[ ${BUILD_E2E:-0} == 1 ]] && build_e2e_test
+if [[ ${BUILD_E2E:-0} == 1 ]]; then
+  build_e2e_test
+  # The ginkgo CLI at e2e.test's own ginkgo version runs it in parallel
+  # processes (switchyard-conformance -parallel), as hack/ginkgo-e2e.sh does.
+  build_kube_cmd ginkgo github.com/onsi/ginkgo/v2/ginkgo
+  # The boom server of the "invalid conntrack state" spec's image.
+  build_kube_cmd regression-issue-74839 k8s.io/kubernetes/test/images/regression-issue-74839
+fi
 [[ ${BUILD_KUBE_PROXY:-0} == 1 ]] && build_kube_cmd kube-proxy
 
 log "etcd: $("$bin/etcd" --version | head -1)"

@@ -29,7 +29,7 @@ const (
 	apiServerPort = 6443
 	clusterDomain = "cluster.local"
 	// MaxNodes is what the address plan and the overlays allow.
-	MaxNodes = 5
+	MaxNodes = 6
 )
 
 // Config describes a cluster. The zero value is two nodes in two zones.

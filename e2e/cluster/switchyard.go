@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/switchyard-proxy/switchyard/e2e/cluster/images"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -64,6 +65,11 @@ func (c *Cluster) InstallSwitchyard(ctx context.Context, overlay, mode string) e
 			return fmt.Errorf("install switchyard (%s): %w", overlay, err)
 		}
 		return nil
+	}
+	if mode == "userspace" {
+		if dir, err = c.withUserspaceComponent(root, dir); err != nil {
+			return fmt.Errorf("install switchyard (%s): %w", overlay, err)
+		}
 	}
 	// Another mode: what an operator does, the agent ConfigMap's mode line
 	// changed before the DaemonSet starts.
@@ -238,4 +244,33 @@ func (c *Cluster) WaitSettled(ctx context.Context) ([]*switchyardv1.NodeStatus, 
 		return ok && err == nil, nil
 	})
 	return last, err
+}
+
+// withUserspaceComponent writes a kustomization that adds
+// deploy/components/userspace (the service range as a local route, and
+// CAP_NET_BIND_SERVICE) to overlay, as a userspace-mode user's own
+// kustomization would, and returns its directory. The component's init
+// container gets the bed's agent image like the agent.
+func (c *Cluster) withUserspaceComponent(root, overlay string) (string, error) {
+	dir := filepath.Join(c.cfg.Dir, "manifests", "userspace-kustomization")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	// kustomize takes only relative paths to other kustomizations.
+	res, err := filepath.Rel(dir, overlay)
+	if err != nil {
+		return "", err
+	}
+	comp, err := filepath.Rel(dir, filepath.Join(root, "deploy", "components", "userspace"))
+	if err != nil {
+		return "", err
+	}
+	k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources: [%q]
+components: [%q]
+images:
+  - {name: %s, newTag: %s}
+`, res, comp, images.AgentRepo, ImageTag)
+	return dir, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644)
 }

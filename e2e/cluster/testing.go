@@ -19,6 +19,10 @@ const (
 
 // BuildImages builds (or takes from the cache) every image the bed runs.
 func BuildImages(ctx context.Context, cfg Config) ([]images.Archive, error) {
+	return buildImages(ctx, cfg, nil)
+}
+
+func buildImages(ctx context.Context, cfg Config, only []string) ([]images.Archive, error) {
 	root, err := apiserver.RepoRoot()
 	if err != nil {
 		return nil, err
@@ -28,7 +32,16 @@ func BuildImages(ctx context.Context, cfg Config) ([]images.Archive, error) {
 			return nil, err
 		}
 	}
-	return images.Build(ctx, images.Options{RepoRoot: root, BinDir: cfg.BinDir, Tag: ImageTag, Logger: cfg.Logger})
+	return images.Build(ctx, images.Options{RepoRoot: root, BinDir: cfg.BinDir, Tag: ImageTag, Only: only, Logger: cfg.Logger})
+}
+
+// BuildSuiteImages builds (or takes from the cache) the opt-in images only
+// the full upstream suite runs (images.Conformance: glibc-dns-testing,
+// regression-issue-74839, nginx); regression-issue-74839 comes from the
+// test-bed bin dir (BUILD_E2E=1 hack/testbed-build.sh). Pass the archives
+// in Config.Images.
+func BuildSuiteImages(ctx context.Context, cfg Config) ([]images.Archive, error) {
+	return buildImages(ctx, cfg, images.Conformance())
 }
 
 // WithImages returns cfg importing archives, with the agent also tagged

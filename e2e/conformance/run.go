@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/e2e/cluster"
@@ -36,6 +38,12 @@ type Options struct {
 	Dir     string // report and log directory (created)
 	Timeout time.Duration
 	Logger  *slog.Logger
+	// Parallel > 1 runs the specs in that many ginkgo processes through
+	// the ginkgo CLI (built beside e2e.test), as upstream's
+	// hack/ginkgo-e2e.sh does; [Serial] specs still run alone, after the
+	// others. Most of a spec's time is waiting for pods and polling, so a
+	// 2-core bed runs three at once without starving any.
+	Parallel int
 }
 
 // Run runs e2e.test with o's selection inside c's client namespace and
@@ -60,19 +68,13 @@ func Run(ctx context.Context, c *cluster.Cluster, o Options) (Results, error) {
 	}
 	report := filepath.Join(o.Dir, "report.json")
 	_ = os.Remove(report)
-	argv := []string{bin,
-		"--kubeconfig=" + c.AdminKubeconfig(),
-		"--kubectl-path=" + filepath.Join(c.BinDir(), "kubectl"),
-		"--provider=local",
-		"--dump-logs-on-failure=false",
-		"--e2e-output-dir=" + o.Dir,
-		"--ginkgo.focus=" + o.Focus,
-		"--ginkgo.json-report=" + report,
-		"--ginkgo.no-color",
-		"--ginkgo.timeout=" + o.Timeout.String(),
-	}
-	if o.Skip != "" {
-		argv = append(argv, "--ginkgo.skip="+o.Skip)
+	argv := e2eArgv(bin, c, o, report)
+	if o.Parallel > 1 {
+		ginkgo := filepath.Join(c.BinDir(), "ginkgo")
+		if _, err := os.Stat(ginkgo); err != nil {
+			return Results{}, fmt.Errorf("ginkgo CLI not built (BUILD_E2E=1 hack/testbed-build.sh, or make deps) for -parallel: %w", err)
+		}
+		argv = ginkgoArgv(ginkgo, bin, o, report, argv[1:])
 	}
 	begin := time.Now()
 	p, err := launch.Start(c.Topology().Guard(), launch.Spec{Name: "e2e.test " + o.Proxy, Argv: argv,
@@ -105,4 +107,46 @@ wait:
 	}
 	return Results{Proxy: o.Proxy, Focus: o.Focus, Skip: o.Skip, Specs: specs, Elapsed: time.Since(begin),
 		Date: time.Now().UTC().Format(time.DateOnly)}, nil
+}
+
+// e2eArgv runs e2e.test alone, one spec at a time.
+func e2eArgv(bin string, c *cluster.Cluster, o Options, report string) []string {
+	argv := []string{bin,
+		"--kubeconfig=" + c.AdminKubeconfig(),
+		"--kubectl-path=" + filepath.Join(c.BinDir(), "kubectl"),
+		"--provider=local",
+		// Without it only ginkgo process 1 counts the nodes (in its
+		// SynchronizedBeforeSuite) and every spec needing two nodes skips
+		// itself on the others ("Requires at least 2 nodes (not -1)"), as
+		// upstream's hack/ginkgo-e2e.sh knows.
+		"--num-nodes=" + strconv.Itoa(c.Nodes()),
+		"--dump-logs-on-failure=false",
+		"--e2e-output-dir=" + o.Dir,
+		"--ginkgo.focus=" + o.Focus,
+		"--ginkgo.json-report=" + report,
+		"--ginkgo.no-color",
+		"--ginkgo.timeout=" + o.Timeout.String(),
+	}
+	if o.Skip != "" {
+		argv = append(argv, "--ginkgo.skip="+o.Skip)
+	}
+	return argv
+}
+
+// ginkgoArgv runs e2e.test under the ginkgo CLI with o.Parallel processes:
+// the selection and the report belong to the CLI (which merges every
+// process's report into one), the framework's flags to e2e.test after "--".
+func ginkgoArgv(ginkgo, bin string, o Options, report string, e2eArgs []string) []string {
+	argv := []string{ginkgo, "--procs=" + strconv.Itoa(o.Parallel), "--focus=" + o.Focus,
+		"--json-report=" + report, "--no-color", "--timeout=" + o.Timeout.String()}
+	if o.Skip != "" {
+		argv = append(argv, "--skip="+o.Skip)
+	}
+	argv = append(argv, bin, "--")
+	for _, a := range e2eArgs {
+		if !strings.HasPrefix(a, "--ginkgo.") {
+			argv = append(argv, a)
+		}
+	}
+	return argv
 }

@@ -19,8 +19,9 @@ type SkipRule struct {
 // labels, what the specs exec and which sysctls they read).
 //
 // Not skipped, deliberately:
-//   - [Serial]: e2e.test runs here without ginkgo -p, one spec at a time on
-//     a bed of its own, which is all [Serial] asks.
+//   - [Serial]: under the ginkgo CLI's parallel processes (Options.Parallel)
+//     ginkgo runs them last, one at a time with nothing beside them, which
+//     is all [Serial] asks; without it every spec runs alone anyway.
 //   - [Disruptive]: the two that remain decide for themselves. "should work
 //     after restarting kube-proxy" restarts the pods labelled
 //     k8s-app=kube-proxy (so it runs against kube-proxy and skips itself,

@@ -96,7 +96,7 @@ func Build(ctx context.Context, o Options) ([]Archive, error) {
 	}
 	built := map[string]Archive{}
 	// The images on a rootfs go last: the others build while it downloads.
-	for _, name := range []string{ControlPlane, Pause, CoreDNS, Busybox, Agent, KubeProxy, Agnhost} {
+	for _, name := range []string{ControlPlane, Pause, CoreDNS, Busybox, Agent, KubeProxy, Agnhost, GlibcDNS, Regression74839, Nginx} {
 		if !b.selected[name] {
 			continue
 		}
@@ -215,8 +215,9 @@ func (b *builder) preflight() error {
 	if b.selected[CoreDNS] && b.o.CoreDNSVersion == "" {
 		return errors.New("images: no COREDNS_VERSION (Options.CoreDNSVersion or hack/versions.env)")
 	}
-	for _, bin := range []string{CoreDNS, Agnhost, KubeProxy} {
-		if b.selected[bin] {
+	for image, bin := range map[string]string{CoreDNS: CoreDNS, Agnhost: Agnhost, KubeProxy: KubeProxy,
+		GlibcDNS: CoreDNS, Regression74839: Regression74839} {
+		if b.selected[image] {
 			if _, err := testbedBinary(b.o.BinDir, bin); err != nil {
 				return fmt.Errorf("images: %w", err)
 			}
@@ -231,8 +232,11 @@ func (b *builder) rootfsNeeded() []rootfsSpec {
 	if b.selected[Agent] || b.selected[KubeProxy] {
 		specs = append(specs, agentRootfs()) // one rootfs for both
 	}
-	if b.selected[Agnhost] {
-		specs = append(specs, agnhostRootfs())
+	if b.selected[Agnhost] || b.selected[GlibcDNS] || b.selected[Regression74839] {
+		specs = append(specs, agnhostRootfs()) // one rootfs for the three
+	}
+	if b.selected[Nginx] {
+		specs = append(specs, nginxRootfs())
 	}
 	return specs
 }

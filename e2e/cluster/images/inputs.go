@@ -176,3 +176,17 @@ func busyboxApplets(ctx context.Context, busybox string) ([]string, error) {
 	}
 	return applets, nil
 }
+
+// kubeSource is the directory dir of k8s.io/kubernetes at version in the
+// Go module cache, where hack/testbed-build.sh's builds put it.
+func kubeSource(ctx context.Context, version, dir string) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMODCACHE").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOMODCACHE: %w", err)
+	}
+	p := filepath.Join(strings.TrimSpace(string(out)), "k8s.io", "kubernetes@"+version, dir)
+	if _, err := os.Stat(p); err != nil {
+		return "", fmt.Errorf("k8s.io/kubernetes@%s not in the module cache (hack/testbed-build.sh downloads it): %w", version, err)
+	}
+	return p, nil
+}

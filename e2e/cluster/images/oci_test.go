@@ -221,8 +221,8 @@ func TestBuildMissingTestbedBinary(t *testing.T) {
 
 func TestBuildUnknownImage(t *testing.T) {
 	_, err := Build(t.Context(), Options{RepoRoot: t.TempDir(), CacheDir: t.TempDir(),
-		K8SVersion: "v0.0.0", CoreDNSVersion: "v0.0.0", Only: []string{"nginx"}})
-	if err == nil || !strings.Contains(err.Error(), `unknown image "nginx"`) {
+		K8SVersion: "v0.0.0", CoreDNSVersion: "v0.0.0", Only: []string{"httpd"}})
+	if err == nil || !strings.Contains(err.Error(), `unknown image "httpd"`) {
 		t.Errorf("Build of an unknown image: %v", err)
 	}
 }

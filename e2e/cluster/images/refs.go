@@ -12,11 +12,24 @@ const (
 	// when Options.Only names it, never by default (make test does not
 	// build kube-proxy).
 	KubeProxy = "kube-proxy"
+	// GlibcDNS, Regression74839 and Nginx are the e2e images only the full
+	// [sig-network] suite asks for (DNS probes, the invalid-conntrack-state
+	// regression, pods that only need to run): opt-in like KubeProxy, built
+	// by make conformance, never by make test.
+	GlibcDNS        = "glibc-dns-testing"
+	Regression74839 = "regression-issue-74839"
+	Nginx           = "nginx"
 )
 
 // Names lists every short name, in Build's order.
 func Names() []string {
-	return []string{ControlPlane, Agent, Pause, CoreDNS, Agnhost, Busybox, KubeProxy}
+	return []string{ControlPlane, Agent, Pause, CoreDNS, Agnhost, Busybox, KubeProxy, GlibcDNS, Regression74839, Nginx}
+}
+
+// Conformance lists the opt-in images of the full e2e suite (not
+// kube-proxy, which only its own runs need).
+func Conformance() []string {
+	return []string{GlibcDNS, Regression74839, Nginx}
 }
 
 // Defaults lists the images Build makes when Options.Only is empty: every
@@ -38,6 +51,11 @@ const (
 	PauseRef     = "registry.k8s.io/pause:" + PauseVersion
 	AgnhostRef   = "registry.k8s.io/e2e-test-images/agnhost:2.66.1"
 	BusyboxRef   = "registry.k8s.io/e2e-test-images/busybox:1.37.0-2"
+	// The tags k8s.io/kubernetes/test/utils/image/manifest.go gives them
+	// at the pinned version.
+	GlibcDNSRef        = "registry.k8s.io/e2e-test-images/glibc-dns-testing:2.1.1"
+	Regression74839Ref = "registry.k8s.io/e2e-test-images/regression-issue-74839:1.5"
+	NginxRef           = "registry.k8s.io/e2e-test-images/nginx:1.27.0-2"
 )
 
 // ControlPlaneRef is the control plane image's reference for tag.
@@ -72,6 +90,12 @@ func Ref(short, tag string) string {
 		return AgnhostRef
 	case Busybox:
 		return BusyboxRef
+	case GlibcDNS:
+		return GlibcDNSRef
+	case Regression74839:
+		return Regression74839Ref
+	case Nginx:
+		return NginxRef
 	}
 	return ""
 }

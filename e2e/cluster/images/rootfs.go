@@ -65,6 +65,16 @@ func agnhostRootfs() rootfsSpec {
 	}
 }
 
+// nginxRootfs is Debian's nginx for the pods the specs only need running
+// and listening (upstream's image is nginx:1.27-alpine, untouched).
+func nginxRootfs() rootfsSpec {
+	return rootfsSpec{
+		Suite: "bookworm", Variant: "essential", Mirror: debianMirror,
+		Packages: []string{"nginx-light", "usr-is-merged"},
+		Require:  []string{"usr/sbin/nginx", "etc/nginx/nginx.conf"},
+	}
+}
+
 // file is the cached rootfs's path under dir: its name hashes the spec and
 // the mmdebstrap command line.
 func (s rootfsSpec) file(dir string) string {

@@ -22,6 +22,10 @@ func TestSelection(t *testing.T) {
 		{name: "kube-proxy alone", only: []string{KubeProxy}, wantImages: []string{KubeProxy}, wantRootfs: 1},
 		{name: "agent and kube-proxy share a rootfs", only: []string{Agent, KubeProxy},
 			wantImages: []string{Agent, KubeProxy}, wantRootfs: 1},
+		{name: "the suite's images: agnhost's rootfs and nginx's", only: Conformance(),
+			wantImages: Conformance(), wantRootfs: 2},
+		{name: "glibc-dns-testing and regression-issue-74839 share agnhost's rootfs",
+			only: []string{Agnhost, GlibcDNS, Regression74839}, wantImages: []string{Agnhost, GlibcDNS, Regression74839}, wantRootfs: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -44,8 +48,13 @@ func TestSelection(t *testing.T) {
 			}
 		})
 	}
-	if slices.Contains(Defaults(), KubeProxy) {
-		t.Errorf("Defaults() = %v: kube-proxy must be opt-in", Defaults())
+	for _, n := range append([]string{KubeProxy}, Conformance()...) {
+		if slices.Contains(Defaults(), n) {
+			t.Errorf("Defaults() = %v: %s must be opt-in", Defaults(), n)
+		}
+		if Ref(n, "v1.37.2") == "" {
+			t.Errorf("Ref(%s) is empty", n)
+		}
 	}
 	if got := Ref(KubeProxy, "v1.37.2"); got != "registry.k8s.io/kube-proxy:v1.37.2" {
 		t.Errorf("Ref(kube-proxy) = %q", got)

@@ -47,6 +47,12 @@ func (b *builder) spec(ctx context.Context, name, work string) (imageSpec, error
 		return b.busyboxSpec(ctx)
 	case KubeProxy:
 		return b.kubeProxySpec(ctx)
+	case GlibcDNS:
+		return b.glibcDNSSpec(ctx)
+	case Regression74839:
+		return b.regression74839Spec(ctx)
+	case Nginx:
+		return b.nginxSpec(ctx)
 	}
 	return imageSpec{}, fmt.Errorf("unknown image %q", name)
 }
@@ -76,19 +82,8 @@ func (b *builder) agentSpec(ctx context.Context, work string) (imageSpec, error)
 	if err := goBuild(ctx, b.o.RepoRoot, "./nodeagent/cmd/switchyard-agent", bin, b.o.Tag); err != nil {
 		return imageSpec{}, err
 	}
-	base, err := b.rootfsLayer(ctx, agentRootfs())
-	if err != nil {
-		return imageSpec{}, err
-	}
-	return imageSpec{
-		name: Agent,
-		ref:  AgentRef(b.o.Tag),
-		config: v1.Config{
-			Entrypoint: []string{"/" + dst},
-			Env:        []string{defaultPath},
-		},
-		layers: []layerSpec{base, {entries: []Entry{HostFile(dst, 0o755, bin)}, createdBy: "switchyard-images: switchyard-agent"}},
-	}, nil
+	return b.onRootfs(ctx, agentRootfs(), Agent, AgentRef(b.o.Tag), v1.Config{Entrypoint: []string{"/" + dst}},
+		"switchyard-images: switchyard-agent", HostFile(dst, 0o755, bin))
 }
 
 // kubeProxySpec is upstream kube-proxy from the test-bed bin dir on the
@@ -102,20 +97,8 @@ func (b *builder) kubeProxySpec(ctx context.Context) (imageSpec, error) {
 	if err != nil {
 		return imageSpec{}, err
 	}
-	base, err := b.rootfsLayer(ctx, agentRootfs())
-	if err != nil {
-		return imageSpec{}, err
-	}
-	return imageSpec{
-		name: KubeProxy,
-		ref:  KubeProxyRef(b.o.K8SVersion),
-		config: v1.Config{
-			Entrypoint: []string{"/" + dst},
-			Env:        []string{defaultPath},
-		},
-		layers: []layerSpec{base, {entries: []Entry{HostFile(dst, 0o755, bin)},
-			createdBy: "switchyard-images: kube-proxy of k8s.io/kubernetes@" + b.o.K8SVersion}},
-	}, nil
+	return b.onRootfs(ctx, agentRootfs(), KubeProxy, KubeProxyRef(b.o.K8SVersion), v1.Config{Entrypoint: []string{"/" + dst}},
+		"switchyard-images: kube-proxy of k8s.io/kubernetes@"+b.o.K8SVersion, HostFile(dst, 0o755, bin))
 }
 
 func (b *builder) pauseSpec(ctx context.Context, work string) (imageSpec, error) {
@@ -165,20 +148,20 @@ func (b *builder) agnhostSpec(ctx context.Context) (imageSpec, error) {
 	if err != nil {
 		return imageSpec{}, err
 	}
-	base, err := b.rootfsLayer(ctx, agnhostRootfs())
+	// porter serves TLS with upstream's test certificate from the working
+	// directory ("should proxy through a service and a pod" reaches its
+	// TLS ports), as upstream's Dockerfile adds it; netexec uploads to
+	// /uploads.
+	porter, err := kubeSource(ctx, b.o.K8SVersion, "test/images/agnhost/porter")
 	if err != nil {
 		return imageSpec{}, err
 	}
-	return imageSpec{
-		name: Agnhost,
-		ref:  AgnhostRef,
-		config: v1.Config{
-			Entrypoint: []string{"/agnhost"},
-			Cmd:        []string{"pause"}, // as upstream's image
-			Env:        []string{defaultPath},
-		},
-		layers: []layerSpec{base, {entries: []Entry{HostFile("agnhost", 0o755, bin)}, createdBy: "switchyard-images: agnhost"}},
-	}, nil
+	// Cmd as upstream's image.
+	return b.onRootfs(ctx, agnhostRootfs(), Agnhost, AgnhostRef, v1.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}},
+		"switchyard-images: agnhost, porter's localhost.crt and .key, /uploads", HostFile("agnhost", 0o755, bin),
+		HostFile("localhost.crt", 0o644, filepath.Join(porter, "localhost.crt")),
+		HostFile("localhost.key", 0o644, filepath.Join(porter, "localhost.key")),
+		Dir("uploads", 0o755))
 }
 
 func (b *builder) busyboxSpec(ctx context.Context) (imageSpec, error) {
@@ -205,6 +188,18 @@ func (b *builder) busyboxSpec(ctx context.Context) (imageSpec, error) {
 		config: v1.Config{Cmd: []string{"sh"}, Env: []string{defaultPath}},
 		layers: []layerSpec{{entries: entries, createdBy: "switchyard-images: busybox-static and its applets"}},
 	}, nil
+}
+
+// onRootfs is an image of files added to a Debian rootfs (Build started
+// it); config gets the default PATH.
+func (b *builder) onRootfs(ctx context.Context, s rootfsSpec, name, ref string, config v1.Config, createdBy string, files ...Entry) (imageSpec, error) {
+	base, err := b.rootfsLayer(ctx, s)
+	if err != nil {
+		return imageSpec{}, err
+	}
+	config.Env = append(config.Env, defaultPath)
+	return imageSpec{name: name, ref: ref, config: config,
+		layers: []layerSpec{base, {entries: files, createdBy: createdBy}}}, nil
 }
 
 // rootfsLayer waits for the rootfs s, started by Build, and is its layer.

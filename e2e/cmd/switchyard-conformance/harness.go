@@ -66,7 +66,11 @@ func (h *harness) buildImages(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	h.base = cluster.WithImages(h.base, archives)
+	suite, err := cluster.BuildSuiteImages(ctx, h.base)
+	if err != nil {
+		return fmt.Errorf("the suite's images (make testbed builds regression-issue-74839): %w", err)
+	}
+	h.base = cluster.WithImages(h.base, append(archives, suite...))
 	for _, p := range h.cfg.proxies {
 		if strings.HasPrefix(p, "kube-proxy-") {
 			a, err := cluster.BuildKubeProxyImage(ctx, h.base)
@@ -109,14 +113,14 @@ func (h *harness) runProxy(ctx context.Context, name string) (err error) {
 	ready := time.Since(begin)
 	log.Info("bed ready", "nodes", c.Nodes(), "after", ready.Round(time.Millisecond))
 	res, err := conformance.Run(ctx, c, conformance.Options{Proxy: p.name, Focus: h.cfg.focus, Skip: h.cfg.skip,
-		Dir: filepath.Join(h.cfg.logDir, p.name), Timeout: h.cfg.timeout, Logger: h.log})
+		Dir: filepath.Join(h.cfg.logDir, p.name), Timeout: h.cfg.timeout, Logger: h.log, Parallel: h.cfg.parallel})
 	if err != nil {
 		return err
 	}
 	if _, err := conformance.RecordSkips(&res, conformance.BedSkips()); err != nil {
 		return err
 	}
-	res.Versions = map[string]string{"nodes": strconv.Itoa(c.Nodes())}
+	res.Versions = map[string]string{"nodes": strconv.Itoa(c.Nodes()), "parallel": strconv.Itoa(max(h.cfg.parallel, 1))}
 	if p.kind == "switchyard" {
 		res.Versions["overlay"] = h.cfg.overlay
 	}

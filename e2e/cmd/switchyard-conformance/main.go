@@ -2,7 +2,7 @@
 // each service proxy on a fresh real-cluster bed (e2e/cluster), one bed at
 // a time, and keeps the outcome as data (make conformance):
 //
-//	switchyard-conformance [-proxies switchyard-iptables,…,kube-proxy-nftables] [-focus RE] [-skip RE] [-nodes 3]
+//	switchyard-conformance [-proxies switchyard-iptables,…,kube-proxy-nftables] [-focus RE] [-skip RE] [-nodes 3] [-parallel 3]
 //	switchyard-conformance -markdown-only
 //
 // For each proxy: bring up a bed (-nodes, zones zone-a/b/c), install CoreDNS
@@ -19,6 +19,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -40,7 +41,11 @@ import (
 var defaultProxies = []string{"switchyard-iptables", "switchyard-nftables", "switchyard-userspace",
 	"kube-proxy-iptables", "kube-proxy-nftables"}
 
-const defaultNodes = 3
+const defaultNodes = 6
+
+// defaultParallel keeps a full [sig-network] run near 20 minutes per proxy
+// on 2 cores (one process: ~1 hour); specs mostly wait on pods.
+const defaultParallel = 3
 
 // config is the command line.
 type config struct {
@@ -54,6 +59,7 @@ type config struct {
 	logDir       string
 	keepDir      bool
 	overlay      string // Switchyard's install (e2e/cluster/overlays)
+	parallel     int    // ginkgo processes
 }
 
 func main() {
@@ -66,7 +72,7 @@ func main() {
 	var proxies string
 	fs := flag.NewFlagSet("switchyard-conformance", flag.ExitOnError)
 	fs.StringVar(&proxies, "proxies", strings.Join(defaultProxies, ","), "comma-separated proxies to run, each switchyard-<iptables|nftables|userspace|ipvs> or kube-proxy-<iptables|nftables>")
-	fs.IntVar(&c.nodes, "nodes", defaultNodes, "kubelet nodes per bed (1..5; zones zone-a, zone-b, zone-c round-robin)")
+	fs.IntVar(&c.nodes, "nodes", defaultNodes, "kubelet nodes per bed (1..6; zones zone-a, zone-b, zone-c round-robin: 6 gives the Traffic Distribution specs their 3 zones of 2 nodes)")
 	fs.StringVar(&c.focus, "focus", `\[sig-network\]`, "ginkgo focus regexp")
 	fs.StringVar(&c.skip, "skip", conformance.SkipRegexp(conformance.BedSkips()), "ginkgo skip regexp (default: every pattern of conformance.BedSkips, each recorded with its reason)")
 	fs.StringVar(&c.out, "out", filepath.Join(root, "conformance", "results"), "directory of the <proxy>.json results files")
@@ -75,6 +81,7 @@ func main() {
 	fs.DurationVar(&c.timeout, "timeout", 3*time.Hour, "e2e.test's timeout per proxy")
 	fs.StringVar(&c.logDir, "logdir", filepath.Join(os.TempDir(), "switchyard-conformance"), "e2e.test's report and log per proxy (<logdir>/<proxy>/e2e.log), kept after teardown")
 	fs.StringVar(&c.overlay, "switchyard-overlay", "kube-system", "Switchyard's install: kube-system (deploy/ in kube-system with the agents labelled k8s-app=kube-proxy, so the specs that restart kube-proxy by that label restart Switchyard's agents) or plain (deploy/ as shipped, in switchyard-system)")
+	fs.IntVar(&c.parallel, "parallel", defaultParallel, "ginkgo processes running specs at once (1: e2e.test alone; more: through the ginkgo CLI, [Serial] specs still alone at the end)")
 	fs.BoolVar(&c.keepDir, "keep-dir", false, "keep each bed's state directory (every component's log) after teardown")
 	_ = fs.Parse(os.Args[1:])
 	if fs.NArg() > 0 {
@@ -158,6 +165,10 @@ func runCommand(r conformance.Results) string {
 	cmd := "go run ./e2e/cmd/switchyard-conformance -proxies " + r.Proxy + " -focus " + shellQuote(r.Focus)
 	if n := r.Versions["nodes"]; n != "" && n != fmt.Sprint(defaultNodes) {
 		cmd += " -nodes " + n
+	}
+	// Results from before -parallel existed ran one process.
+	if n := cmp.Or(r.Versions["parallel"], "1"); n != fmt.Sprint(defaultParallel) {
+		cmd += " -parallel " + n
 	}
 	if r.Skip != conformance.SkipRegexp(conformance.BedSkips()) {
 		cmd += " -skip " + shellQuote(r.Skip)

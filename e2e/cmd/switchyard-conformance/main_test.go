@@ -43,11 +43,11 @@ func TestRunCommand(t *testing.T) {
 		want string
 	}{
 		{"defaults", conformance.Results{Proxy: "switchyard-nftables", Focus: `\[sig-network\]`,
-			Skip: conformance.SkipRegexp(conformance.BedSkips()), Versions: map[string]string{"nodes": "3"}},
+			Skip: conformance.SkipRegexp(conformance.BedSkips()), Versions: map[string]string{"nodes": "6", "parallel": "3"}},
 			`go run ./e2e/cmd/switchyard-conformance -proxies switchyard-nftables -focus '\[sig-network\]'`},
 		{"other nodes and skip", conformance.Results{Proxy: "kube-proxy-iptables", Focus: `it's`, Skip: "SCTP",
 			Versions: map[string]string{"nodes": "2"}},
-			`go run ./e2e/cmd/switchyard-conformance -proxies kube-proxy-iptables -focus 'it'\''s' -nodes 2 -skip 'SCTP'`},
+			`go run ./e2e/cmd/switchyard-conformance -proxies kube-proxy-iptables -focus 'it'\''s' -nodes 2 -parallel 1 -skip 'SCTP'`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

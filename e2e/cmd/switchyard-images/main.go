@@ -112,7 +112,8 @@ func needsBinDir(names []string) bool {
 		return true
 	}
 	for _, n := range names {
-		if n == images.Agnhost || n == images.CoreDNS || n == images.KubeProxy {
+		switch n {
+		case images.Agnhost, images.CoreDNS, images.KubeProxy, images.GlibcDNS, images.Regression74839:
 			return true
 		}
 	}
