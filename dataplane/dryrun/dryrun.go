@@ -82,8 +82,14 @@ func renderService(b *strings.Builder, name string, sv *switchyardv1.ServiceView
 		trim(sv.GetInternalTrafficPolicy().String(), "TRAFFIC_POLICY_"),
 		sv.GetHealthCheckNodePort(), sv.GetHasAnyEndpoints())
 	for _, p := range sv.GetPorts() {
-		fmt.Fprintf(b, "  port %s %s/%d nodePort=%d\n", portName(p.GetName()),
-			trim(p.GetProtocol().String(), "PROTOCOL_"), p.GetPort(), p.GetNodePort())
+		// hasEndpoints only when the control plane decided it per port
+		// (an older one does not), so old views print as they did.
+		has := ""
+		if p.HasAnyEndpoints != nil {
+			has = fmt.Sprintf(" hasEndpoints=%t", p.GetHasAnyEndpoints())
+		}
+		fmt.Fprintf(b, "  port %s %s/%d nodePort=%d%s\n", portName(p.GetName()),
+			trim(p.GetProtocol().String(), "PROTOCOL_"), p.GetPort(), p.GetNodePort(), has)
 	}
 	renderEndpoints(b, "cluster", sv.GetClusterEndpoints())
 	renderEndpoints(b, "local", sv.GetLocalEndpoints())

@@ -4,6 +4,8 @@ import (
 	"context"
 	"os"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/dryrun"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
@@ -17,7 +19,10 @@ func ExampleDataplane_Apply() {
 			"default/web": {
 				Namespace: "default", Name: "web", Type: switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP,
 				ClusterIps: []string{"10.96.0.10"},
-				Ports:      []*switchyardv1.ServicePort{{Name: "http", Protocol: switchyardv1.Protocol_PROTOCOL_TCP, Port: 80}},
+				Ports: []*switchyardv1.ServicePort{
+					{Name: "http", Protocol: switchyardv1.Protocol_PROTOCOL_TCP, Port: 80, HasAnyEndpoints: proto.Bool(true)},
+					{Name: "metrics", Protocol: switchyardv1.Protocol_PROTOCOL_TCP, Port: 9100, HasAnyEndpoints: proto.Bool(false)},
+				},
 				ClusterEndpoints: []*switchyardv1.Endpoint{
 					{Address: "10.244.1.3", Ports: []*switchyardv1.EndpointPort{{Name: "http", Port: 8080}}, Ready: true, Serving: true},
 					{Address: "10.244.0.2", Ports: []*switchyardv1.EndpointPort{{Name: "http", Port: 8080}}, Ready: true, Serving: true},
@@ -38,7 +43,8 @@ func ExampleDataplane_Apply() {
 	// config node=node-a zone= mode=dry-run masqueradeAll=false clusterCIDRs= nodeIPs=
 	// service a/empty type=UNSPECIFIED clusterIPs=- externalIPs=- lbIPs=- affinity=UNSPECIFIED/0s etp=UNSPECIFIED itp=UNSPECIFIED hcNodePort=0 hasEndpoints=false
 	// service default/web type=CLUSTER_IP clusterIPs=10.96.0.10 externalIPs=- lbIPs=- affinity=UNSPECIFIED/0s etp=UNSPECIFIED itp=UNSPECIFIED hcNodePort=0 hasEndpoints=true
-	//   port http TCP/80 nodePort=0
+	//   port http TCP/80 nodePort=0 hasEndpoints=true
+	//   port metrics TCP/9100 nodePort=0 hasEndpoints=false
 	//   endpoint cluster 10.244.0.2 ports=http:8080 ready=true serving=true terminating=false local=false
 	//   endpoint cluster 10.244.1.3 ports=http:8080 ready=true serving=true terminating=false local=false
 	// cleanup

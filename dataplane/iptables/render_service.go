@@ -69,107 +69,100 @@ func endpointsOf(id string, eps []serviceport.Endpoint, seps bool) []endpoint {
 
 func comment(s string) string { return `-m comment --comment "` + s + `"` }
 
-// port renders one service port: its entry rules (shards, node ports,
-// filter rejects) and its chains.
+// port renders one service port as serviceport decided it: its entry
+// rules (shards, node ports, filter rejects and drops) and its chains.
 func (r *renderer) port(p *portPlan) {
+	sp := p.sp
 	svc, svl, ext, fw := svcChain(p.id), svlChain(p.id), extChain(p.id), fwChain(p.id)
-	extReachable := p.sp.NodePort > 0 || len(p.sp.ExternalIPs) > 0 || len(p.sp.LBIPs) > 0
-	intEPs, extEPs := p.cluster, p.cluster
 	intChain := svc
-	if p.sp.IntLocal {
-		intEPs, intChain = p.local, svl
+	if sp.Internal.Local {
+		intChain = svl
 	}
-	if p.sp.ExtLocal {
-		extEPs = p.local
-	}
-	hasInternal := len(intEPs) > 0
-	hasExternal := extReachable && len(extEPs) > 0
-	// usesExt: external addresses enter KUBE-EXT whenever the port has
-	// endpoints anywhere, as in kube-proxy. Under a Local policy on a node
-	// without local endpoints, pod and node-originated traffic is still
-	// short-circuited to the cluster endpoints there; what falls through
-	// is not DNATed and meets the filter DROP (which never sees traffic
-	// KUBE-EXT DNATed, its destination no longer being the service's).
-	usesExt := hasExternal || (extReachable && p.sp.ExtLocal && len(p.cluster) > 0)
-	usesSVL := len(p.local) > 0 && (p.sp.IntLocal || (extReachable && p.sp.ExtLocal))
-	block := "REJECT"
-	switch {
-	case p.sp.HasAny:
-		block = "DROP"
-	case p.sp.Protocol == "tcp":
-		// An ICMP error to a connect() on this node arrives while the
-		// socket is locked and only takes effect at the SYN retransmit
-		// (1–2 s, measured); a RST refuses at once on every path.
-		block = "REJECT --reject-with tcp-reset"
-	}
-	dport := fmt.Sprintf("--dport %d", p.sp.Port)
+	dport := fmt.Sprintf("--dport %d", sp.Port)
 
-	for _, ip := range p.sp.ClusterIPs {
-		if hasInternal {
-			r.toShard(ip, join(comment(p.sp.Label+" cluster IP"), p.match, "-d", ip.String(), dport, "-j", intChain))
+	for _, ip := range sp.ClusterIPs {
+		if sp.Internal.Serves() {
+			r.toShard(ip, join(comment(sp.Label+" cluster IP"), p.match, "-d", ip.String(), dport, "-j", intChain))
 		} else {
-			r.rs.add(tableFilter, chainServices, comment(p.sp.Label+" has no endpoints for internal traffic"),
-				p.match, "-d", ip.String(), dport, "-j", block)
+			r.rs.add(tableFilter, chainServices, comment(sp.Label+" has no endpoints for internal traffic"),
+				p.match, "-d", ip.String(), dport, "-j", filterTarget(sp.Internal.NoEndpoints, sp.Protocol))
 		}
 	}
-	r.external(p, "external IP", p.sp.ExternalIPs, ext, usesExt, hasExternal, block)
+	r.external(p, "external IP", sp.ExternalIPs, ext)
 	lbTarget := ext
-	if p.sp.HasRanges {
+	if sp.HasRanges {
 		lbTarget = fw
-		for _, ip := range p.sp.LBIPs {
-			r.rs.add(tableFilter, chainFirewall, comment(p.sp.Label+" traffic not accepted by "+fw),
+		for _, ip := range sp.LBIPs {
+			r.rs.add(tableFilter, chainFirewall, comment(sp.Label+" traffic not accepted by "+fw),
 				p.match, "-d", ip.String(), dport, "-j DROP")
 		}
 	}
-	r.external(p, "loadbalancer IP", p.sp.LBIPs, lbTarget, usesExt, hasExternal, block)
-	if p.sp.NodePort > 0 {
-		np := fmt.Sprintf("--dport %d", p.sp.NodePort)
-		if usesExt {
-			r.rs.add(tableNAT, chainNodePorts, comment(p.sp.Label), p.match, np, "-j", ext)
+	r.external(p, "loadbalancer IP", sp.LBIPs, lbTarget)
+	if sp.NodePort > 0 {
+		np := fmt.Sprintf("--dport %d", sp.NodePort)
+		if sp.UsesExternal() {
+			r.rs.add(tableNAT, chainNodePorts, comment(sp.Label), p.match, np, "-j", ext)
 		}
-		if !hasExternal {
-			r.rs.add(tableFilter, chainExternalServices, comment(p.sp.Label+" has no endpoints for external traffic"),
-				"-m addrtype --dst-type LOCAL", p.match, np, "-j", block)
+		if !sp.External.Serves() {
+			r.rs.add(tableFilter, chainExternalServices, comment(sp.Label+" has no endpoints for external traffic"),
+				"-m addrtype --dst-type LOCAL", p.match, np, "-j", filterTarget(sp.External.NoEndpoints, sp.Protocol))
 		}
 	}
 
 	if len(p.cluster) > 0 {
 		r.clusterChain(p, svc)
 	}
-	if usesSVL {
+	if sp.UsesLocal() {
 		r.balance(p, svl, p.local)
 	}
-	if usesExt {
-		r.extChain(p, ext, svc, svl, hasExternal)
-		if p.sp.HasRanges && len(p.sp.LBIPs) > 0 {
+	if sp.UsesExternal() {
+		r.extChain(p, ext, svc, svl)
+		if sp.HasRanges && len(sp.LBIPs) > 0 {
 			r.rs.chain(tableNAT, fw)
-			for _, src := range p.sp.SourceRanges {
-				r.rs.add(tableNAT, fw, comment(p.sp.Label+" loadbalancer IP"), "-s", src.String(), "-j", ext)
+			for _, src := range sp.SourceRanges {
+				r.rs.add(tableNAT, fw, comment(sp.Label+" loadbalancer IP"), "-s", src.String(), "-j", ext)
 			}
 		}
 	}
 	r.seps(p, p.cluster)
-	if usesSVL {
+	if sp.UsesLocal() {
 		r.seps(p, p.local)
 	}
-	if u, ok := p.sp.UDPFlows(); ok {
+	if u, ok := sp.UDPFlows(); ok {
 		r.rs.udp[p.id] = u
 	}
 }
 
+// filterTarget is the filter verdict for traffic no endpoint takes.
+func filterTarget(v serviceport.Verdict, proto string) string {
+	switch {
+	case v == serviceport.Drop:
+		return "DROP"
+	case proto == "tcp":
+		// An ICMP error to a connect() on this node arrives while the
+		// socket is locked and only takes effect at the SYN retransmit
+		// (1–2 s, measured); a RST refuses at once on every path.
+		return "REJECT --reject-with tcp-reset"
+	}
+	return "REJECT"
+}
+
 // external writes the entry rules of external or load-balancer addresses:
 // into the shards when KUBE-EXT is used, and a filter REJECT/DROP when no
-// endpoint serves external traffic (both under a Local policy without
-// local endpoints: see usesExt).
-func (r *renderer) external(p *portPlan, kind string, ips []netip.Addr, target string, usesExt, hasExternal bool, block string) {
-	dport := fmt.Sprintf("--dport %d", p.sp.Port)
+// endpoint takes external traffic. Under a Local policy without local
+// endpoints there are both: KUBE-EXT short-circuits node and pod traffic,
+// and what it does not DNAT meets the filter DROP (which never sees what
+// KUBE-EXT DNATed, its destination no longer being the service's).
+func (r *renderer) external(p *portPlan, kind string, ips []netip.Addr, target string) {
+	sp := p.sp
+	dport := fmt.Sprintf("--dport %d", sp.Port)
 	for _, ip := range ips {
-		if usesExt {
-			r.toShard(ip, join(comment(p.sp.Label+" "+kind), p.match, "-d", ip.String(), dport, "-j", target))
+		if sp.UsesExternal() {
+			r.toShard(ip, join(comment(sp.Label+" "+kind), p.match, "-d", ip.String(), dport, "-j", target))
 		}
-		if !hasExternal {
-			r.rs.add(tableFilter, chainExternalServices, comment(p.sp.Label+" has no endpoints for external traffic"),
-				p.match, "-d", ip.String(), dport, "-j", block)
+		if !sp.External.Serves() {
+			r.rs.add(tableFilter, chainExternalServices, comment(sp.Label+" has no endpoints for external traffic"),
+				p.match, "-d", ip.String(), dport, "-j", filterTarget(sp.External.NoEndpoints, sp.Protocol))
 		}
 	}
 }
@@ -178,7 +171,7 @@ func (r *renderer) external(p *portPlan, kind string, ips []netip.Addr, target s
 // cluster IPs, then balance over the cluster endpoints.
 func (r *renderer) clusterChain(p *portPlan, svc string) {
 	r.rs.chain(tableNAT, svc)
-	if !p.sp.IntLocal {
+	if !p.sp.Internal.Local {
 		dport := fmt.Sprintf("--dport %d", p.sp.Port)
 		for _, ip := range p.sp.ClusterIPs {
 			c := comment(p.sp.Label + " cluster IP")
@@ -238,27 +231,27 @@ func hairpinMember(proto string, ep netip.AddrPort) string {
 }
 
 // extChain writes KUBE-EXT: masquerade and choose the policy chain.
-// Without local endpoints (hasLocal false) under a Local policy only the
-// short-circuits to KUBE-SVC remain.
-func (r *renderer) extChain(p *portPlan, ext, svc, svl string, hasLocal bool) {
-	if !p.sp.ExtLocal {
+// Under a Local policy without local endpoints only the short-circuits
+// to KUBE-SVC remain.
+func (r *renderer) extChain(p *portPlan, ext, svc, svl string) {
+	if !p.sp.External.Local {
 		r.rs.add(tableNAT, ext, comment("masquerade traffic for "+p.sp.Label+" external destinations"), "-j", chainMarkMasq)
 		r.rs.add(tableNAT, ext, "-j", svc)
 		return
 	}
-	hasSVC := len(p.cluster) > 0
-	if hasSVC {
+	short := p.sp.ShortCircuit
+	if short {
 		for _, c := range r.node.clusterCIDRs {
 			r.rs.add(tableNAT, ext, comment("pod traffic for "+p.sp.Label+" external destinations"), "-s", c.String(), "-j", svc)
 		}
 	}
 	r.rs.add(tableNAT, ext, comment("masquerade LOCAL traffic for "+p.sp.Label+" external destinations"),
 		"-m addrtype --src-type LOCAL -j", chainMarkMasq)
-	if hasSVC {
+	if short {
 		r.rs.add(tableNAT, ext, comment("route LOCAL traffic for "+p.sp.Label+" external destinations"),
 			"-m addrtype --src-type LOCAL -j", svc)
 	}
-	if hasLocal {
+	if p.sp.External.Serves() {
 		r.rs.add(tableNAT, ext, "-j", svl)
 	}
 }

@@ -98,22 +98,16 @@ func (r *renderer) readNode(cfg *switchyardv1.NodeConfig) {
 	}
 }
 
-// portPlan is one service port in one family.
+// portPlan is one service port in one family, as serviceport read and
+// decided it, with its endpoints as real servers.
 type portPlan struct {
-	svc, id      string
-	proto        Protocol
-	port, node   uint16
-	cluster      []RealServer
-	local        []RealServer
-	intLocal     bool
-	extLocal     bool
-	affinity     uint32
-	hasAny       bool
-	hasRanges    bool
-	clusterIPs   []netip.Addr
-	externalIPs  []netip.Addr
-	lbIPs        []netip.Addr
-	sourceRanges []netip.Prefix
+	sp         *serviceport.Port
+	svc, id    string
+	proto      Protocol
+	port, node uint16
+	// internal and external are the real servers of sp.Internal and
+	// sp.External.
+	internal, external []RealServer
 }
 
 // service renders every port of one view; serviceport reads it exactly as
@@ -132,12 +126,9 @@ func (r *renderer) service(key string, sv *switchyardv1.ServiceView) {
 		sp := &svc.Ports[i]
 		proto := protocols[sp.Protocol]
 		p := portPlan{
-			svc: svc.Name, id: svc.Name + ":" + sp.Name + "/" + sp.Protocol,
+			sp: sp, svc: svc.Name, id: svc.Name + ":" + sp.Name + "/" + sp.Protocol,
 			proto: proto, port: uint16(sp.Port), node: uint16(sp.NodePort),
-			intLocal: sp.IntLocal, extLocal: sp.ExtLocal, affinity: sp.Affinity, hasAny: sp.HasAny,
-			hasRanges: sp.HasRanges, clusterIPs: sp.ClusterIPs, externalIPs: sp.ExternalIPs,
-			lbIPs: sp.LBIPs, sourceRanges: sp.SourceRanges,
-			cluster: realServers(sp.Cluster), local: realServers(sp.Local),
+			internal: realServers(sp.Internal.Endpoints), external: realServers(sp.External.Endpoints),
 		}
 		r.port(&p)
 	}
@@ -165,28 +156,27 @@ func ipPort(a netip.Addr, p Protocol, port uint16) string {
 	return fmt.Sprintf("%s,%s:%d", a, p.lower(), port)
 }
 
+// blockSet is the set whose members a fixed filter rule rejects or drops,
+// for traffic no endpoint takes.
+func blockSet(v serviceport.Verdict) string {
+	if v == serviceport.Drop {
+		return setDrop
+	}
+	return setReject
+}
+
 // port renders one service port: virtual servers, addresses, members.
 func (r *renderer) port(p *portPlan) {
-	intEPs, extEPs := p.cluster, p.cluster
-	if p.intLocal {
-		intEPs = p.local
-	}
-	if p.extLocal {
-		extEPs = p.local
-	}
-	block := setReject
-	if p.hasAny {
-		block = setDrop
-	}
+	sp := p.sp
 	// dst adds the virtual server for one address, or blocks the address.
-	dst := func(a netip.Addr, port uint16, eps []RealServer, bind bool) {
+	dst := func(a netip.Addr, port uint16, eps []RealServer, block string, bind bool) {
 		key := VSKey{Addr: a, Port: port, Protocol: p.proto}
 		if o, taken := r.owner[key]; taken && o != p.svc {
 			r.skip(p.svc, "%s is already a port of %s", key, o)
 			return
 		}
 		r.owner[key] = p.svc
-		vm := &vsModel{vs: VirtualServer{Key: key, Scheduler: r.sched, Timeout: p.affinity}, rs: map[netip.AddrPort]RealServer{}}
+		vm := &vsModel{vs: VirtualServer{Key: key, Scheduler: r.sched, Timeout: sp.Affinity}, rs: map[netip.AddrPort]RealServer{}}
 		for _, rs := range eps {
 			vm.rs[rs.Addr] = rs
 		}
@@ -199,40 +189,41 @@ func (r *renderer) port(p *portPlan) {
 			r.member(block, ipPort(a, p.proto, port))
 		}
 	}
-	for _, a := range p.clusterIPs {
-		dst(a, p.port, intEPs, true)
+	intBlock, extBlock := blockSet(sp.Internal.NoEndpoints), blockSet(sp.External.NoEndpoints)
+	for _, a := range sp.ClusterIPs {
+		dst(a, p.port, p.internal, intBlock, true)
 		r.member(setClusterIP, ipPort(a, p.proto, p.port))
 	}
 	ext, lb := setExternalIP, setLB
-	if p.extLocal {
+	if sp.External.Local {
 		ext, lb = setExternalLocal, setLBLocal
 	}
-	for _, a := range p.externalIPs {
-		dst(a, p.port, extEPs, true)
+	for _, a := range sp.ExternalIPs {
+		dst(a, p.port, p.external, extBlock, true)
 		r.member(ext, ipPort(a, p.proto, p.port))
 	}
-	for _, a := range p.lbIPs {
-		dst(a, p.port, extEPs, true)
+	for _, a := range sp.LBIPs {
+		dst(a, p.port, p.external, extBlock, true)
 		r.member(lb, ipPort(a, p.proto, p.port))
-		if p.hasRanges {
+		if sp.HasRanges {
 			r.member(setLBFW, ipPort(a, p.proto, p.port))
-			for _, src := range p.sourceRanges {
+			for _, src := range sp.SourceRanges {
 				r.member(setLBSource, ipPort(a, p.proto, p.port)+","+netMember(src))
 			}
 		}
 	}
 	if p.node > 0 {
-		if len(r.nodeIPs) == 0 && len(p.clusterIPs) > 0 {
+		if len(r.nodeIPs) == 0 && len(sp.ClusterIPs) > 0 {
 			r.skip(p.svc, "node port %d: NodeConfig has no %s node IP", p.node, r.fam)
 		}
-		set := nodePortSet(p.proto, p.extLocal)
+		set := nodePortSet(p.proto, sp.External.Local)
 		r.member(set, strconv.Itoa(int(p.node)))
 		for _, a := range r.nodeIPs {
-			dst(a, p.node, extEPs, false)
+			dst(a, p.node, p.external, extBlock, false)
 		}
 	}
 	var eps []RealServer
-	eps = append(append(eps, intEPs...), extEPs...)
+	eps = append(append(eps, p.internal...), p.external...)
 	for _, rs := range eps {
 		a := rs.Addr.Addr()
 		r.member(setLoopBack, ipPort(a, p.proto, rs.Addr.Port())+","+a.String())
@@ -255,7 +246,7 @@ func (r *renderer) recordUDP(p *portPlan, eps []RealServer) {
 		return
 	}
 	u := conntrack.UDPPort{NodePort: p.node}
-	for _, list := range [][]netip.Addr{p.clusterIPs, p.externalIPs, p.lbIPs} {
+	for _, list := range [][]netip.Addr{p.sp.ClusterIPs, p.sp.ExternalIPs, p.sp.LBIPs} {
 		for _, a := range list {
 			u.Dsts = append(u.Dsts, netip.AddrPortFrom(a, p.port))
 		}

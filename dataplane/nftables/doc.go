@@ -6,9 +6,10 @@
 //
 // Render(state, family) turns a dataplane.State into a Ruleset (chains
 // with their rules, sets and maps with their elements) without any I/O,
-// interpreting a ServiceView exactly as the iptables mode does (cluster
-// and local endpoint sets, traffic policies, has_any_endpoints, ports by
-// name). It is deterministic, skips bad input into Ruleset.Skips and never
+// reading a ServiceView through package serviceport exactly as the other
+// modes do, and programming each port as serviceport decided it (which
+// endpoints internal and external traffic use, reject or drop without
+// one). It is deterministic, skips bad input into Ruleset.Skips and never
 // returns a rule or map element that references a missing chain or set
 // (Ruleset.Validate).
 //

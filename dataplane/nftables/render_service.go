@@ -56,49 +56,34 @@ func endpointsOf(p *portPlan, eps []serviceport.Endpoint) []endpoint {
 	return out
 }
 
-// port renders one service port: map elements for its addresses and node
-// port, and its chains.
+// port renders one service port as serviceport decided it: map elements
+// for its addresses and node port, and its chains.
 func (r *renderer) port(p *portPlan) {
-	rs, n := r.rs, p.names
-	extReachable := p.sp.NodePort > 0 || len(p.sp.ExternalIPs) > 0 || len(p.sp.LBIPs) > 0
-	intEPs, extEPs, intChain := p.cluster, p.cluster, n.svc
-	if p.sp.IntLocal {
-		intEPs, intChain = p.local, n.local
+	rs, n, sp := r.rs, p.names, p.sp
+	intChain := n.svc
+	if sp.Internal.Local {
+		intChain = n.local
 	}
-	if p.sp.ExtLocal {
-		extEPs = p.local
-	}
-	hasInternal := len(intEPs) > 0
-	hasExternal := extReachable && len(extEPs) > 0
-	// usesExt: external addresses enter ext-… whenever the port has
-	// endpoints anywhere, as in kube-proxy. Under a Local policy on a node
-	// without local endpoints, pod and node-originated traffic is still
-	// short-circuited to the cluster endpoints there; what falls through
-	// is not DNATed and meets the no-endpoint drop of the filter hooks
-	// (which never see traffic ext-… DNATed).
-	usesExt := hasExternal || (extReachable && p.sp.ExtLocal && len(p.cluster) > 0)
-	usesLocal := len(p.local) > 0 && (p.sp.IntLocal || (extReachable && p.sp.ExtLocal))
-	// No endpoints at all: reject. Endpoints, just not for this traffic on
-	// this node: drop, as kube-proxy does.
-	block := "goto " + chainReject
-	if p.sp.HasAny {
-		block = "drop"
-	}
-	port := fmt.Sprint(p.sp.Port)
+	intBlock, extBlock := noEndpointVerdict(sp.Internal.NoEndpoints), noEndpointVerdict(sp.External.NoEndpoints)
+	port := fmt.Sprint(sp.Port)
 
-	for _, ip := range p.sp.ClusterIPs {
-		if hasInternal {
-			rs.element(mapServiceIPs, "goto "+intChain, ip.String(), p.sp.Protocol, port)
+	for _, ip := range sp.ClusterIPs {
+		if sp.Internal.Serves() {
+			rs.element(mapServiceIPs, "goto "+intChain, ip.String(), sp.Protocol, port)
 		} else {
-			rs.element(mapNoEPServices, block, ip.String(), p.sp.Protocol, port)
+			rs.element(mapNoEPServices, intBlock, ip.String(), sp.Protocol, port)
 		}
 	}
-	for _, ip := range append(slices.Clone(p.sp.ExternalIPs), p.sp.LBIPs...) {
-		if usesExt {
-			rs.element(mapServiceIPs, "goto "+n.ext, ip.String(), p.sp.Protocol, port)
+	// Under an external Local policy without local endpoints external
+	// addresses get both: ext-… short-circuits node and pod traffic, and
+	// what it does not DNAT meets the no-endpoint verdict of the filter
+	// hooks (which never see traffic ext-… DNATed).
+	for _, ip := range append(slices.Clone(sp.ExternalIPs), sp.LBIPs...) {
+		if sp.UsesExternal() {
+			rs.element(mapServiceIPs, "goto "+n.ext, ip.String(), sp.Protocol, port)
 		}
-		if !hasExternal {
-			rs.element(mapNoEPServices, block, ip.String(), p.sp.Protocol, port)
+		if !sp.External.Serves() {
+			rs.element(mapNoEPServices, extBlock, ip.String(), sp.Protocol, port)
 		}
 	}
 	if p.sp.HasRanges && len(p.sp.LBIPs) > 0 {
@@ -113,32 +98,41 @@ func (r *renderer) port(p *portPlan) {
 		}
 		rs.add(n.fw, "drop")
 	}
-	if p.sp.NodePort > 0 {
-		np := fmt.Sprint(p.sp.NodePort)
-		if usesExt {
-			rs.element(mapServiceNPs, "goto "+n.ext, p.sp.Protocol, np)
+	if sp.NodePort > 0 {
+		np := fmt.Sprint(sp.NodePort)
+		if sp.UsesExternal() {
+			rs.element(mapServiceNPs, "goto "+n.ext, sp.Protocol, np)
 		}
-		if !hasExternal {
-			rs.element(mapNoEPNodePort, block, p.sp.Protocol, np)
+		if !sp.External.Serves() {
+			rs.element(mapNoEPNodePort, extBlock, sp.Protocol, np)
 		}
 	}
 
 	if len(p.cluster) > 0 {
 		r.clusterChain(p)
 	}
-	if usesLocal {
+	if sp.UsesLocal() {
 		r.balance(p, n.local, p.local)
 	}
-	if usesExt {
-		r.extChain(p, hasExternal)
+	if sp.UsesExternal() {
+		r.extChain(p)
 	}
 	r.endpointChains(p, p.cluster)
-	if usesLocal {
+	if sp.UsesLocal() {
 		r.endpointChains(p, p.local)
 	}
-	if u, ok := p.sp.UDPFlows(); ok {
+	if u, ok := sp.UDPFlows(); ok {
 		r.rs.udp[p.names.id] = u
 	}
+}
+
+// noEndpointVerdict is the no-endpoint map's verdict for traffic no
+// endpoint takes: the reject chain (TCP reset, ICMP otherwise) or drop.
+func noEndpointVerdict(v serviceport.Verdict) string {
+	if v == serviceport.Drop {
+		return "drop"
+	}
+	return "goto " + chainReject
 }
 
 // clusterChain writes svc-…: masquerade off-cluster sources of the cluster
@@ -146,7 +140,7 @@ func (r *renderer) port(p *portPlan) {
 func (r *renderer) clusterChain(p *portPlan) {
 	c := p.names.svc
 	r.rs.chain(c)
-	if !p.sp.IntLocal {
+	if !p.sp.Internal.Local {
 		ip := r.fam.ip()
 		for _, a := range p.sp.ClusterIPs {
 			switch {
@@ -210,27 +204,27 @@ func (r *renderer) balance(p *portPlan, chain string, eps []endpoint) {
 }
 
 // extChain writes ext-…: masquerade and choose the policy chain.
-// Without local endpoints (hasLocal false) under a Local policy only the
-// short-circuits to svc-… remain.
-func (r *renderer) extChain(p *portPlan, hasLocal bool) {
+// Under a Local policy without local endpoints only the short-circuits
+// to svc-… remain.
+func (r *renderer) extChain(p *portPlan) {
 	ext, n := p.names.ext, p.names
 	r.rs.chain(ext)
-	if !p.sp.ExtLocal {
+	if !p.sp.External.Local {
 		r.rs.add(ext, "jump", chainMarkMasq)
 		r.rs.add(ext, "goto", n.svc)
 		return
 	}
-	hasSVC := len(p.cluster) > 0
+	short := p.sp.ShortCircuit
 	ip := r.fam.ip()
-	if hasSVC && len(r.node.clusterCIDRs) > 0 {
+	if short && len(r.node.clusterCIDRs) > 0 {
 		// Pod traffic to an external address is not subject to the policy.
 		r.rs.add(ext, ip, "saddr @"+setClusterCIDRs, "goto", n.svc)
 	}
 	r.rs.add(ext, "fib saddr type local jump", chainMarkMasq)
-	if hasSVC {
+	if short {
 		r.rs.add(ext, "fib saddr type local goto", n.svc)
 	}
-	if hasLocal {
+	if p.sp.External.Serves() {
 		r.rs.add(ext, "goto", n.local)
 	}
 }

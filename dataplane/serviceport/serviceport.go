@@ -1,10 +1,12 @@
 // Package serviceport reads a ServiceView (and the NodeConfig fields they
 // render with) the way every kernel mode must:
 // names validated, one family's addresses parsed and deduplicated, each
-// port's endpoints picked by port name, traffic policies and affinity
-// decoded. Modes differ in what they program, not in what a view means;
-// reading it in one place keeps iptables, nftables and ipvs agreeing on
-// every edge of bad input.
+// port's endpoints picked by port name, affinity decoded, and each port's
+// policy decided once (decide.go): which endpoints internal and external
+// traffic use, and whether traffic without one is rejected or dropped.
+// Modes differ in what they program, not in what a view means; reading
+// and deciding in one place keeps iptables, nftables, ipvs and userspace
+// agreeing on every edge of bad input and every policy corner.
 package serviceport
 
 import (
@@ -45,11 +47,16 @@ func (f Family) Has(a netip.Addr) bool {
 }
 
 // ParseAddr parses an address of family f. ok is false for another
-// family; err is set for text that is not an address.
+// family; err is set for text that is not an address, or is one with a
+// zone (fe80::1%eth0), which no service or endpoint address carries and
+// no rule could match.
 func (f Family) ParseAddr(s string) (a netip.Addr, ok bool, err error) {
 	a, err = netip.ParseAddr(s)
 	if err != nil {
 		return netip.Addr{}, false, fmt.Errorf("bad address %q: %w", s, err)
+	}
+	if a.Zone() != "" {
+		return netip.Addr{}, false, fmt.Errorf("bad address %q: has a zone", s)
 	}
 	a = a.Unmap()
 	return a, f.Has(a), nil
@@ -90,14 +97,19 @@ type Port struct {
 	// from outside them is dropped even when none is of this family.
 	HasRanges bool
 	// Cluster and Local are the endpoints serving this port, sorted by
-	// address and deduplicated (the first occurrence wins).
-	Cluster, Local     []Endpoint
-	IntLocal, ExtLocal bool
+	// address and port and deduplicated by both (the first occurrence
+	// wins): one pod address may serve a port on two target ports.
+	Cluster, Local []Endpoint
 	// Affinity is the ClientIP timeout in seconds, 0 without affinity.
 	Affinity uint32
-	// HasAny: the service has endpoints somewhere (a Local policy without
-	// local endpoints drops instead of rejecting).
-	HasAny bool
+
+	// The decision every mode programs (decide.go): which endpoints
+	// internal and external traffic use, and what each does without one.
+	// Modes read it and never re-derive it from policies or sets.
+	Internal, External Traffic
+	// ShortCircuit: node and pod traffic to the external addresses goes
+	// to Cluster despite an external Local policy.
+	ShortCircuit bool
 }
 
 // Endpoint is one backend of a port. Terminating matters to modes that
@@ -137,12 +149,8 @@ func Read(key string, sv *switchyardv1.ServiceView, f Family, skip SkipFunc) (sv
 		return svc, false
 	}
 	svc = Service{Name: name, Namespace: sv.GetNamespace(), ServiceName: sv.GetName()}
-	base := Port{
-		IntLocal:  sv.GetInternalTrafficPolicy() == switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
-		ExtLocal:  sv.GetExternalTrafficPolicy() == switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
-		HasAny:    sv.GetHasAnyEndpoints(),
-		HasRanges: len(sv.GetLoadBalancerSourceRanges()) > 0,
-	}
+	pol := policyOf(sv)
+	base := Port{HasRanges: len(sv.GetLoadBalancerSourceRanges()) > 0}
 	if sv.GetSessionAffinity() == switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP {
 		base.Affinity = max(sv.GetSessionAffinityTimeoutSeconds(), 1)
 	}
@@ -157,7 +165,7 @@ func Read(key string, sv *switchyardv1.ServiceView, f Family, skip SkipFunc) (sv
 			base.SourceRanges = append(base.SourceRanges, p)
 		}
 	}
-	if hc := sv.GetHealthCheckNodePort(); hc > 0 && hc < 65536 && base.ExtLocal {
+	if hc := sv.GetHealthCheckNodePort(); hc > 0 && hc < 65536 && pol.extLocal {
 		svc.HealthCheckNodePort = hc
 	}
 	seen := map[string]bool{}
@@ -183,6 +191,7 @@ func Read(key string, sv *switchyardv1.ServiceView, f Family, skip SkipFunc) (sv
 		p.Protocol, p.Port, p.NodePort = proto, sp.GetPort(), sp.GetNodePort()
 		p.Cluster = endpoints(name, p.Name, sv.GetClusterEndpoints(), f, skipf)
 		p.Local = endpoints(name, p.Name, sv.GetLocalEndpoints(), f, skipf)
+		p.decide(sp, pol)
 		svc.Ports = append(svc.Ports, p)
 	}
 	return svc, true
@@ -203,7 +212,8 @@ func addrs(svc string, in []string, f Family, skipf func(string, string, ...any)
 }
 
 // endpoints returns the endpoints of family f that serve port name,
-// deduplicated and sorted.
+// deduplicated by address and port, as kube-proxy identifies an endpoint,
+// and sorted.
 func endpoints(svc, name string, in []*switchyardv1.Endpoint, f Family, skipf func(string, string, ...any)) []Endpoint {
 	var out []Endpoint
 	seen := map[netip.AddrPort]bool{}

@@ -20,7 +20,7 @@ func TestRead(t *testing.T) {
 	view := func() *switchyardv1.ServiceView {
 		return &switchyardv1.ServiceView{
 			Namespace: "ns", Name: "web",
-			ClusterIps:               []string{"10.96.0.1", "fd00::1", "10.96.0.1", "999.1.1.1"},
+			ClusterIps:               []string{"10.96.0.1", "fd00::1", "10.96.0.1", "999.1.1.1", "fe80::1%eth0"},
 			LoadBalancerSourceRanges: []string{"192.0.2.7/24", "2001:db8::/32"},
 			ExternalTrafficPolicy:    switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL,
 			HealthCheckNodePort:      31000,
@@ -53,7 +53,13 @@ func TestRead(t *testing.T) {
 				{Addr: netip.MustParseAddrPort("10.244.0.2:8080")},
 				{Addr: netip.MustParseAddrPort("10.244.0.9:8080"), Terminating: true},
 			},
-			ExtLocal: true, Affinity: 1, HasAny: true,
+			Affinity: 1,
+			Internal: serviceport.Traffic{Endpoints: []serviceport.Endpoint{
+				{Addr: netip.MustParseAddrPort("10.244.0.2:8080")},
+				{Addr: netip.MustParseAddrPort("10.244.0.9:8080"), Terminating: true},
+			}, NoEndpoints: serviceport.Drop},
+			External:     serviceport.Traffic{Local: true, NoEndpoints: serviceport.Drop},
+			ShortCircuit: true,
 		}},
 	}
 	opts := cmp.Options{
@@ -66,6 +72,7 @@ func TestRead(t *testing.T) {
 	}
 	wantSkips := []string{
 		`ns/web: bad address "999.1.1.1": ParseAddr("999.1.1.1"): IPv4 field has value >255`,
+		`ns/web: bad address "fe80::1%eth0": has a zone`,
 		`ns/web: endpoint: bad address "bogus": ParseAddr("bogus"): unable to parse IP`,
 		`ns/web: port "http": bad or duplicate name`,
 		`ns/web: port "zero": bad port number`,

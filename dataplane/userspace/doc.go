@@ -30,12 +30,13 @@
 //
 // # No endpoints: no listener
 //
-// A frontend whose chosen endpoint set is empty gets no socket. Where the
-// address is local the kernel then refuses at once (TCP RST, ICMP port
-// unreachable for UDP), which is the REJECT of the other modes. The DROP
-// that kube-proxy applies when endpoints exist elsewhere in the cluster
-// (has_any_endpoints) is not reproduced: the client is refused instead of
-// timing out.
+// Views are read and each port's policy decided by package serviceport,
+// as in every other mode. A frontend whose decided endpoint set is empty
+// gets no socket. Where the address is local the kernel then refuses at
+// once (TCP RST, ICMP port unreachable for UDP), which is the REJECT of
+// the other modes. The DROP that serviceport decides when the port has
+// endpoints elsewhere in the cluster is not reproduced: the client is
+// refused instead of timing out.
 //
 // # Balancing and retry
 //

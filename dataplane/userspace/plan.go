@@ -6,9 +6,11 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -74,27 +76,18 @@ type planResult struct {
 	// for UDP) wherever the address is local.
 	empty []frontendKey
 	skips []Skip
+	seen  map[Skip]bool
 }
 
-// plan turns a State into frontends without any I/O. Services are walked in
-// name order, so when two services claim one address and port the first
-// name keeps it and the other is skipped, deterministically.
+// plan turns a State into frontends without any I/O. Views are read and
+// decided by serviceport, as for every mode, one family at a time: a
+// frontend's backends are of its own family (a proxy could cross
+// families, but kube-proxy never does). Services are walked in name
+// order, so when two services claim one address and port the first name
+// keeps it and the other is skipped, deterministically.
 func plan(st *dataplane.State) planResult {
-	r := planResult{fronts: map[frontendKey]frontend{}}
-	var nodeIPs []netip.Addr
-	for _, s := range st.Config.GetNodeIps() {
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			r.skip("", "node config: node IP %q: %v", s, err)
-			continue
-		}
-		nodeIPs = append(nodeIPs, a.Unmap())
-	}
-	if len(nodeIPs) == 0 {
-		// Node ports on every address, as kube-proxy without
-		// --nodeport-addresses.
-		nodeIPs = []netip.Addr{netip.IPv4Unspecified(), netip.IPv6Unspecified()}
-	}
+	r := planResult{fronts: map[frontendKey]frontend{}, seen: map[Skip]bool{}}
+	nodeIPs := r.nodeIPs(st.Config)
 	names := make([]string, 0, len(st.Services))
 	for n := range st.Services {
 		names = append(names, n)
@@ -109,92 +102,87 @@ func plan(st *dataplane.State) planResult {
 	return r
 }
 
-func (r *planResult) skip(svc, format string, args ...any) {
-	r.skips = append(r.skips, Skip{Service: svc, Reason: fmt.Sprintf(format, args...)})
+// skip records a skip once: each family's read reports the same bad input.
+func (r *planResult) skip(svc, reason string) {
+	s := Skip{Service: svc, Reason: reason}
+	if !r.seen[s] {
+		r.seen[s] = true
+		r.skips = append(r.skips, s)
+	}
 }
 
-var protocols = map[switchyardv1.Protocol]Protocol{
-	switchyardv1.Protocol_PROTOCOL_TCP: TCP,
-	switchyardv1.Protocol_PROTOCOL_UDP: UDP,
+// families are the families the mode listens in, in the order planned.
+var families = []serviceport.Family{serviceport.IPv4, serviceport.IPv6}
+
+// nodeIPs returns the addresses node ports listen on, by family: the
+// NodeConfig's node IPs, or when it has none, the unspecified address of
+// both families, as kube-proxy without --nodeport-addresses.
+func (r *planResult) nodeIPs(cfg *switchyardv1.NodeConfig) map[serviceport.Family][]netip.Addr {
+	out := map[serviceport.Family][]netip.Addr{}
+	for _, f := range families {
+		if ips := serviceport.ReadNode(cfg, f, r.skip).NodeIPs; len(ips) > 0 {
+			out[f] = ips
+		}
+	}
+	if len(out) == 0 {
+		out[serviceport.IPv4] = []netip.Addr{netip.IPv4Unspecified()}
+		out[serviceport.IPv6] = []netip.Addr{netip.IPv6Unspecified()}
+	}
+	return out
 }
 
-func (r *planResult) service(key string, sv *switchyardv1.ServiceView, nodeIPs []netip.Addr) {
-	if sv == nil || sv.GetNamespace() == "" || sv.GetName() == "" {
-		r.skip(key, "missing namespace or name")
-		return
-	}
-	if name := sv.GetNamespace() + "/" + sv.GetName(); key != name {
-		r.skip(key, "resource name does not match %s", name)
-		return
-	}
-	var affinity time.Duration
-	if sv.GetSessionAffinity() == switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP {
-		affinity = time.Duration(max(sv.GetSessionAffinityTimeoutSeconds(), 1)) * time.Second
-	}
-	intLocal := sv.GetInternalTrafficPolicy() == switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL
-	extLocal := sv.GetExternalTrafficPolicy() == switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL
-	clusterIPs := r.addrs(key, sv.GetClusterIps())
-	externalIPs := r.addrs(key, sv.GetExternalIps())
-	lbIPs := r.addrs(key, sv.GetLoadBalancerIps())
-	seen := map[string]bool{}
-	for _, sp := range sv.GetPorts() {
-		proto, ok := protocols[sp.GetProtocol()]
-		switch {
-		case !ok:
-			r.skip(key, "port %q: protocol %v not proxied in userspace", sp.GetName(), sp.GetProtocol())
-			continue
-		case seen[sp.GetName()]:
-			r.skip(key, "port %q: duplicate name", sp.GetName())
-			continue
-		case sp.GetPort() == 0 || sp.GetPort() > 65535 || sp.GetNodePort() > 65535:
-			r.skip(key, "port %q: bad port number", sp.GetName())
-			continue
+// protocols maps serviceport's protocols to the ones the mode proxies.
+var protocols = map[string]Protocol{"tcp": TCP, "udp": UDP}
+
+// service plans every port of one view: internal traffic (cluster IPs)
+// and external traffic (external and load-balancer IPs, node ports) on
+// the endpoints serviceport decided for each. With none, a frontend gets
+// no listener whether the decision is to reject or to drop (doc.go).
+func (r *planResult) service(key string, sv *switchyardv1.ServiceView, nodeIPs map[serviceport.Family][]netip.Addr) {
+	for _, f := range families {
+		svc, ok := serviceport.Read(key, sv, f, r.skip)
+		if !ok {
+			return
 		}
-		seen[sp.GetName()] = true
-		cluster := r.endpoints(key, sp.GetName(), sv.GetClusterEndpoints())
-		local := r.endpoints(key, sp.GetName(), sv.GetLocalEndpoints())
-		// Internal traffic (cluster IPs) follows internalTrafficPolicy,
-		// external traffic (node ports, external and load-balancer IPs)
-		// externalTrafficPolicy, as the ServiceView documents.
-		internal, external := cluster, cluster
-		if intLocal {
-			internal = local
-		}
-		if extLocal {
-			external = local
-		}
-		base := frontend{service: key, port: sp.GetName(), affinity: affinity}
-		add := func(kind Kind, ips []netip.Addr, port uint32, eps []netip.AddrPort) {
-			for _, ip := range ips {
-				f := base
-				f.kind = kind
-				f.key = frontendKey{proto: proto, addr: netip.AddrPortFrom(ip, uint16(port))}
-				// Only backends of the frontend's family: a proxy could
-				// cross families, but kube-proxy never does.
-				for _, ep := range eps {
-					if ep.Addr().Is4() == ip.Is4() {
-						f.backends = append(f.backends, ep)
-					}
-				}
-				r.add(f)
+		for i := range svc.Ports {
+			p := &svc.Ports[i]
+			proto, ok := protocols[p.Protocol]
+			if !ok {
+				r.skip(key, fmt.Sprintf("port %q: protocol %s not proxied in userspace", p.Name, strings.ToUpper(p.Protocol)))
+				continue
+			}
+			base := frontend{service: key, port: p.Name, affinity: time.Duration(p.Affinity) * time.Second}
+			r.addAll(base, proto, KindClusterIP, p.ClusterIPs, p.Port, p.Internal)
+			r.addAll(base, proto, KindExternalIP, p.ExternalIPs, p.Port, p.External)
+			r.addAll(base, proto, KindLoadBalancerIP, p.LBIPs, p.Port, p.External)
+			if p.NodePort > 0 {
+				r.addAll(base, proto, KindNodePort, nodeIPs[f], p.NodePort, p.External)
 			}
 		}
-		add(KindClusterIP, clusterIPs, sp.GetPort(), internal)
-		add(KindExternalIP, externalIPs, sp.GetPort(), external)
-		add(KindLoadBalancerIP, lbIPs, sp.GetPort(), external)
-		if sp.GetNodePort() > 0 {
-			add(KindNodePort, nodeIPs, sp.GetNodePort(), external)
-		}
+	}
+}
+
+// addAll adds base's frontend on each of ips, forwarding to t's endpoints.
+func (r *planResult) addAll(base frontend, proto Protocol, kind Kind, ips []netip.Addr, port uint32, t serviceport.Traffic) {
+	var backends []netip.AddrPort
+	for _, ep := range t.Endpoints {
+		backends = append(backends, ep.Addr)
+	}
+	for _, ip := range ips {
+		f := base
+		f.kind, f.backends = kind, backends
+		f.key = frontendKey{proto: proto, addr: netip.AddrPortFrom(ip, uint16(port))}
+		r.add(f)
 	}
 }
 
 func (r *planResult) add(f frontend) {
 	if old, dup := r.fronts[f.key]; dup {
-		r.skip(f.service, "%s %s already used by %s", f.kind, f.key, old.label())
+		r.skip(f.service, fmt.Sprintf("%s %s already used by %s", f.kind, f.key, old.label()))
 		return
 	}
 	if slices.Contains(r.empty, f.key) {
-		r.skip(f.service, "%s %s already used by another service", f.kind, f.key)
+		r.skip(f.service, fmt.Sprintf("%s %s already used by another service", f.kind, f.key))
 		return
 	}
 	if len(f.backends) == 0 {
@@ -202,43 +190,4 @@ func (r *planResult) add(f frontend) {
 		return
 	}
 	r.fronts[f.key] = f
-}
-
-// addrs parses addresses, skipping bad and duplicate ones.
-func (r *planResult) addrs(svc string, in []string) []netip.Addr {
-	var out []netip.Addr
-	for _, s := range in {
-		a, err := netip.ParseAddr(s)
-		if err != nil || a.Zone() != "" {
-			r.skip(svc, "bad address %q", s)
-			continue
-		}
-		if a = a.Unmap(); !slices.Contains(out, a) {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
-// endpoints returns the backends serving port name, sorted and
-// deduplicated: an endpoint serves exactly the ports it lists.
-func (r *planResult) endpoints(svc, name string, in []*switchyardv1.Endpoint) []netip.AddrPort {
-	var out []netip.AddrPort
-	for _, ep := range in {
-		a, err := netip.ParseAddr(ep.GetAddress())
-		if err != nil || a.Zone() != "" {
-			r.skip(svc, "endpoint: bad address %q", ep.GetAddress())
-			continue
-		}
-		for _, pt := range ep.GetPorts() {
-			if pt.GetName() != name || pt.GetPort() == 0 || pt.GetPort() > 65535 {
-				continue
-			}
-			if ap := netip.AddrPortFrom(a.Unmap(), uint16(pt.GetPort())); !slices.Contains(out, ap) {
-				out = append(out, ap)
-			}
-		}
-	}
-	slices.SortFunc(out, netip.AddrPort.Compare)
-	return out
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
 
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -148,14 +149,54 @@ func TestPlan(t *testing.T) {
 				{Key: "tcp/10.200.0.10:30080", Kind: KindNodePort, Backends: []string{"10.244.0.2:8080", "10.244.1.2:8080"}},
 				{Key: "udp/10.96.0.10:53", Kind: KindClusterIP, Backends: []string{"10.244.1.2:5353"}},
 			},
+			// serviceport's reasons, each once though both families
+			// read the view; the mode's own protocol check comes after.
 			skips: []string{
-				`default/web: bad address "not-an-ip"`,
-				`default/web: endpoint: bad address "bogus"`,
-				`default/web: endpoint: bad address "bogus"`,
-				`default/web: port "sctp": protocol PROTOCOL_SCTP not proxied in userspace`,
-				`default/web: port "http": duplicate name`,
+				`default/web: bad address "not-an-ip": ParseAddr("not-an-ip"): unable to parse IP`,
+				`default/web: endpoint: bad address "bogus": ParseAddr("bogus"): unable to parse IP`,
+				`default/web: port "http": bad or duplicate name`,
 				`default/web: port "big": bad port number`,
+				`default/web: port "sctp": protocol SCTP not proxied in userspace`,
 			},
+		},
+		{
+			name: "a port no endpoint lists is refused while the other serves",
+			node: nodeCfg,
+			edit: func(sv *switchyardv1.ServiceView) {
+				sv.ClusterEndpoints = []*switchyardv1.Endpoint{ep("10.244.1.2", "http", 8080)}
+				sv.LocalEndpoints = nil
+				sv.Ports[0].HasAnyEndpoints, sv.Ports[1].HasAnyEndpoints = proto.Bool(true), proto.Bool(false)
+			},
+			want: []planLine{
+				{Key: "tcp/10.96.0.10:80", Kind: KindClusterIP, Backends: []string{"10.244.1.2:8080"}},
+				{Key: "tcp/10.200.0.10:30080", Kind: KindNodePort, Backends: []string{"10.244.1.2:8080"}},
+			},
+			empty: []string{"udp/10.96.0.10:53"},
+		},
+		{
+			name: "one pod address on two target ports of one port is two backends",
+			node: nodeCfg,
+			edit: func(sv *switchyardv1.ServiceView) {
+				sv.ClusterEndpoints = []*switchyardv1.Endpoint{ep("10.244.1.2", "http", 8080), ep("10.244.1.2", "http", 8081)}
+				sv.Ports = sv.Ports[:1]
+			},
+			want: []planLine{
+				{Key: "tcp/10.96.0.10:80", Kind: KindClusterIP, Backends: []string{"10.244.1.2:8080", "10.244.1.2:8081"}},
+				{Key: "tcp/10.200.0.10:30080", Kind: KindNodePort, Backends: []string{"10.244.1.2:8080", "10.244.1.2:8081"}},
+			},
+		},
+		{
+			name: "a zoned address is refused as in every mode",
+			node: nodeCfg,
+			edit: func(sv *switchyardv1.ServiceView) {
+				sv.ClusterIps = append(sv.ClusterIps, "fe80::1%eth0")
+				sv.Ports = sv.Ports[:1]
+			},
+			want: []planLine{
+				{Key: "tcp/10.96.0.10:80", Kind: KindClusterIP, Backends: []string{"10.244.0.2:8080", "10.244.1.2:8080"}},
+				{Key: "tcp/10.200.0.10:30080", Kind: KindNodePort, Backends: []string{"10.244.0.2:8080", "10.244.1.2:8080"}},
+			},
+			skips: []string{`default/web: bad address "fe80::1%eth0": has a zone`},
 		},
 		{
 			name: "no endpoints: no listener",

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
@@ -41,6 +42,9 @@ func baseView(svc *model.Service, m merged) *switchyardv1.ServiceView {
 				Protocol: protocol(p.Protocol),
 				Port:     uint32(p.Port),
 				NodePort: uint32(p.NodePort),
+				// Always set, false included: presence is what tells an
+				// agent the view decides per port (service_view.proto).
+				HasAnyEndpoints: proto.Bool(m.hasAnyByPort[i]),
 			}
 		}
 	}

@@ -22,9 +22,13 @@
 //     P's name and protocol, whose number is the target port; selection
 //     is per service port, and each chosen endpoint is listed once with
 //     exactly the ports it was chosen for;
-//   - duplicates of an address (per service port) are merged: a
-//     non-terminating entry wins over a terminating one, then a ready one
-//     over a non-ready one, then the first in slice-name order;
+//   - an endpoint is an address and a target port, as upstream's
+//     "ip:port": one address that two slices give two target ports for
+//     one service port is two endpoints (sent as two Endpoint messages,
+//     since a message lists a port name once);
+//   - duplicates of an address and target port (per service port) are
+//     merged: a non-terminating entry wins over a terminating one, then a
+//     ready one over a non-ready one, then the first in slice-name order;
 //   - the cluster set is filled when internal traffic is under the Cluster
 //     policy, or external traffic is, for an externally reachable service
 //     (a node port, an external IP or a load-balancer IP: upstream's
@@ -42,19 +46,21 @@
 //     names this node (or its zone); they never restrict the local set.
 //     spec.trafficDistribution itself is not read, as upstream does not:
 //     the EndpointSlice controller turns it into hints;
-//   - has_any_endpoints is true when some endpoint of some port is ready,
-//     or serving and terminating: upstream's hasAnyEndpoints, which is the
-//     same on every node.
+//   - each ServicePort's has_any_endpoints is true when some endpoint of
+//     that port is ready, or serving and terminating: upstream's
+//     hasAnyEndpoints, decided per service port as upstream does, and the
+//     same on every node. It is always set, false included, so agents
+//     know the view decides per port; the view's has_any_endpoints is the
+//     OR over ports, for agents older than the per-port field.
 //
-// Two differences from upstream are forced by the shape of the API.
+// One difference from upstream is forced by the shape of the API.
 // Upstream also computes the cluster set when both policies are Local and
 // the service is externally reachable, to short-circuit traffic from pods
 // and from the node to its external addresses; switchyard.v1 routes all
-// traffic by the two policies, so that set is not sent. And upstream
-// decides per service port, a view once: a service is reachable if any
-// port has a node port, and has_any_endpoints is true if any port has an
-// endpoint, so a dataplane deciding per port DROPs, rather than REJECTs,
-// traffic to a port with no endpoint anywhere while another port has one.
+// traffic by the two policies, so that set is not sent. Which sets a view
+// carries is decided per service (a service is reachable if any port has
+// a node port, where upstream asks per port); that only ever sends a set
+// a port does not use, and agents decide reachability per port.
 //
 // # Invariants
 //

@@ -19,12 +19,15 @@ type candidate struct {
 // merged is a service's EndpointSlices merged, per service port, the way
 // kube-proxy's EndpointSliceCache merges them.
 type merged struct {
-	// byPort[i] are the candidates for svc.Ports[i], one per address,
-	// sorted by address.
+	// byPort[i] are the candidates for svc.Ports[i], one per address and
+	// target port, sorted by address, then port.
 	byPort [][]candidate
 	// trigger is the newest last-change-trigger-time of the slices used.
 	trigger time.Time
-	// hasAny: some candidate is ready, or serving and terminating.
+	// hasAnyByPort[i]: some candidate of svc.Ports[i] is ready, or
+	// serving and terminating (upstream's hasAnyEndpoints, per port).
+	hasAnyByPort []bool
+	// hasAny: hasAnyByPort holds a true (the view's service-wide bit).
 	hasAny bool
 }
 
@@ -35,15 +38,18 @@ type merged struct {
 //   - An endpoint is a candidate for service port P only if its slice has a
 //     port with P's name and protocol; that port's number is the target
 //     port (this is how named target ports resolve).
-//   - The same address may appear in several slices (an endpoint moving
-//     between slices, or a pod IP reused before the old pod is gone). Per
-//     service port one entry is kept: a non-terminating entry beats a
-//     terminating one (as upstream), then a ready one beats a non-ready one,
-//     then the first in slice-name order wins, so the result never depends
-//     on map order.
+//   - An endpoint is its address and target port, as upstream's
+//     (Endpoint.String() is "ip:port"): one address that two slices give
+//     two target ports for one service port is two candidates.
+//   - The same address and target port may appear in several slices (an
+//     endpoint moving between slices, or a pod IP reused before the old
+//     pod is gone). Per service port one entry is kept: a non-terminating
+//     entry beats a terminating one (as upstream), then a ready one beats a
+//     non-ready one, then the first in slice-name order wins, so the result
+//     never depends on map order.
 func mergeSlices(svc *model.Service, all map[model.SliceKey]*model.EndpointSlice) merged {
 	used := usableSlices(svc, all)
-	m := merged{byPort: make([][]candidate, len(svc.Ports))}
+	m := merged{byPort: make([][]candidate, len(svc.Ports)), hasAnyByPort: make([]bool, len(svc.Ports))}
 	for _, s := range used {
 		if s.TriggerTime.After(m.trigger) {
 			m.trigger = s.TriggerTime
@@ -52,7 +58,7 @@ func mergeSlices(svc *model.Service, all map[model.SliceKey]*model.EndpointSlice
 	if len(used) == 0 {
 		return m
 	}
-	seen := map[netip.Addr]int{}
+	seen := map[netip.AddrPort]int{}
 	for i, p := range svc.Ports {
 		clear(seen)
 		var cands []candidate
@@ -63,21 +69,29 @@ func mergeSlices(svc *model.Service, all map[model.SliceKey]*model.EndpointSlice
 			}
 			for j := range s.Endpoints {
 				ep := &s.Endpoints[j]
-				if k, dup := seen[ep.Address]; dup {
+				id := netip.AddrPortFrom(ep.Address, target)
+				if k, dup := seen[id]; dup {
 					if rank(ep) > rank(cands[k].ep) {
 						cands[k] = candidate{ep: ep, port: target}
 					}
 					continue
 				}
-				seen[ep.Address] = len(cands)
+				seen[id] = len(cands)
 				cands = append(cands, candidate{ep: ep, port: target})
 			}
 		}
-		slices.SortFunc(cands, func(a, b candidate) int { return a.ep.Address.Compare(b.ep.Address) })
+		slices.SortFunc(cands, compareCandidates)
 		m.byPort[i] = cands
-		m.hasAny = m.hasAny || slices.ContainsFunc(cands, func(c candidate) bool { return usable(c.ep) })
+		m.hasAnyByPort[i] = slices.ContainsFunc(cands, func(c candidate) bool { return usable(c.ep) })
+		m.hasAny = m.hasAny || m.hasAnyByPort[i]
 	}
 	return m
+}
+
+// compareCandidates orders one port's candidates by address, then target
+// port.
+func compareCandidates(a, b candidate) int {
+	return cmp.Or(a.ep.Address.Compare(b.ep.Address), cmp.Compare(a.port, b.port))
 }
 
 // usableSlices returns the service's slices of a matching family, sorted by

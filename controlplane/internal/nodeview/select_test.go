@@ -1,6 +1,7 @@
 package nodeview
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -20,9 +21,13 @@ type selectCase struct {
 	at          string
 	wantCluster []*switchyardv1.Endpoint
 	wantLocal   []*switchyardv1.Endpoint
-	// wantNoneAnywhere: has_any_endpoints must be false. Most cases have
-	// a usable endpoint somewhere, so true is the default expectation.
+	// wantNoneAnywhere: has_any_endpoints must be false, the view's and
+	// every port's. Most cases have a usable endpoint somewhere, so true
+	// is the default expectation.
 	wantNoneAnywhere bool
+	// wantPortsWithout: the ports whose has_any_endpoints must be false
+	// while the view's is true.
+	wantPortsWithout []string
 }
 
 func runSelectCases(t *testing.T, cases []selectCase) {
@@ -46,6 +51,12 @@ func runSelectCases(t *testing.T, cases []selectCase) {
 			}
 			if got.GetHasAnyEndpoints() != !tc.wantNoneAnywhere {
 				t.Errorf("has_any_endpoints = %v, want %v", got.GetHasAnyEndpoints(), !tc.wantNoneAnywhere)
+			}
+			for _, p := range got.GetPorts() {
+				want := !tc.wantNoneAnywhere && !slices.Contains(tc.wantPortsWithout, p.GetName())
+				if p.HasAnyEndpoints == nil || p.GetHasAnyEndpoints() != want {
+					t.Errorf("port %q has_any_endpoints = %v, want %v (always set)", p.GetName(), p.HasAnyEndpoints, want)
+				}
 			}
 		})
 	}
@@ -109,16 +120,39 @@ func TestMerge(t *testing.T) {
 		wantCluster: eps(wantEP("10.0.0.1", "n1", "", pt("http", 8080)))}})
 }
 
-// TestDedup: one entry per address, chosen deterministically.
+// TestDedup: one entry per address and target port (kube-proxy's
+// endpoint identity, "ip:port"), chosen deterministically.
 func TestDedup(t *testing.T) {
 	runSelectCases(t, []selectCase{{
-		name: "duplicate ready address: first slice by name wins",
+		name: "duplicate ready address and port: first slice by name wins",
+		svc:  newSvc("web"),
+		slices: []*model.EndpointSlice{
+			newSlice("web", "web-b", httpPort, newEP("10.0.0.1", "n2", "z2")),
+			newSlice("web", "web-a", httpPort, newEP("10.0.0.1", "n1", "z1")),
+		},
+		wantCluster: eps(wantEP("10.0.0.1", "n1", "z1", pt("http", 8080))),
+	}, {
+		name: "one address, two target ports for one service port: two endpoints",
 		svc:  newSvc("web"),
 		slices: []*model.EndpointSlice{
 			newSlice("web", "web-b", []model.EndpointPort{slicePort("http", 9090)}, newEP("10.0.0.1", "n2", "z2")),
 			newSlice("web", "web-a", httpPort, newEP("10.0.0.1", "n1", "z1")),
 		},
-		wantCluster: eps(wantEP("10.0.0.1", "n1", "z1", pt("http", 8080))),
+		wantCluster: eps(
+			wantEP("10.0.0.1", "n1", "z1", pt("http", 8080)),
+			wantEP("10.0.0.1", "n2", "z2", pt("http", 9090)),
+		),
+	}, {
+		name: "a second target port for one of two ports: a message per choice, lowest ports first",
+		svc:  newSvc("web", withPorts(tcp("http", 80), tcp("metrics", 9100))),
+		slices: []*model.EndpointSlice{
+			newSlice("web", "web-a", []model.EndpointPort{slicePort("http", 8081), slicePort("metrics", 9100)}, newEP("10.0.0.1", "n1", "")),
+			newSlice("web", "web-b", []model.EndpointPort{slicePort("http", 8080)}, newEP("10.0.0.1", "n2", "")),
+		},
+		wantCluster: eps(
+			wantEP("10.0.0.1", "n2", "", pt("http", 8080), pt("metrics", 9100)),
+			wantEP("10.0.0.1", "n1", "", pt("http", 8081)),
+		),
 	}, {
 		name: "duplicate address: non-terminating beats terminating, whatever the slice order",
 		svc:  newSvc("web"),
@@ -492,8 +526,8 @@ func TestInternalLocalExternalCluster(t *testing.T) {
 	}})
 }
 
-// TestHasAnyEndpoints: has_any_endpoints is one bit per service, the same
-// in every variant of its view.
+// TestHasAnyEndpoints: has_any_endpoints is one bit per service port
+// (the view's is their OR), the same in every variant of its view.
 func TestHasAnyEndpoints(t *testing.T) {
 	twoPorts := withPorts(tcp("http", 80), tcp("metrics", 9100))
 	runSelectCases(t, []selectCase{{
@@ -503,12 +537,23 @@ func TestHasAnyEndpoints(t *testing.T) {
 		nodes:  nodesOf("n1@a", "n2@b"),
 		at:     "n2",
 	}, {
-		name: "a port with endpoints is enough, though another port has none",
+		name: "decided per port: a port no slice names has none while the other has one",
 		svc:  newSvc("web", twoPorts),
 		slices: []*model.EndpointSlice{
 			newSlice("web", "web-a", []model.EndpointPort{slicePort("metrics", 9100)}, newEP("10.0.0.1", "n1", "")),
 		},
-		wantCluster: eps(wantEP("10.0.0.1", "n1", "", pt("metrics", 9100))),
+		wantCluster:      eps(wantEP("10.0.0.1", "n1", "", pt("metrics", 9100))),
+		wantPortsWithout: []string{"http"},
+	}, {
+		name: "per port on a node without local endpoints: elsewhere counts, nothing usable does not",
+		svc:  newSvc("web", twoPorts, withITPLocal()),
+		slices: []*model.EndpointSlice{
+			newSlice("web", "web-a", []model.EndpointPort{slicePort("http", 8080)}, newEP("10.0.0.1", "n1", "a")),
+			newSlice("web", "web-b", []model.EndpointPort{slicePort("metrics", 9100)}, newEP("10.0.0.2", "n1", "a", notReady)),
+		},
+		nodes:            nodesOf("n1@a", "n2@b"),
+		at:               "n2",
+		wantPortsWithout: []string{"metrics"},
 	}, {
 		name: "endpoints of a slice that serves no service port do not count",
 		svc:  newSvc("web"),

@@ -1,6 +1,7 @@
 package nodeview
 
 import (
+	"cmp"
 	"slices"
 	"strings"
 
@@ -178,6 +179,12 @@ type chooser func(cands []candidate, p place, dst []candidate) []candidate
 // several ports from different slices, its conditions and topology come
 // from the choice for the first of those ports by name.
 //
+// An endpoint is an address and a port, so one address may be chosen
+// twice for one service port (two slices give it two target ports). A
+// message lists a port name once, so the address then gets one message
+// per choice: the first holds each port's lowest target port, the next
+// the second lowest of the ports chosen twice, and so on.
+//
 // The messages of one set are allocated in a few arrays rather than one
 // by one: they live and die together with the view.
 func (b *builder) endpoints(p place, choose chooser) []*switchyardv1.Endpoint {
@@ -193,14 +200,18 @@ func (b *builder) endpoints(p place, choose chooser) []*switchyardv1.Endpoint {
 		return nil
 	}
 	slices.SortFunc(picks, func(x, y pick) int {
-		if c := x.ep.Address.Compare(y.ep.Address); c != 0 {
-			return c
-		}
-		return strings.Compare(b.portNames[x.port], b.portNames[y.port])
+		return cmp.Or(x.ep.Address.Compare(y.ep.Address),
+			strings.Compare(b.portNames[x.port], b.portNames[y.port]), cmp.Compare(x.candidate.port, y.candidate.port))
 	})
+	if numberRepeats(picks) {
+		slices.SortFunc(picks, func(x, y pick) int {
+			return cmp.Or(x.ep.Address.Compare(y.ep.Address), cmp.Compare(x.repeat, y.repeat),
+				strings.Compare(b.portNames[x.port], b.portNames[y.port]))
+		})
+	}
 	n := 1
 	for k := 1; k < len(picks); k++ {
-		if picks[k].ep.Address != picks[k-1].ep.Address {
+		if !picks[k].sameMessage(&picks[k-1]) {
 			n++
 		}
 	}
@@ -215,7 +226,7 @@ func (b *builder) endpoints(p place, choose chooser) []*switchyardv1.Endpoint {
 	}
 	for r, k := 0, 0; k < len(picks); r++ {
 		end := k + 1
-		for end < len(picks) && picks[end].ep.Address == picks[k].ep.Address {
+		for end < len(picks) && picks[end].sameMessage(&picks[k]) {
 			end++
 		}
 		b.fillEndpoint(&eps[r], picks[k].ep, p)
@@ -231,6 +242,29 @@ func (b *builder) endpoints(p place, choose chooser) []*switchyardv1.Endpoint {
 type pick struct {
 	candidate
 	port int
+	// repeat counts the earlier picks of the same address and service
+	// port (other target ports): the pick goes in message repeat of its
+	// address.
+	repeat int
+}
+
+// sameMessage reports whether p and q go in one Endpoint message.
+func (p *pick) sameMessage(q *pick) bool {
+	return p.ep.Address == q.ep.Address && p.repeat == q.repeat
+}
+
+// numberRepeats sets repeat on picks sorted by address, port and target
+// port, and reports whether any is non-zero (rare: the common case needs
+// no second sort).
+func numberRepeats(picks []pick) bool {
+	repeated := false
+	for k := 1; k < len(picks); k++ {
+		if picks[k].ep.Address == picks[k-1].ep.Address && picks[k].port == picks[k-1].port {
+			picks[k].repeat = picks[k-1].repeat + 1
+			repeated = true
+		}
+	}
+	return repeated
 }
 
 func (b *builder) fillEndpoint(dst *switchyardv1.Endpoint, ep *model.Endpoint, p place) {

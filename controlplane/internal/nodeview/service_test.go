@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -53,9 +54,9 @@ func TestServiceViewAllFields(t *testing.T) {
 		LoadBalancerIps:          []string{"198.51.100.7"},
 		LoadBalancerSourceRanges: []string{"203.0.113.0/24"},
 		Ports: []*switchyardv1.ServicePort{
-			{Name: "https", Protocol: switchyardv1.Protocol_PROTOCOL_TCP, Port: 443, NodePort: 30443},
-			{Name: "dns", Protocol: switchyardv1.Protocol_PROTOCOL_UDP, Port: 53, NodePort: 30053},
-			{Name: "sig", Protocol: switchyardv1.Protocol_PROTOCOL_SCTP, Port: 9, NodePort: 30009},
+			{Name: "https", Protocol: switchyardv1.Protocol_PROTOCOL_TCP, Port: 443, NodePort: 30443, HasAnyEndpoints: proto.Bool(false)},
+			{Name: "dns", Protocol: switchyardv1.Protocol_PROTOCOL_UDP, Port: 53, NodePort: 30053, HasAnyEndpoints: proto.Bool(false)},
+			{Name: "sig", Protocol: switchyardv1.Protocol_PROTOCOL_SCTP, Port: 9, NodePort: 30009, HasAnyEndpoints: proto.Bool(false)},
 		},
 		SessionAffinity:               switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP,
 		SessionAffinityTimeoutSeconds: 600,
@@ -76,11 +77,12 @@ func TestServiceViewAllFields(t *testing.T) {
 // plainView is the view of newSvc("web") with no endpoints, edited by f.
 func plainView(f func(*switchyardv1.ServiceView)) *switchyardv1.ServiceView {
 	sv := &switchyardv1.ServiceView{
-		Namespace:             "ns",
-		Name:                  "web",
-		Type:                  switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP,
-		ClusterIps:            []string{"10.96.0.10"},
-		Ports:                 []*switchyardv1.ServicePort{{Name: "http", Protocol: switchyardv1.Protocol_PROTOCOL_TCP, Port: 80}},
+		Namespace:  "ns",
+		Name:       "web",
+		Type:       switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP,
+		ClusterIps: []string{"10.96.0.10"},
+		Ports: []*switchyardv1.ServicePort{{Name: "http", Protocol: switchyardv1.Protocol_PROTOCOL_TCP, Port: 80,
+			HasAnyEndpoints: proto.Bool(false)}},
 		SessionAffinity:       switchyardv1.SessionAffinity_SESSION_AFFINITY_NONE,
 		ExternalTrafficPolicy: switchyardv1.TrafficPolicy_TRAFFIC_POLICY_CLUSTER,
 		InternalTrafficPolicy: switchyardv1.TrafficPolicy_TRAFFIC_POLICY_CLUSTER,
@@ -138,7 +140,8 @@ func TestServiceViewFields(t *testing.T) {
 		}),
 		want: plainView(func(sv *switchyardv1.ServiceView) {
 			sv.Name = "w\uFFFD"
-			sv.Ports = []*switchyardv1.ServicePort{{Name: "a\uFFFDb", Protocol: switchyardv1.Protocol_PROTOCOL_TCP, Port: 1}}
+			sv.Ports = []*switchyardv1.ServicePort{{Name: "a\uFFFDb", Protocol: switchyardv1.Protocol_PROTOCOL_TCP, Port: 1,
+				HasAnyEndpoints: proto.Bool(false)}}
 		}),
 	}}
 	for _, tc := range tests {

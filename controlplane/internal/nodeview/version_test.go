@@ -59,9 +59,9 @@ func TestVersionPinned(t *testing.T) {
 		got[name] = version
 	}
 	want := map[string]string{
-		"system": "66cc9622376f4800",
+		"system": "e487216a595e3f80",
 		"n1":     "55688d16beb49714",
-		"ns/web": "c6a510c893fccb86",
+		"ns/web": "4a3482e2f57598ad",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("versions (-want +got):\n%s", diff)

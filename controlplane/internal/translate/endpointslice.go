@@ -122,7 +122,10 @@ func slicePorts(in []discoveryv1.EndpointPort, t tally) []model.EndpointPort {
 // most model.MaxEndpointsPerSlice. Of two endpoints with the same address
 // the first keeps its place; a later one replaces it unless the later one
 // is terminating (kube-proxy prefers a running pod that reused a
-// terminating pod's IP).
+// terminating pod's IP). Every endpoint of a slice has the slice's ports,
+// so within one slice an address is one kube-proxy endpoint ("ip:port")
+// per port; across slices the same address may carry other target ports,
+// and nodeview merges those by address and port.
 func endpoints(in []discoveryv1.Endpoint, family model.IPFamily, t tally) []model.Endpoint {
 	var (
 		out   []model.Endpoint

@@ -83,7 +83,23 @@ func (b *Bed) CheckPinned(t testing.TB, ns string, dst netip.AddrPort) {
 // endpoints rejects rather than drops).
 func (b *Bed) CheckRefusedFast(t testing.TB, ns string, dst netip.AddrPort) {
 	t.Helper()
-	res, err := probe.New(b.Topo, ns).TCP(t.Context(), dst, probe.Options{Count: 5, Timeout: 2 * time.Second})
+	b.checkRefused(t, ns, dst, 2*time.Second, time.Second)
+}
+
+// CheckRefusedWithin sends 5 connections from namespace ns to dst, one
+// after the other, and checks each is refused (connection refused, not a
+// timeout) within d of its start.
+func (b *Bed) CheckRefusedWithin(t testing.TB, ns string, dst netip.AddrPort, d time.Duration) {
+	t.Helper()
+	b.checkRefused(t, ns, dst, d, 5*d)
+}
+
+// checkRefused makes 5 attempts of at most perAttempt each (one that is
+// not refused by then fails as a timeout) and wants every one refused,
+// all within total.
+func (b *Bed) checkRefused(t testing.TB, ns string, dst netip.AddrPort, perAttempt, total time.Duration) {
+	t.Helper()
+	res, err := probe.New(b.Topo, ns).TCP(t.Context(), dst, probe.Options{Count: 5, Timeout: perAttempt})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,10 +108,10 @@ func (b *Bed) CheckRefusedFast(t testing.TB, ns string, dst netip.AddrPort) {
 	}
 	for _, f := range res.Failures {
 		if f.Reason != probe.ReasonRefused {
-			t.Errorf("attempt %d: %s, want refused", f.Attempt, f.Reason)
+			t.Errorf("attempt %d: %s, want refused within %v", f.Attempt, f.Reason, perAttempt)
 		}
 	}
-	if res.Elapsed > time.Second {
+	if res.Elapsed > total {
 		t.Errorf("5 refusals took %v: not fast", res.Elapsed)
 	}
 }

@@ -55,6 +55,14 @@ func TestNoEndpointsRefusedFast(t *testing.T) {
 	}
 }
 
+// TestPortWithoutEndpointsRefused: endpoints are decided per service port
+// (issue 17). A two-port service whose slices name one port refuses the
+// other at once, on its cluster IP and node port, while the first serves.
+func TestPortWithoutEndpointsRefused(t *testing.T) {
+	b := newBed(t)
+	b.CheckPortWithoutEndpoints(t, vip.Addr(), b.apply)
+}
+
 func TestETPLocalDropsWithoutLocalEndpoints(t *testing.T) {
 	b := newBed(t)
 	sv := dptest.Service("local", vip.Addr().String(), 80, 30081, b.Pods...)

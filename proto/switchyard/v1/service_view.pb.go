@@ -266,9 +266,11 @@ type ServiceView struct {
 	// A dataplane sends internal traffic (cluster IPs) to local_endpoints when
 	// internal_traffic_policy is LOCAL and to cluster_endpoints otherwise, and
 	// external traffic (node ports, external and load-balancer IPs) likewise
-	// by external_traffic_policy. When the chosen set is empty it REJECTs if
-	// has_any_endpoints is false, and DROPs otherwise (endpoints exist, just
-	// not for this traffic on this node), as kube-proxy does.
+	// by external_traffic_policy, each service port to the endpoints listing
+	// its name. When the chosen set of a port is empty it REJECTs if the port
+	// has no endpoints anywhere (ServicePort.has_any_endpoints false), and
+	// DROPs otherwise (endpoints exist, just not for this traffic on this
+	// node), as kube-proxy does per service port.
 	ClusterEndpoints []*Endpoint `protobuf:"bytes,14,rep,name=cluster_endpoints,json=clusterEndpoints,proto3" json:"cluster_endpoints,omitempty"`
 	// Endpoints on this node, for traffic under a Local policy (ready ones, or
 	// serving-and-terminating ones when none is ready). Filled only when one
@@ -277,8 +279,14 @@ type ServiceView struct {
 	// The newest endpoints.kubernetes.io/last-change-trigger-time among the
 	// service's EndpointSlices, so agents can measure programming latency.
 	LastChangeTriggerTime *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=last_change_trigger_time,json=lastChangeTriggerTime,proto3" json:"last_change_trigger_time,omitempty"`
-	// True when the service has a ready, or serving-and-terminating, endpoint
-	// anywhere in the cluster.
+	// True when some port of the service has a ready, or
+	// serving-and-terminating, endpoint anywhere in the cluster: the OR of
+	// every ServicePort.has_any_endpoints. A dataplane decides per port from
+	// ServicePort.has_any_endpoints and reads this only for a port where that
+	// field is unset (a view from a control plane that predates it). It is
+	// still filled for agents that predate the per-port field: they use it
+	// for every port, so a port with no endpoint while another port has one
+	// is DROPped by them, not REJECTed, exactly as before.
 	HasAnyEndpoints bool `protobuf:"varint,17,opt,name=has_any_endpoints,json=hasAnyEndpoints,proto3" json:"has_any_endpoints,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
@@ -441,9 +449,21 @@ type ServicePort struct {
 	Protocol Protocol `protobuf:"varint,2,opt,name=protocol,proto3,enum=switchyard.v1.Protocol" json:"protocol,omitempty"`
 	Port     uint32   `protobuf:"varint,3,opt,name=port,proto3" json:"port,omitempty"`
 	// Zero when the service has no node port for this port.
-	NodePort      uint32 `protobuf:"varint,4,opt,name=node_port,json=nodePort,proto3" json:"node_port,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	NodePort uint32 `protobuf:"varint,4,opt,name=node_port,json=nodePort,proto3" json:"node_port,omitempty"`
+	// True when this port has a ready, or serving-and-terminating, endpoint
+	// anywhere in the cluster (upstream's hasAnyEndpoints, which kube-proxy
+	// computes per service port): with no endpoint for its traffic on this
+	// node, the port REJECTs when false and DROPs when true. A two-port
+	// service whose EndpointSlices name only one port refuses the other.
+	//
+	// Compatibility: the control plane always sets it, true or false, so
+	// presence tells an agent the view decides per port. Unset means a
+	// control plane older than the field: the agent uses the view's
+	// has_any_endpoints for the port, the service-wide answer it had then.
+	// Agents older than the field ignore it (see ServiceView.has_any_endpoints).
+	HasAnyEndpoints *bool `protobuf:"varint,5,opt,name=has_any_endpoints,json=hasAnyEndpoints,proto3,oneof" json:"has_any_endpoints,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ServicePort) Reset() {
@@ -502,6 +522,13 @@ func (x *ServicePort) GetNodePort() uint32 {
 		return x.NodePort
 	}
 	return 0
+}
+
+func (x *ServicePort) GetHasAnyEndpoints() bool {
+	if x != nil && x.HasAnyEndpoints != nil {
+		return *x.HasAnyEndpoints
+	}
+	return false
 }
 
 // Endpoint is one backend address chosen for a set of a view.
@@ -688,12 +715,14 @@ const file_switchyard_v1_service_view_proto_rawDesc = "" +
 	"\x11cluster_endpoints\x18\x0e \x03(\v2\x17.switchyard.v1.EndpointR\x10clusterEndpoints\x12@\n" +
 	"\x0flocal_endpoints\x18\x0f \x03(\v2\x17.switchyard.v1.EndpointR\x0elocalEndpoints\x12S\n" +
 	"\x18last_change_trigger_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\x15lastChangeTriggerTime\x12*\n" +
-	"\x11has_any_endpoints\x18\x11 \x01(\bR\x0fhasAnyEndpoints\"\x87\x01\n" +
+	"\x11has_any_endpoints\x18\x11 \x01(\bR\x0fhasAnyEndpoints\"\xce\x01\n" +
 	"\vServicePort\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\bprotocol\x18\x02 \x01(\x0e2\x17.switchyard.v1.ProtocolR\bprotocol\x12\x12\n" +
 	"\x04port\x18\x03 \x01(\rR\x04port\x12\x1b\n" +
-	"\tnode_port\x18\x04 \x01(\rR\bnodePort\"\xf5\x01\n" +
+	"\tnode_port\x18\x04 \x01(\rR\bnodePort\x12/\n" +
+	"\x11has_any_endpoints\x18\x05 \x01(\bH\x00R\x0fhasAnyEndpoints\x88\x01\x01B\x14\n" +
+	"\x12_has_any_endpoints\"\xf5\x01\n" +
 	"\bEndpoint\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x121\n" +
 	"\x05ports\x18\x02 \x03(\v2\x1b.switchyard.v1.EndpointPortR\x05ports\x12\x14\n" +
@@ -773,6 +802,7 @@ func file_switchyard_v1_service_view_proto_init() {
 	if File_switchyard_v1_service_view_proto != nil {
 		return
 	}
+	file_switchyard_v1_service_view_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
