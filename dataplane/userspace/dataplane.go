@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"syscall"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 )
@@ -55,7 +56,9 @@ func (d *Dataplane) Mode() string { return "userspace" }
 // get the new backend list, closing only connections to removed backends;
 // new frontends are opened. Frontends whose listener failed to open are
 // reported in the error (joined) and retried by the next Apply; all the
-// others are in place. Every Apply also replaces listeners whose serve
+// others are in place. One whose address and port another socket of the
+// node holds (EADDRINUSE) is logged and retried, not an error: that
+// socket gets the traffic whatever Apply does. Every Apply also replaces listeners whose serve
 // loop died; opts.Full adds nothing, as there is no kernel state to read
 // back.
 func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, _ dataplane.ApplyOptions) error {
@@ -73,7 +76,7 @@ func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, _ dataplane.
 	}
 	// A listener that died is replaced on every Apply, not only full ones:
 	// it forwards nothing, so there is nothing to preserve.
-	var closed, updated, opened int
+	var closed, updated, opened, held int
 	for k, px := range d.proxies {
 		if _, keep := p.fronts[k]; !keep || px.failed() {
 			px.close()
@@ -95,6 +98,17 @@ func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, _ dataplane.
 			break
 		}
 		px, err := d.open(ctx, f)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			// Another socket of the node holds the address and port (a
+			// host-network server on 0.0.0.0 and the service's port, such
+			// as Switchyard's own control plane): it receives the traffic
+			// whatever this mode does, and a NACK on every sync would only
+			// hide real failures. Reported, retried by the next Apply.
+			held++
+			d.log.Warn("frontend not proxied: its address and port are held by another socket on the node",
+				"frontend", k.String(), "service", f.label(), "err", err)
+			continue
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s %s of %s: %w", f.kind, k, f.label(), err))
 			continue
@@ -103,7 +117,7 @@ func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, _ dataplane.
 		opened++
 	}
 	d.log.Info("userspace sync", "listeners", len(d.proxies), "opened", opened, "closed", closed,
-		"updated", updated, "failed", len(errs), "withoutEndpoints", len(p.empty), "skipped", len(p.skips))
+		"updated", updated, "failed", len(errs), "held", held, "withoutEndpoints", len(p.empty), "skipped", len(p.skips))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("userspace apply: %w", err)
 	}

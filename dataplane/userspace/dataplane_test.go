@@ -375,6 +375,41 @@ func TestListenFailureReportedAndRetried(t *testing.T) {
 	}
 }
 
+// TestAddressHeldByAnotherSocket: a frontend whose address and port a
+// socket outside the mode already listens on (a host-network server on the
+// service's port) is left out without failing Apply, the other frontends
+// are served, and it is opened once the port is free.
+func TestAddressHeldByAnotherSocket(t *testing.T) {
+	a := startBackend(t, "a")
+	ipHeld, ipGood := randomLoopback(), randomLoopback()
+	holder, err := net.Listen("tcp", netip.AddrPortFrom(ipHeld, 8080).String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(Config{Logger: testLogger(t)}) // binds the service addresses
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Cleanup(context.Background())
+	st := stateOf(svcView("held", ipHeld, protoTCP, 8080, a.addr), svcView("good", ipGood, protoTCP, 8080, a.addr))
+	apply(t, d, st) // fails the test on an error
+	if got := len(d.Listeners()); got != 1 {
+		t.Fatalf("%d listeners with one address held, want the other one", got)
+	}
+	if s, err := dialName(t, netip.AddrPortFrom(ipGood, 8080)); err != nil {
+		t.Fatalf("good frontend: %v", err)
+	} else {
+		s.conn.Close()
+	}
+	holder.Close()
+	apply(t, d, st)
+	s, err := dialName(t, netip.AddrPortFrom(ipHeld, 8080))
+	if err != nil {
+		t.Fatalf("frontend once its port is free: %v", err)
+	}
+	s.conn.Close()
+}
+
 // TestCleanupAndContextStopEverything: Cleanup (or the end of
 // Config.Context) closes listeners and established connections and
 // returns only when every goroutine of the mode has stopped.

@@ -26,7 +26,10 @@
 // backend list atomically (connections to backends still listed stay up,
 // the others are closed); a new one is opened. A frontend whose listener
 // cannot be opened fails Apply (the agent NACKs) while every other one is
-// in place, and is retried by the next Apply.
+// in place, and is retried by the next Apply — except when another socket
+// of the node already holds its address and port (EADDRINUSE: a
+// host-network server on the service's port, which gets the traffic
+// anyway): that is logged and retried without failing Apply.
 //
 // # No endpoints: no listener
 //
