@@ -25,6 +25,9 @@ type MarkdownOptions struct {
 	RunCommand func(r Results) string
 	// Notes are paragraphs after the introduction (the bed, the skips).
 	Notes []string
+	// Explain gives the analysis of a failure (proxy, spec) beyond
+	// e2e.test's message: why it fails and what it would take; "" for none.
+	Explain func(proxy, spec string) string
 }
 
 // ReadDir loads every *.json Results file in dir: first the proxies in
@@ -83,7 +86,7 @@ func Markdown(runs []Results, o MarkdownOptions) string {
 	if o.RunCommand != nil {
 		writeCommands(&b, runs, o.RunCommand)
 	}
-	writeSpecs(&b, runs)
+	writeSpecs(&b, runs, o.Explain)
 	return b.String()
 }
 
@@ -113,7 +116,7 @@ func writeCommands(b *strings.Builder, runs []Results, cmd func(Results) string)
 	b.WriteString("```\n\n")
 }
 
-func writeSpecs(b *strings.Builder, runs []Results) {
+func writeSpecs(b *strings.Builder, runs []Results, explain func(proxy, spec string) string) {
 	b.WriteString("## Specs\n\n")
 	fmt.Fprintf(b, "%s passed, %s failed, %s skipped; an empty cell: not selected in that run.\n\n",
 		markPassed, markFailed, markSkipped)
@@ -136,7 +139,7 @@ func writeSpecs(b *strings.Builder, runs []Results) {
 			s, ok := r.Specs[name]
 			b.WriteString(" " + mark(s, ok) + " |")
 		}
-		b.WriteString(" " + reasons(runs, name) + " |\n")
+		b.WriteString(" " + reasons(runs, name, explain) + " |\n")
 	}
 	b.WriteString("| **Total** " + markPassed + "/" + markFailed + "/" + markSkipped + " |")
 	for _, r := range runs {
@@ -161,8 +164,9 @@ func mark(s Spec, ok bool) string {
 }
 
 // reasons joins the reasons of the failures and skips of spec name, each
-// once with the proxies that gave it, in the runs' order.
-func reasons(runs []Results, name string) string {
+// once with the proxies that gave it, in the runs' order; a failure's
+// reason carries explain's analysis after e2e.test's message.
+func reasons(runs []Results, name string, explain func(proxy, spec string) string) string {
 	var order []string
 	by := map[string][]string{}
 	for _, r := range runs {
@@ -173,6 +177,11 @@ func reasons(runs []Results, name string) string {
 		reason := s.Reason
 		if reason == "" {
 			reason = string(s.Outcome) + ", no reason given"
+		}
+		if explain != nil && s.Outcome == Failed {
+			if why := explain(r.Proxy, name); why != "" {
+				reason = "**" + why + "** (" + reason + ")"
+			}
 		}
 		if _, seen := by[reason]; !seen {
 			order = append(order, reason)
