@@ -2,6 +2,7 @@ package dataplane
 
 import (
 	"context"
+	"errors"
 
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -21,6 +22,11 @@ type ApplyOptions struct {
 	Full bool
 }
 
+// ErrUnavailable marks the error of a mode the node's kernel cannot run
+// (ipvs without IPVS, say). Nothing of such a mode can exist on the node
+// either, so a cleanup of every mode skips it. Test with errors.Is.
+var ErrUnavailable = errors.New("dataplane mode unavailable on this kernel")
+
 // Dataplane programs the kernel of one node in one mode.
 type Dataplane interface {
 	// Mode names the mode: "iptables", "ipvs", "nftables", "userspace",
@@ -30,6 +36,8 @@ type Dataplane interface {
 	// change has returned, so the caller may ACK.
 	Apply(ctx context.Context, st *State, opts ApplyOptions) error
 	// Cleanup removes everything this mode programmed, e.g. after the node
-	// switched to another mode.
+	// switched to another mode. It must work without a prior Apply, on
+	// what an earlier process left (a restart in another mode, an
+	// uninstall), and touch nothing that is not the mode's.
 	Cleanup(ctx context.Context) error
 }

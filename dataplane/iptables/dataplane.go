@@ -320,47 +320,6 @@ func (d *Dataplane) restore(ctx context.Context, fam Family, payload string) err
 	return nil
 }
 
-// Cleanup implements dataplane.Dataplane: it deletes the jumps from
-// built-in chains to chains of this mode, then those chains, then the
-// hairpin sets, and leaves every other rule and set alone.
-func (d *Dataplane) Cleanup(ctx context.Context) error {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err := d.ensureFlavour(ctx); err != nil {
-		return fmt.Errorf("iptables cleanup: %w", err)
-	}
-	var errs []error
-	var clean []Family
-	for _, fam := range d.cfg.Families {
-		delete(d.state, fam)
-		delete(d.udp, fam)
-		delete(d.hairpin, fam)
-		if err := d.cleanupFamily(ctx, fam); err != nil {
-			errs = append(errs, fmt.Errorf("iptables cleanup %s: %w", fam, err))
-			continue
-		}
-		clean = append(clean, fam)
-	}
-	// Only now are the rules matching the sets gone.
-	if err := d.destroySets(ctx, clean); err != nil {
-		errs = append(errs, fmt.Errorf("iptables cleanup: %w", err))
-	}
-	return errors.Join(errs...)
-}
-
-func (d *Dataplane) cleanupFamily(ctx context.Context, fam Family) error {
-	out, err := d.cfg.Runner.Run(ctx, []string{fam.SaveCmd(d.flavour)}, nil)
-	if err != nil {
-		return fmt.Errorf("read back: %w", err)
-	}
-	saved, _ := ParseSave(out)
-	payload := CleanupPayload(saved, IsOwnedChain)
-	if payload == "" {
-		return nil
-	}
-	return d.restore(ctx, fam, payload)
-}
-
 // ConntrackError is an Apply whose rules were written but whose stale UDP
 // conntrack entries could not all be deleted.
 type ConntrackError struct{ Err error }

@@ -147,9 +147,17 @@
 //   - A failed Apply forgets what was applied, so the next one is full.
 //   - The flavour (legacy or nft) is detected in the target namespace as
 //     kube-proxy's iptables-wrapper does (DetectFlavour).
-//   - Cleanup removes every owned chain and every jump to one, then the
-//     hairpin sets of the families it cleaned (the kernel refuses to
-//     destroy a set a rule still matches), and nothing else.
+//   - Cleanup (teardown.go; planned in cleanup.go) needs no prior Apply:
+//     it reads both back ends (legacy and nft) of every family, removes
+//     every owned chain, the jumps to them from built-in chains, every
+//     jump to the chains only this mode names (KUBE-SHARD-*,
+//     KUBE-MASQ-OFFCLUSTER) and every rule matching the hairpin sets, then
+//     destroys those sets (the kernel refuses to destroy a set a rule
+//     still matches), and nothing else. A chain of ours that a foreign
+//     chain jumps to is emptied but kept. Where kube-proxy's canary chain
+//     is in a back end, the chains under the names kube-proxy shares with
+//     this mode are left: they may be kube-proxy's (its full sync deletes
+//     its unused ones; --cleanup-kube-proxy removes them all).
 //   - TCP services without endpoints are rejected with a TCP reset rather
 //     than ICMP port-unreachable: an ICMP error to a connect() on the node
 //     itself is only acted on at the SYN retransmit (1–2 s, measured).

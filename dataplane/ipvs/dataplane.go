@@ -37,10 +37,18 @@ const (
 // the module not loadable). github.com/moby/ipvs does not fail in that
 // case, it silently programs nothing, so the mode checks for the
 // generic-netlink family "IPVS" itself.
-var ErrIPVSUnavailable = errors.New("the kernel has no IPVS (generic netlink family \"IPVS\" not found): the ipvs mode cannot run here")
+// It is also a dataplane.ErrUnavailable.
+var ErrIPVSUnavailable error = unavailableError("the kernel has no IPVS (generic netlink family \"IPVS\" not found): the ipvs mode cannot run here")
 
 // IsIPVSUnavailable reports whether err says the kernel has no IPVS.
 func IsIPVSUnavailable(err error) bool { return errors.Is(err, ErrIPVSUnavailable) }
+
+type unavailableError string
+
+func (e unavailableError) Error() string { return string(e) }
+
+// Is makes errors.Is(err, dataplane.ErrUnavailable) hold.
+func (e unavailableError) Is(target error) bool { return target == dataplane.ErrUnavailable }
 
 // Config configures a Dataplane. Kernel and Runner are required; both
 // must be bound to the same network namespace (NetlinkKernel.Config fills

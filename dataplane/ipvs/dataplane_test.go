@@ -297,38 +297,6 @@ func TestFailureThenReadBack(t *testing.T) {
 	}
 }
 
-// TestCleanupLeavesForeign: Cleanup removes all of this mode and nothing
-// else.
-func TestCleanupLeavesForeign(t *testing.T) {
-	f := ipvstest.New()
-	st := state(nil, svc("a", "10.96.0.1", tcp, "10.244.0.1"))
-	st.Services["ns/a"].Ports[0].NodePort = 30080
-	st.Services["ns/a"].Type = switchyardv1.ServiceType_SERVICE_TYPE_NODE_PORT
-
-	foreignVS := ipvs.VirtualServer{Key: ipvs.VSKey{Addr: netip.MustParseAddr("192.0.2.1"), Port: 443, Protocol: ipvs.TCP}, Scheduler: "wlc"}
-	before := func(f *ipvstest.Fake) {
-		f.AddForeign(foreignVS, ipvs.RealServer{Addr: netip.MustParseAddrPort("192.0.2.10:443"), Weight: 3})
-		f.AddForeignSet("DOCKER-SET", "hash:ip", "inet", "172.17.0.2")
-		if err := f.IPTables().Insert("iptables", "nat", "PREROUTING", "-j DNAT --to-destination 172.17.0.2"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	before(f)
-	want := f.Dump()
-	dp := newDataplane(t, f, ipvs.Config{})
-	apply(t, dp, st, false)
-	if !strings.Contains(f.Dump(), "vs TCP 10.200.0.10:30080") {
-		t.Fatalf("no node port virtual server:\n%s", f.Dump())
-	}
-	// A restarted agent cleans up without knowing the last state.
-	if err := newDataplane(t, f, ipvs.Config{}).Cleanup(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if d := cmp.Diff(want, f.Dump()); d != "" {
-		t.Errorf("after Cleanup (-want +got):\n%s", d)
-	}
-}
-
 func TestSysctlsSetOnce(t *testing.T) {
 	f := ipvstest.New()
 	dp := newDataplane(t, f, ipvs.Config{})

@@ -55,7 +55,11 @@
 // kube-ipvs0 (or wanted there), or when its address is a node IP and its
 // port is in this mode's node-port ipset (kept in the kernel, so it
 // survives an agent restart). Chains and ipsets are ours by name prefix.
-// Everything else is left alone.
+// Everything else is left alone. Cleanup (teardown.go) works without a
+// prior Apply, reads nothing back when neither a set of ours nor an
+// address on kube-ipvs0 exists (every agent start in another mode runs
+// it), and leaves kube-ipvs0 and every virtual server where kube-proxy's
+// canary chain shows that kube-proxy may own them.
 //
 // # Graceful termination
 //

@@ -97,7 +97,10 @@ func rulesPayload(have, want ruleset) string {
 }
 
 // cleanupRulesPayload removes every jump to our chains, then the chains.
-func cleanupRulesPayload(st savedTables) string { return iptables.CleanupPayload(st, isOwnedChain) }
+// Only this mode names them, so every jump to one is ours.
+func cleanupRulesPayload(st savedTables) string {
+	return iptables.CleanupPayload(st, iptables.Ownership{Chain: isOwnedChain, Exclusive: isOwnedChain, Sets: isOwnedSet}).Payload
+}
 
 func (d *Dataplane) restoreRules(ctx context.Context, fam Family, payload string) error {
 	if payload == "" {

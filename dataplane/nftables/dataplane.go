@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/command"
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 )
 
@@ -381,7 +382,9 @@ func (d *Dataplane) cleanConntrack(ctx context.Context, fam Family, stale []conn
 }
 
 // Cleanup implements dataplane.Dataplane: it deletes this mode's table in
-// every family. The table is ours alone, so nothing else is touched.
+// every family, whoever created it (this process or an earlier one). The
+// table is ours alone, so nothing else is touched. Without the nft binary
+// this mode cannot have programmed anything: that is no error.
 func (d *Dataplane) Cleanup(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -396,9 +399,15 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 		// Add first so the delete succeeds whether or not it exists.
 		tx.Add(&knftables.Table{})
 		tx.Delete(&knftables.Table{})
-		if err := nft.Run(ctx, tx); err != nil {
+		switch err := nft.Run(ctx, tx); {
+		case command.IsNotFound(err):
+			d.log.Debug("no nft binary; nothing of the nftables mode here", "family", fam.String())
+		case err != nil:
 			errs = append(errs, fmt.Errorf("nftables cleanup %s: %w", fam, err))
 		}
+	}
+	if len(errs) == 0 {
+		d.log.Info("nftables tables removed (where present)", "table", d.cfg.Table)
 	}
 	return errors.Join(errs...)
 }

@@ -1,6 +1,7 @@
 package system
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ const agentStopGrace = 2 * time.Second
 // agent is one switchyard-agent, in its node's namespace.
 type agent struct {
 	node    netns.Node
+	mode    string // --mode; "iptables" unless RestartAgentAs changed it
 	state   string // --state-dir, kept across restarts
 	logPath string // output of every start, appended
 	proc    *launch.Process
@@ -26,7 +28,7 @@ type agent struct {
 // tried in order.
 func (c *Cluster) agentArgs(a *agent) ([]string, error) {
 	args := []string{c.bin.Agent,
-		"--mode", "iptables", "--control-plane", strings.Join(c.ControlPlaneTargets(), ","),
+		"--mode", a.mode, "--control-plane", strings.Join(c.ControlPlaneTargets(), ","),
 		"--node-name", a.node.Name, "--state-dir", a.state,
 		"--healthz-bind-address", "127.0.0.1:10256", "--metrics-bind-address", "127.0.0.1:10249",
 		"--min-sync-period", "100ms",
@@ -62,7 +64,7 @@ func (c *Cluster) startAgent(a *agent) error {
 }
 
 func (c *Cluster) newAgent(n netns.Node) *agent {
-	return &agent{node: n, state: filepath.Join(c.dir, "agent-"+n.Name),
+	return &agent{node: n, mode: "iptables", state: filepath.Join(c.dir, "agent-"+n.Name),
 		logPath: filepath.Join(c.dir, "agent-"+n.Name+".log")}
 }
 
@@ -85,6 +87,29 @@ func (c *Cluster) RestartAgent(i int) error {
 		return fmt.Errorf("agent on %s is still running", a.node.Name)
 	}
 	return c.startAgent(a)
+}
+
+// RestartAgentAs starts node i's agent again with --mode mode, its state
+// directory and every other flag unchanged, after KillAgent: what changing
+// `mode:` in the ConfigMap and restarting the DaemonSet does to a node.
+func (c *Cluster) RestartAgentAs(i int, mode string) error {
+	c.agents[i].mode = mode
+	return c.RestartAgent(i)
+}
+
+// AgentStateDir is node i's agent --state-dir.
+func (c *Cluster) AgentStateDir(i int) string { return c.agents[i].state }
+
+// RunAgentCleanup runs `switchyard-agent --cleanup --state-dir <its state
+// directory>` (plus extra flags) once inside node i's namespace, as an
+// uninstall does on a node, and returns its output, log lines included;
+// the error carries the exit status (netns.ExitCode).
+func (c *Cluster) RunAgentCleanup(ctx context.Context, i int, extra ...string) ([]byte, error) {
+	a := c.agents[i]
+	argv := append([]string{c.bin.Agent, "--cleanup", "--state-dir", a.state}, extra...)
+	c.log.Info("running switchyard-agent --cleanup", "node", a.node.Name, "argv", argv)
+	// The redirection runs inside the namespace, in the shell.
+	return c.Topo.Exec(ctx, a.node.NS, append([]string{"sh", "-c", `exec "$0" "$@" 2>&1`}, argv...)...)
 }
 
 // AgentPID returns the PID of node i's agent.

@@ -113,6 +113,11 @@ func (c *Cluster) KillControlPlane(i int) error {
 	return nil
 }
 
+// SetMode changes the --mode of control planes started from now on (the
+// dataplane mode every NodeConfig imposes; "" leaves the agents' own):
+// kill and restart a replica to switch the agents at runtime.
+func (c *Cluster) SetMode(mode string) { c.mode = mode }
+
 // RestartControlPlane starts replica i again with the same flags and
 // socket, after KillControlPlane, and waits until it is ready.
 func (c *Cluster) RestartControlPlane(ctx context.Context, i int) error {

@@ -34,7 +34,12 @@
 // Tests: scenarios_test.go, udp_test.go, scale_test.go and tls_test.go run
 // in one shared cluster (TestScenarios), each scenario with a Service and
 // namespace of its own; reliability_test.go starts its own clusters because
-// it kills processes (TestRestarts, TestControlPlaneFailover). Every
+// it kills processes (TestRestarts, TestControlPlaneFailover), and so do
+// modes_test.go (TestModeChange: node-0 restarted in the other mode, both
+// directions, then every agent switched by NodeConfig, each under a stream
+// of connections, reading every iptables back end and nft back) and
+// cleanup_test.go (TestCleanupFlag: `switchyard-agent --cleanup` run in each
+// node's namespace after the agents stopped, RunAgentCleanup). Every
 // measured change logs one line per node:
 //
 //	latency scenario=<name> node=<node> to_traffic=<d> to_ack=<d> reported=<d>

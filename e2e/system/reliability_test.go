@@ -25,17 +25,25 @@ const (
 
 // stream is the bounded stream of connections running in the background.
 type stream struct {
+	rate int
+	dur  time.Duration
 	done chan struct{}
 	res  probe.Result
 	err  error
 }
 
 func (e *env) startStream(ctx context.Context) *stream {
-	s := &stream{done: make(chan struct{})}
+	return e.startStreamAt(ctx, streamRate, streamDuration)
+}
+
+// startStreamAt starts rate new connections a second for d from the
+// client to the cluster's VIP, through node-0.
+func (e *env) startStreamAt(ctx context.Context, rate int, d time.Duration) *stream {
+	s := &stream{rate: rate, dur: d, done: make(chan struct{})}
 	go func() {
 		defer close(s.done)
 		s.res, s.err = probe.New(e.c.Topo, e.c.Topo.Client().NS).Stream(ctx, e.c.VIP(),
-			probe.StreamOptions{Rate: streamRate, Duration: streamDuration, Timeout: 2 * time.Second})
+			probe.StreamOptions{Rate: rate, Duration: d, Timeout: 2 * time.Second})
 	}()
 	return s
 }
@@ -51,7 +59,7 @@ func (s *stream) check(t *testing.T, scenario string) {
 	t.Logf("stream scenario=%s %v", scenario, s.res)
 	// A loaded machine drops ticks (time.Ticker), so fewer than
 	// rate × duration attempts may be made; half is plenty to prove the point.
-	if len(s.res.Failures) > 0 || s.res.Skipped > 0 || s.res.Attempts < streamRate*int(streamDuration/time.Second)/2 {
+	if len(s.res.Failures) > 0 || s.res.Skipped > 0 || s.res.Attempts < s.rate*int(s.dur/time.Second)/2 {
 		t.Errorf("%s: want every connection of the stream to succeed: %v", scenario, s.res)
 	}
 }

@@ -3,8 +3,10 @@ package cache
 import (
 	"time"
 
-	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/proto"
+
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 // NodeStatus is what the cache knows of one node and its agent.
@@ -77,6 +79,14 @@ func (a *ackState) acked(view NodeView, r *switchyardv1.ApplyReport, now time.Ti
 	if r != nil {
 		a.applyDuration = r.GetApplyDuration().AsDuration()
 		a.programmingLatency = r.GetProgrammingLatency().AsDuration()
+	}
+	// The mode the agent programs now: a NodeConfig may have switched it
+	// since the stream's first request named one. A copy, because
+	// snapshots already handed out share the old message.
+	if m := r.GetMode(); m != switchyardv1.DataplaneMode_DATAPLANE_MODE_UNSPECIFIED && a.agent != nil && a.agent.GetMode() != m {
+		agent := proto.CloneOf(a.agent)
+		agent.Mode = m
+		a.agent = agent
 	}
 }
 

@@ -34,6 +34,10 @@ type Config struct {
 	LogFormat              string   `json:"logFormat,omitempty"`
 	CleanupKubeProxy       bool     `json:"cleanupKubeProxy,omitempty"`
 	GCPercent              int      `json:"gcPercent,omitempty"`
+	// Cleanup is the one-shot --cleanup: a flag only, never in the file,
+	// where a DaemonSet's config would make every start remove the rules
+	// and exit.
+	Cleanup bool `json:"-"`
 }
 
 // Duration is a time.Duration written as "1s" in the config file.
@@ -117,7 +121,9 @@ func bind(fs *flag.FlagSet, c *Config, configFile *string) {
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug|info|warn|error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: text|json")
 	fs.IntVar(&c.GCPercent, "gc-percent", c.GCPercent, "Go garbage-collection target (GOGC) of the agent: below Go's default 100 the resident set every node pays stays smaller (1k services: 29 vs 31 MiB) for a little GC CPU on a heap of a few MB; the GOGC environment variable, when set, wins")
-	fs.BoolVar(&c.CleanupKubeProxy, "cleanup-kube-proxy", c.CleanupKubeProxy, "on start, before the first sync, remove what kube-proxy left on this node (its iptables chains, nftables tables, kube-ipvs0 and IPVS services, ipsets); does nothing where kube-proxy left nothing")
+	fs.BoolVar(&c.CleanupKubeProxy, "cleanup-kube-proxy", c.CleanupKubeProxy, "on start, before the first sync, remove what kube-proxy left on this node (its iptables chains, nftables tables, kube-ipvs0 and IPVS services, ipsets); does nothing where kube-proxy left nothing. With --cleanup, remove kube-proxy's too")
+	fs.BoolVar(&c.Cleanup, "cleanup", false, "remove everything every Switchyard mode programmed on this node (iptables chains and ipsets, nftables tables, IPVS services and kube-ipvs0; never other software's rules, nor kube-proxy's unless --cleanup-kube-proxy) and the persisted state in --state-dir, then exit: 0 when nothing is left, 1 with the errors otherwise. "+
+		"For uninstalling or moving back to kube-proxy; needs no control plane, node name or TLS flags; not settable in --config")
 }
 
 // parseConfig builds the configuration: defaults, then the --config file,
@@ -158,6 +164,9 @@ func parseConfig(args []string, out io.Writer, env func(string) string) (Config,
 }
 
 func (c *Config) validate() error {
+	if c.Cleanup {
+		return nil // talks to no control plane
+	}
 	var errs []error
 	if len(c.ControlPlanes) == 0 {
 		errs = append(errs, errors.New("--control-plane is required"))

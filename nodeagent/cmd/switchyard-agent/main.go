@@ -27,6 +27,8 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/kubeproxycleanup"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/agent"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/leftovers"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -58,12 +60,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if os.Getenv("GOGC") == "" && c.GCPercent > 0 {
 		debug.SetGCPercent(c.GCPercent)
 	}
+	if c.Cleanup {
+		return cleanup(ctx, c, stdout, logger)
+	}
 	mode, err := parseMode(c.Mode)
 	if err != nil {
 		return err
 	}
 	newDP := dataplanes(ctx, stdout, logger)
 	if _, err := newDP(mode); err != nil {
+		return err
+	}
+	others, err := leftovers.New(leftovers.Config{Build: newDP, Logger: logger.With("component", "leftovers")})
+	if err != nil {
 		return err
 	}
 	creds, err := transportCredentials(c, "")
@@ -94,6 +103,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		LearntDialOptions: []grpc.DialOption{grpc.WithTransportCredentials(learntCreds)},
 		Mode:              mode,
 		NewDataplane:      newDP,
+		CleanOthers: func(ctx context.Context, inUse switchyardv1.DataplaneMode) error {
+			_, err := others.Clean(ctx, inUse)
+			return err
+		},
 		StateDir:          c.StateDir,
 		HealthzAddr:       c.HealthzBindAddress,
 		MetricsAddr:       c.MetricsBindAddress,

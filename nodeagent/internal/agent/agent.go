@@ -47,6 +47,9 @@ type Options struct {
 	Mode switchyardv1.DataplaneMode
 	// NewDataplane builds the dataplane of a mode.
 	NewDataplane func(mode switchyardv1.DataplaneMode) (dataplane.Dataplane, error)
+	// CleanOthers removes what modes other than inUse left in the kernel
+	// (syncer.Config.CleanOthers); nil leaves them.
+	CleanOthers func(ctx context.Context, inUse switchyardv1.DataplaneMode) error
 	// StateDir holds the persisted view and the learnt control-plane
 	// addresses.
 	StateDir string
@@ -138,6 +141,7 @@ func (a *Agent) syncerConfig() syncer.Config {
 		SyncPeriod:    a.o.SyncPeriod,
 		Mode:          a.o.Mode,
 		NewDataplane:  a.o.NewDataplane,
+		CleanOthers:   a.o.CleanOthers,
 		Saver:         a.store,
 		Metrics:       a.metrics,
 		Health:        a.health,

@@ -265,7 +265,7 @@ func (c *Client) handle(ctx context.Context, b *batch, resp *switchyardv1.DeltaS
 		return req
 	}
 	req.AppliedVersion = u.SystemVersion
-	req.Report = &switchyardv1.ApplyReport{ApplyDuration: durationpb.New(applied.Duration)}
+	req.Report = &switchyardv1.ApplyReport{ApplyDuration: durationpb.New(applied.Duration), Mode: applied.Mode}
 	if applied.HasLatency {
 		req.Report.ProgrammingLatency = durationpb.New(applied.ProgrammingLatency)
 	}

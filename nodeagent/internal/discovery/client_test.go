@@ -52,7 +52,7 @@ func (a *applier) Apply(_ context.Context, u *view.Update) (view.Applied, error)
 	}
 	a.v = a.v.With(u)
 	a.applied = append(a.applied, u)
-	res := view.Applied{Duration: time.Millisecond}
+	res := view.Applied{Duration: time.Millisecond, Mode: switchyardv1.DataplaneMode_DATAPLANE_MODE_NFTABLES}
 	if t, ok := u.OldestTrigger(); ok {
 		res.ProgrammingLatency, res.HasLatency = time.Since(t), true
 	}
@@ -116,6 +116,9 @@ func TestAckAfterApplyAndNack(t *testing.T) {
 	ack := cp.Next()
 	if ack.GetResponseNonce() != "n1" || ack.GetAppliedVersion() != "s1" || ack.GetErrorDetail() != nil {
 		t.Fatalf("ACK = %v", ack)
+	}
+	if got := ack.GetReport().GetMode(); got != switchyardv1.DataplaneMode_DATAPLANE_MODE_NFTABLES {
+		t.Errorf("report mode = %v, want the applied mode", got)
 	}
 	if got := ack.GetReport().GetApplyDuration().AsDuration(); got != time.Millisecond {
 		t.Errorf("apply_duration = %v, want 1ms", got)

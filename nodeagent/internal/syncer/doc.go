@@ -9,9 +9,14 @@
 //   - Apply returns only after the dataplane returned, so the caller may
 //     ACK; on error the applied view is unchanged (the caller NACKs).
 //   - On start with a restored view, the first sync is a full Apply of that
-//     view; nothing is ever flushed on start (no Cleanup).
+//     view; nothing of the mode in use is ever flushed on start.
 //   - A NodeConfig whose mode differs from the active one switches modes:
 //     the new mode is programmed (Full) first, then the old one is cleaned
 //     up, so established flows keep a path.
+//   - What other modes left in the kernel (an agent restarted in another
+//     mode) is removed only after the first successful sync of the mode in
+//     use, once that sync's callers are answered (Config.CleanOthers), and
+//     again after each switch; a failed clean-up is retried after full
+//     syncs. A Service that exists in both modes never loses its path.
 //   - Every loop stops when its context is canceled; rules stay in place.
 package syncer

@@ -24,7 +24,7 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 	}
 	full = full || !s.synced
 	start := s.cfg.Clock.Now()
-	err := s.program(ctx, next, full)
+	switched, err := s.program(ctx, next, full)
 	end := s.cfg.Clock.Now()
 	s.lastSync = end
 	if err != nil {
@@ -58,13 +58,31 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 	}
 	for _, p := range pending {
 		s.observe(prev, p.u, end)
-		p.result <- result{applied: report(p.u, d, end)}
+		p.result <- result{applied: report(p.u, d, end, s.mode)}
 		prev = prev.With(p.u)
+	}
+	if switched || full {
+		s.cleanOthers(ctx)
 	}
 }
 
-func report(u *view.Update, d time.Duration, end time.Time) view.Applied {
-	a := view.Applied{Duration: d}
+// cleanOthers removes the other modes' leftovers when a switch (or the
+// start) left them. A failure is logged: the mode in use forwards, and the
+// next full sync retries.
+func (s *Syncer) cleanOthers(ctx context.Context) {
+	if !s.othersLeft || s.cfg.CleanOthers == nil {
+		return
+	}
+	if err := s.cfg.CleanOthers(ctx, s.mode); err != nil {
+		s.cfg.Logger.Error("removing other modes' rules failed; retried after the next full sync", "mode", s.dp.Mode(), "err", err)
+		return
+	}
+	s.othersLeft = false
+	s.cfg.Logger.Info("other modes' rules removed", "mode", s.dp.Mode())
+}
+
+func report(u *view.Update, d time.Duration, end time.Time, mode switchyardv1.DataplaneMode) view.Applied {
+	a := view.Applied{Duration: d, Mode: mode}
 	if t, ok := u.OldestTrigger(); ok {
 		a.ProgrammingLatency, a.HasLatency = max(end.Sub(t), 0), true
 	}
@@ -117,8 +135,10 @@ func sameEndpoints(a, b *switchyardv1.ServiceView) bool {
 }
 
 // program applies v through the dataplane its mode selects, switching modes
-// when it changed: the new mode first, then Cleanup of the old one.
-func (s *Syncer) program(ctx context.Context, v *view.View, full bool) error {
+// when it changed (or on the first sync): the new mode first, then Cleanup
+// of the old one. switched reports a new mode in use, whose first sync it
+// was.
+func (s *Syncer) program(ctx context.Context, v *view.View, full bool) (switched bool, err error) {
 	mode := s.cfg.Mode
 	if m := v.NodeConfig().GetMode(); m != switchyardv1.DataplaneMode_DATAPLANE_MODE_UNSPECIFIED {
 		mode = m
@@ -126,28 +146,29 @@ func (s *Syncer) program(ctx context.Context, v *view.View, full bool) error {
 	st := v.State()
 	if s.dp != nil && mode == s.mode {
 		if err := s.dp.Apply(ctx, st, dataplane.ApplyOptions{Full: full}); err != nil {
-			return fmt.Errorf("apply %s: %w", s.dp.Mode(), err)
+			return false, fmt.Errorf("apply %s: %w", s.dp.Mode(), err)
 		}
 		if full {
 			releaseMemory()
 		}
-		return nil
+		return false, nil
 	}
 	defer releaseMemory()
 	dp, err := s.cfg.NewDataplane(mode)
 	if err != nil {
-		return fmt.Errorf("dataplane for mode %s: %w", mode, err)
+		return false, fmt.Errorf("dataplane for mode %s: %w", mode, err)
 	}
 	if err := dp.Apply(ctx, st, dataplane.ApplyOptions{Full: true}); err != nil {
-		return fmt.Errorf("apply %s: %w", dp.Mode(), err)
+		return false, fmt.Errorf("apply %s: %w", dp.Mode(), err)
 	}
 	old := s.dp
 	s.dp = dp
+	s.othersLeft = true
 	s.mu.Lock()
 	s.mode = mode
 	s.mu.Unlock()
 	if old == nil {
-		return nil
+		return true, nil
 	}
 	s.cfg.Metrics.ModeSwitched()
 	s.cfg.Logger.Info("dataplane mode switched", "from", old.Mode(), "to", dp.Mode())
@@ -156,7 +177,7 @@ func (s *Syncer) program(ctx context.Context, v *view.View, full bool) error {
 		// a failure of this sync.
 		s.cfg.Logger.Error("cleaning up the previous dataplane failed", "mode", old.Mode(), "err", err)
 	}
-	return nil
+	return true, nil
 }
 
 // releaseMemory returns the garbage of a full sync to the OS at once. A

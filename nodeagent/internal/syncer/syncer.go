@@ -49,6 +49,13 @@ type Config struct {
 	// OnApplied is called after each successful sync with the applied view
 	// (e.g. to start and stop health-check servers); optional.
 	OnApplied func(v *view.View)
+	// CleanOthers removes what the modes other than inUse left in the
+	// kernel (leftovers.Cleaner.Clean); optional. It runs after the
+	// first successful sync of a mode, once its ACK is answered: at start
+	// (an agent restarted in another mode) and after each switch; after a
+	// failure, again after each full sync until it succeeds. Never before:
+	// services that exist in both modes keep forwarding throughout.
+	CleanOthers func(ctx context.Context, inUse switchyardv1.DataplaneMode) error
 }
 
 // Syncer applies views through a dataplane.
@@ -70,6 +77,9 @@ type Syncer struct {
 	dp       dataplane.Dataplane
 	lastSync time.Time
 	synced   bool
+	// othersLeft: the other modes' leftovers are not cleaned up since
+	// the last switch (or start).
+	othersLeft bool
 }
 
 type request struct {

@@ -35,17 +35,21 @@ type harness struct {
 	log []string
 }
 
-func newHarness(t *testing.T, restored *view.View, reconcile bool) *harness {
+func newHarness(t *testing.T, restored *view.View, reconcile bool, opts ...func(*harness, *Config)) *harness {
 	t.Helper()
 	h := &harness{t: t, clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), dps: map[switchyardv1.DataplaneMode]*dataplanetest.Fake{}}
-	s, err := New(Config{
+	cfg := Config{
 		Logger:        slog.New(slog.NewTextHandler(t.Output(), nil)),
 		Clock:         h.clk,
 		MinSyncPeriod: time.Second,
 		SyncPeriod:    30 * time.Second,
 		Mode:          switchyardv1.DataplaneMode_DATAPLANE_MODE_DRY_RUN,
 		NewDataplane:  h.newDataplane,
-	}, restored, reconcile)
+	}
+	for _, o := range opts {
+		o(h, &cfg)
+	}
+	s, err := New(cfg, restored, reconcile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,8 +223,12 @@ func TestModeSwitch(t *testing.T) {
 	}
 	h.clk.Step(time.Second)
 	ipvs := switchyardv1.DataplaneMode_DATAPLANE_MODE_IPVS
-	if _, err := h.s.Apply(t.Context(), update("s2", nodeConfig(ipvs))); err != nil {
+	applied, err := h.s.Apply(t.Context(), update("s2", nodeConfig(ipvs)))
+	if err != nil {
 		t.Fatal(err)
+	}
+	if applied.Mode != ipvs {
+		t.Errorf("Applied.Mode = %v, want the new mode (the ACK reports it)", applied.Mode)
 	}
 	want := []string{
 		"DATAPLANE_MODE_DRY_RUN apply full=true",

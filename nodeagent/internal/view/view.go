@@ -122,4 +122,7 @@ type Applied struct {
 	// returned; valid only when HasLatency.
 	ProgrammingLatency time.Duration
 	HasLatency         bool
+	// Mode is the mode programmed once the apply is done (a NodeConfig in
+	// the update may have switched it).
+	Mode switchyardv1.DataplaneMode
 }

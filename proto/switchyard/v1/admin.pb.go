@@ -110,7 +110,9 @@ type NodeStatus struct {
 	Name      string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
 	Zone      string                 `protobuf:"bytes,2,opt,name=zone,proto3" json:"zone,omitempty"`
 	Connected bool                   `protobuf:"varint,3,opt,name=connected,proto3" json:"connected,omitempty"`
-	// Agent identity as sent on its stream.
+	// Agent identity as sent on its stream; agent.mode is the mode of the
+	// agent's latest ACK report when it carried one (a NodeConfig may have
+	// switched the mode since the stream opened), else the stream's.
 	Agent          *Node                  `protobuf:"bytes,4,opt,name=agent,proto3" json:"agent,omitempty"`
 	ConnectedSince *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=connected_since,json=connectedSince,proto3" json:"connected_since,omitempty"`
 	// Version of the view the node should have.

@@ -196,8 +196,12 @@ type ApplyReport struct {
 	// Largest time from an EndpointSlice's last-change-trigger-time to the
 	// moment the kernel change returned, among the resources applied.
 	ProgrammingLatency *durationpb.Duration `protobuf:"bytes,2,opt,name=programming_latency,json=programmingLatency,proto3" json:"programming_latency,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Mode the agent programs once this apply is done: a NodeConfig may
+	// have switched it since the stream opened (Node.mode tells only the
+	// mode at that time). UNSPECIFIED from agents that predate the field.
+	Mode          DataplaneMode `protobuf:"varint,3,opt,name=mode,proto3,enum=switchyard.v1.DataplaneMode" json:"mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ApplyReport) Reset() {
@@ -242,6 +246,13 @@ func (x *ApplyReport) GetProgrammingLatency() *durationpb.Duration {
 		return x.ProgrammingLatency
 	}
 	return nil
+}
+
+func (x *ApplyReport) GetMode() DataplaneMode {
+	if x != nil {
+		return x.Mode
+	}
+	return DataplaneMode_DATAPLANE_MODE_UNSPECIFIED
 }
 
 type DeltaSnapshotsRequest struct {
@@ -585,10 +596,11 @@ const file_switchyard_v1_discovery_proto_rawDesc = "" +
 	"\aservice\x18\x03 \x01(\v2\x1a.switchyard.v1.ServiceViewH\x00R\aservice\x12<\n" +
 	"\vnode_config\x18\x04 \x01(\v2\x19.switchyard.v1.NodeConfigH\x00R\n" +
 	"nodeConfigB\x06\n" +
-	"\x04body\"\x9b\x01\n" +
+	"\x04body\"\xcd\x01\n" +
 	"\vApplyReport\x12@\n" +
 	"\x0eapply_duration\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\rapplyDuration\x12J\n" +
-	"\x13programming_latency\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x12programmingLatency\"\xc6\x03\n" +
+	"\x13programming_latency\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x12programmingLatency\x120\n" +
+	"\x04mode\x18\x03 \x01(\x0e2\x1c.switchyard.v1.DataplaneModeR\x04mode\"\xc6\x03\n" +
 	"\x15DeltaSnapshotsRequest\x12'\n" +
 	"\x04node\x18\x01 \x01(\v2\x13.switchyard.v1.NodeR\x04node\x12}\n" +
 	"\x19initial_resource_versions\x18\x02 \x03(\v2A.switchyard.v1.DeltaSnapshotsRequest.InitialResourceVersionsEntryR\x17initialResourceVersions\x12%\n" +
@@ -654,24 +666,25 @@ var file_switchyard_v1_discovery_proto_depIdxs = []int32{
 	10, // 2: switchyard.v1.Resource.node_config:type_name -> switchyard.v1.NodeConfig
 	11, // 3: switchyard.v1.ApplyReport.apply_duration:type_name -> google.protobuf.Duration
 	11, // 4: switchyard.v1.ApplyReport.programming_latency:type_name -> google.protobuf.Duration
-	0,  // 5: switchyard.v1.DeltaSnapshotsRequest.node:type_name -> switchyard.v1.Node
-	7,  // 6: switchyard.v1.DeltaSnapshotsRequest.initial_resource_versions:type_name -> switchyard.v1.DeltaSnapshotsRequest.InitialResourceVersionsEntry
-	12, // 7: switchyard.v1.DeltaSnapshotsRequest.error_detail:type_name -> google.rpc.Status
-	2,  // 8: switchyard.v1.DeltaSnapshotsRequest.report:type_name -> switchyard.v1.ApplyReport
-	1,  // 9: switchyard.v1.DeltaSnapshotsResponse.resources:type_name -> switchyard.v1.Resource
-	0,  // 10: switchyard.v1.StreamSnapshotsRequest.node:type_name -> switchyard.v1.Node
-	12, // 11: switchyard.v1.StreamSnapshotsRequest.error_detail:type_name -> google.rpc.Status
-	2,  // 12: switchyard.v1.StreamSnapshotsRequest.report:type_name -> switchyard.v1.ApplyReport
-	1,  // 13: switchyard.v1.StreamSnapshotsResponse.resources:type_name -> switchyard.v1.Resource
-	3,  // 14: switchyard.v1.DiscoveryService.DeltaSnapshots:input_type -> switchyard.v1.DeltaSnapshotsRequest
-	5,  // 15: switchyard.v1.DiscoveryService.StreamSnapshots:input_type -> switchyard.v1.StreamSnapshotsRequest
-	4,  // 16: switchyard.v1.DiscoveryService.DeltaSnapshots:output_type -> switchyard.v1.DeltaSnapshotsResponse
-	6,  // 17: switchyard.v1.DiscoveryService.StreamSnapshots:output_type -> switchyard.v1.StreamSnapshotsResponse
-	16, // [16:18] is the sub-list for method output_type
-	14, // [14:16] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	8,  // 5: switchyard.v1.ApplyReport.mode:type_name -> switchyard.v1.DataplaneMode
+	0,  // 6: switchyard.v1.DeltaSnapshotsRequest.node:type_name -> switchyard.v1.Node
+	7,  // 7: switchyard.v1.DeltaSnapshotsRequest.initial_resource_versions:type_name -> switchyard.v1.DeltaSnapshotsRequest.InitialResourceVersionsEntry
+	12, // 8: switchyard.v1.DeltaSnapshotsRequest.error_detail:type_name -> google.rpc.Status
+	2,  // 9: switchyard.v1.DeltaSnapshotsRequest.report:type_name -> switchyard.v1.ApplyReport
+	1,  // 10: switchyard.v1.DeltaSnapshotsResponse.resources:type_name -> switchyard.v1.Resource
+	0,  // 11: switchyard.v1.StreamSnapshotsRequest.node:type_name -> switchyard.v1.Node
+	12, // 12: switchyard.v1.StreamSnapshotsRequest.error_detail:type_name -> google.rpc.Status
+	2,  // 13: switchyard.v1.StreamSnapshotsRequest.report:type_name -> switchyard.v1.ApplyReport
+	1,  // 14: switchyard.v1.StreamSnapshotsResponse.resources:type_name -> switchyard.v1.Resource
+	3,  // 15: switchyard.v1.DiscoveryService.DeltaSnapshots:input_type -> switchyard.v1.DeltaSnapshotsRequest
+	5,  // 16: switchyard.v1.DiscoveryService.StreamSnapshots:input_type -> switchyard.v1.StreamSnapshotsRequest
+	4,  // 17: switchyard.v1.DiscoveryService.DeltaSnapshots:output_type -> switchyard.v1.DeltaSnapshotsResponse
+	6,  // 18: switchyard.v1.DiscoveryService.StreamSnapshots:output_type -> switchyard.v1.StreamSnapshotsResponse
+	17, // [17:19] is the sub-list for method output_type
+	15, // [15:17] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_v1_discovery_proto_init() }

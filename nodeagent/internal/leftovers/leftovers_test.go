@@ -1,0 +1,142 @@
+package leftovers_test
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/leftovers"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+const (
+	unspecified = switchyardv1.DataplaneMode_DATAPLANE_MODE_UNSPECIFIED
+	iptables    = switchyardv1.DataplaneMode_DATAPLANE_MODE_IPTABLES
+	nftables    = switchyardv1.DataplaneMode_DATAPLANE_MODE_NFTABLES
+	ipvs        = switchyardv1.DataplaneMode_DATAPLANE_MODE_IPVS
+	userspace   = switchyardv1.DataplaneMode_DATAPLANE_MODE_USERSPACE
+	dryRun      = switchyardv1.DataplaneMode_DATAPLANE_MODE_DRY_RUN
+)
+
+// kernel is the node as the fakes see it: one dataplane per mode, some
+// unavailable or failing.
+type kernel struct {
+	dps         map[switchyardv1.DataplaneMode]*dataplanetest.Fake
+	unavailable map[switchyardv1.DataplaneMode]bool
+	buildErr    map[switchyardv1.DataplaneMode]bool
+}
+
+func (k *kernel) build(m switchyardv1.DataplaneMode) (dataplane.Dataplane, error) {
+	switch {
+	case k.unavailable[m]:
+		return nil, fmt.Errorf("%s mode: %w", m, dataplane.ErrUnavailable)
+	case k.buildErr[m]:
+		return nil, errors.New("netlink handle: permission denied")
+	}
+	if k.dps[m] == nil {
+		k.dps[m] = dataplanetest.New(strings.ToLower(strings.TrimPrefix(m.String(), "DATAPLANE_MODE_")))
+	}
+	return k.dps[m], nil
+}
+
+// cleaned returns the modes whose Cleanup ran, in order of Modes.
+func (k *kernel) cleaned() []switchyardv1.DataplaneMode {
+	var out []switchyardv1.DataplaneMode
+	for _, m := range []switchyardv1.DataplaneMode{iptables, nftables, ipvs, userspace, dryRun} {
+		if dp := k.dps[m]; dp != nil && dp.Cleanups() > 0 {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func TestClean(t *testing.T) {
+	boom := errors.New("iptables-nft-restore: exit status 4")
+	tests := []struct {
+		name        string
+		keep        switchyardv1.DataplaneMode
+		unavailable []switchyardv1.DataplaneMode
+		buildErr    []switchyardv1.DataplaneMode
+		failing     []switchyardv1.DataplaneMode
+		wantCleaned []switchyardv1.DataplaneMode
+		wantSkipped []switchyardv1.DataplaneMode
+		wantErr     []string
+	}{
+		{name: "iptables in use", keep: iptables, wantCleaned: []switchyardv1.DataplaneMode{nftables, ipvs}},
+		{name: "nftables in use", keep: nftables, wantCleaned: []switchyardv1.DataplaneMode{iptables, ipvs}},
+		{name: "ipvs in use", keep: ipvs, wantCleaned: []switchyardv1.DataplaneMode{iptables, nftables}},
+		{name: "userspace in use: every kernel mode", keep: userspace, wantCleaned: []switchyardv1.DataplaneMode{iptables, nftables, ipvs}},
+		{name: "uninstall: every kernel mode", keep: unspecified, wantCleaned: []switchyardv1.DataplaneMode{iptables, nftables, ipvs}},
+		{name: "dry-run touches nothing", keep: dryRun},
+		{
+			name: "no IPVS in the kernel: skipped, no error", keep: unspecified, unavailable: []switchyardv1.DataplaneMode{ipvs},
+			wantCleaned: []switchyardv1.DataplaneMode{iptables, nftables}, wantSkipped: []switchyardv1.DataplaneMode{ipvs},
+		},
+		{
+			name: "a failing mode does not stop the others", keep: unspecified, failing: []switchyardv1.DataplaneMode{iptables},
+			wantCleaned: []switchyardv1.DataplaneMode{iptables, nftables, ipvs}, wantErr: []string{"clean up iptables mode", "exit status 4"},
+		},
+		{
+			name: "a mode that cannot be built is an error", keep: iptables, buildErr: []switchyardv1.DataplaneMode{nftables},
+			wantCleaned: []switchyardv1.DataplaneMode{ipvs}, wantErr: []string{"DATAPLANE_MODE_NFTABLES", "permission denied"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k := &kernel{dps: map[switchyardv1.DataplaneMode]*dataplanetest.Fake{}, unavailable: map[switchyardv1.DataplaneMode]bool{}, buildErr: map[switchyardv1.DataplaneMode]bool{}}
+			for _, m := range tc.unavailable {
+				k.unavailable[m] = true
+			}
+			for _, m := range tc.buildErr {
+				k.buildErr[m] = true
+			}
+			for _, m := range tc.failing {
+				dp, _ := k.build(m)
+				dp.(*dataplanetest.Fake).SetHook(func(op string, _ *dataplane.State, _ dataplane.ApplyOptions) error {
+					if op == "cleanup" {
+						return boom
+					}
+					return nil
+				})
+			}
+			c, err := leftovers.New(leftovers.Config{Build: k.build, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := c.Clean(t.Context(), tc.keep)
+			if len(tc.wantErr) == 0 && err != nil {
+				t.Fatalf("Clean: %v", err)
+			}
+			for _, w := range tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("Clean error %v, want it to contain %q", err, w)
+				}
+			}
+			if diff := cmp.Diff(tc.wantCleaned, k.cleaned()); diff != "" {
+				t.Errorf("cleaned modes (-want +got):\n%s", diff)
+			}
+			var skipped []switchyardv1.DataplaneMode
+			for _, o := range out {
+				if o.Skipped != "" {
+					skipped = append(skipped, o.Mode)
+				}
+				if o.Mode == tc.keep {
+					t.Errorf("the mode in use, %s, has an outcome", o.Mode)
+				}
+			}
+			if diff := cmp.Diff(tc.wantSkipped, skipped); diff != "" {
+				t.Errorf("skipped modes (-want +got):\n%s", diff)
+			}
+			if tc.keep != dryRun && !slices.ContainsFunc(out, func(o leftovers.Outcome) bool { return o.Mode != tc.keep }) {
+				t.Errorf("no outcome: %v", out)
+			}
+		})
+	}
+}

@@ -1,0 +1,149 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/view"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+// TestCleanOthers: the other modes' leftovers are removed after the first
+// successful sync of a mode (at start and after a switch), never before
+// and never again once done; a failure is retried after a full sync only.
+func TestCleanOthers(t *testing.T) {
+	ipvs := switchyardv1.DataplaneMode_DATAPLANE_MODE_IPVS
+	restored := &view.View{SystemVersion: "s0", Resources: map[string]*switchyardv1.Resource{"ns/a": svc("ns/a", "1")}}
+	tests := []struct {
+		name string
+		// restored, when set, is reconciled at start.
+		restored *view.View
+		// fail makes the first n CleanOthers calls fail.
+		fail int
+		// failApply fails every Apply of the dataplanes.
+		failApply bool
+		// steps drive the syncer after start; each is an update, or a
+		// full resync when nil (at most one: the clock is stepped while
+		// applying, so the resync timer's phase is not known after it).
+		steps []*view.Update
+		want  []string
+	}{
+		{
+			name:     "restart with a restored view: after its reconcile",
+			restored: restored,
+			steps:    []*view.Update{update("s1", svc("ns/b", "2"))},
+			want: []string{
+				"DATAPLANE_MODE_DRY_RUN apply full=true", "clean others, keep DATAPLANE_MODE_DRY_RUN",
+				"DATAPLANE_MODE_DRY_RUN apply full=false",
+			},
+		},
+		{
+			name:  "fresh start: after the first view",
+			steps: []*view.Update{update("s1", svc("ns/a", "1")), update("s2", svc("ns/b", "2"))},
+			want: []string{
+				"DATAPLANE_MODE_DRY_RUN apply full=true", "clean others, keep DATAPLANE_MODE_DRY_RUN",
+				"DATAPLANE_MODE_DRY_RUN apply full=false",
+			},
+		},
+		{
+			name:  "runtime switch: the new mode first, then the old one and every other",
+			steps: []*view.Update{update("s1", svc("ns/a", "1")), update("s2", nodeConfig(ipvs))},
+			want: []string{
+				"DATAPLANE_MODE_DRY_RUN apply full=true", "clean others, keep DATAPLANE_MODE_DRY_RUN",
+				"DATAPLANE_MODE_IPVS apply full=true", "DATAPLANE_MODE_DRY_RUN cleanup full=false", "clean others, keep DATAPLANE_MODE_IPVS",
+			},
+		},
+		{
+			name:  "a failure is retried after the next full sync, not after partial ones",
+			fail:  1,
+			steps: []*view.Update{update("s1", svc("ns/a", "1")), update("s2", svc("ns/b", "2")), nil, update("s3", svc("ns/c", "3"))},
+			want: []string{
+				"DATAPLANE_MODE_DRY_RUN apply full=true", "clean others, keep DATAPLANE_MODE_DRY_RUN (fails)",
+				"DATAPLANE_MODE_DRY_RUN apply full=false",
+				"DATAPLANE_MODE_DRY_RUN apply full=true", "clean others, keep DATAPLANE_MODE_DRY_RUN",
+				"DATAPLANE_MODE_DRY_RUN apply full=false",
+			},
+		},
+		{
+			name:      "never while the new mode has not applied",
+			restored:  restored,
+			failApply: true,
+			steps:     []*view.Update{update("s1", svc("ns/b", "2"))},
+			want:      []string{"DATAPLANE_MODE_DRY_RUN apply full=true", "DATAPLANE_MODE_DRY_RUN apply full=true"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			calls := 0
+			h := newHarness(t, tc.restored, tc.restored != nil, func(h *harness, c *Config) {
+				c.CleanOthers = func(_ context.Context, keep switchyardv1.DataplaneMode) error {
+					calls++
+					h.mu.Lock()
+					defer h.mu.Unlock()
+					if calls <= tc.fail {
+						h.log = append(h.log, "clean others, keep "+keep.String()+" (fails)")
+						return errors.New("iptables-nft-restore: exit status 4")
+					}
+					h.log = append(h.log, "clean others, keep "+keep.String())
+					return nil
+				}
+				if tc.failApply {
+					build := c.NewDataplane
+					c.NewDataplane = func(m switchyardv1.DataplaneMode) (dataplane.Dataplane, error) {
+						dp, err := build(m)
+						dp.(*dataplanetest.Fake).SetHook(func(string, *dataplane.State, dataplane.ApplyOptions) error {
+							h.mu.Lock()
+							defer h.mu.Unlock()
+							h.log = append(h.log, m.String()+" apply full=true")
+							return errors.New("restore failed")
+						})
+						return dp, err
+					}
+				}
+			})
+			if tc.restored != nil {
+				h.waitFor("reconcile", func() bool { return len(h.calls()) > 0 })
+			}
+			for _, u := range tc.steps {
+				if u == nil {
+					n := len(h.calls())
+					h.clk.Step(30 * time.Second) // the sync period
+					h.waitFor("full resync", func() bool { return len(h.calls()) > n })
+					continue
+				}
+				if err := h.applyStepping(u); (err != nil) != tc.failApply {
+					t.Fatalf("Apply: %v", err)
+				}
+			}
+			// A clean-up runs after the ACK is answered: wait for it.
+			h.waitFor("the calls", func() bool { return len(h.calls()) >= len(tc.want) })
+			if diff := cmp.Diff(tc.want, h.calls()); diff != "" {
+				t.Errorf("calls (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// applyStepping applies u while stepping the fake clock past the min sync
+// period, however far the last sync's timestamp is ahead.
+func (h *harness) applyStepping(u *view.Update) error {
+	done := make(chan error, 1)
+	go func() {
+		_, err := h.s.Apply(h.t.Context(), u)
+		done <- err
+	}()
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-time.After(time.Millisecond): // poll: the syncer waits on the fake clock
+			h.clk.Step(100 * time.Millisecond)
+		}
+	}
+}
