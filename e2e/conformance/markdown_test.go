@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -47,5 +48,23 @@ func TestMarkdownEmpty(t *testing.T) {
 	if want := "# Conformance: upstream e2e.test on the real-cluster bed\n\n" +
 		"Generated from `conformance/results/*.json`; do not edit by hand.\n\nNo results yet.\n"; got != want {
 		t.Errorf("Markdown(nil) = %q, want %q", got, want)
+	}
+}
+
+// TestExplanationsCompile: every rule is a valid regexp (Explain compiles
+// them lazily and would panic in make conformance otherwise).
+func TestExplanationsCompile(t *testing.T) {
+	for _, e := range Explanations() {
+		for _, re := range []string{e.Proxy, e.Spec} {
+			if _, err := regexp.Compile(re); err != nil {
+				t.Errorf("explanation %q: %v", e.Why, err)
+			}
+		}
+	}
+	if got := Explain([]Explanation{{Proxy: "^switchyard-", Spec: "hairpin", Why: "w"}})("switchyard-iptables", "x hairpin y"); got != "w" {
+		t.Errorf("Explain = %q, want w", got)
+	}
+	if got := Explain([]Explanation{{Proxy: "^switchyard-", Spec: "hairpin", Why: "w"}})("kube-proxy-iptables", "x hairpin y"); got != "" {
+		t.Errorf("Explain for another proxy = %q, want none", got)
 	}
 }

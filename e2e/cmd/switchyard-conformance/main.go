@@ -141,6 +141,7 @@ func writeMarkdown(stdout io.Writer, c config) error {
 	md := conformance.Markdown(runs, conformance.MarkdownOptions{
 		Command:    "make conformance CONFORMANCE_ARGS=-markdown-only",
 		RunCommand: runCommand,
+		Explain:    conformance.Explain(conformance.Explanations()),
 		Notes: []string{
 			"Upstream Kubernetes' own e2e suite (`e2e.test`, built from `k8s.io/kubernetes/test/e2e` at the " +
 				"pinned version by `hack/testbed-build.sh`) against each service proxy, each on a fresh " +
