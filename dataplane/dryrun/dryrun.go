@@ -63,9 +63,17 @@ func Render(st *dataplane.State, opts dataplane.ApplyOptions) string {
 	sort.Strings(names)
 	fmt.Fprintf(&b, "apply full=%t services=%d\n", opts.Full, len(names))
 	if c := st.Config; c != nil {
-		fmt.Fprintf(&b, "config node=%s zone=%s mode=%s masqueradeAll=%t clusterCIDRs=%s nodeIPs=%s\n",
+		fmt.Fprintf(&b, "config node=%s zone=%s mode=%s masqueradeAll=%t clusterCIDRs=%s nodeIPs=%s",
 			c.GetNodeName(), c.GetZone(), modeName(c.GetMode()), c.GetMasqueradeAll(),
 			strings.Join(c.GetClusterCidrs(), ","), strings.Join(c.GetNodeIps(), ","))
+		// Only when set, so configs without them print as they did.
+		if l := c.GetNodePortAddresses(); len(l) > 0 {
+			fmt.Fprintf(&b, " nodePortAddresses=%s", strings.Join(l, ","))
+		}
+		if l := c.GetServiceCidrs(); len(l) > 0 {
+			fmt.Fprintf(&b, " serviceCIDRs=%s", strings.Join(l, ","))
+		}
+		b.WriteByte('\n')
 	}
 	for _, name := range names {
 		renderService(&b, name, st.Services[name])

@@ -49,3 +49,16 @@ func ExampleDataplane_Apply() {
 	//   endpoint cluster 10.244.1.3 ports=http:8080 ready=true serving=true terminating=false local=false
 	// cleanup
 }
+
+// ExampleRender_nodeConfig: node port addresses and service CIDRs are
+// printed only when the control plane sets them.
+func ExampleRender_nodeConfig() {
+	st := &dataplane.State{Config: &switchyardv1.NodeConfig{
+		NodeName: "node-a", NodeIps: []string{"10.200.0.10"},
+		NodePortAddresses: []string{"primary", "192.168.0.0/16"}, ServiceCidrs: []string{"10.96.0.0/16"},
+	}}
+	os.Stdout.WriteString(dryrun.Render(st, dataplane.ApplyOptions{}))
+	// Output:
+	// apply full=false services=0
+	// config node=node-a zone= mode=unspecified masqueradeAll=false clusterCIDRs= nodeIPs=10.200.0.10 nodePortAddresses=primary,192.168.0.0/16 serviceCIDRs=10.96.0.0/16
+}

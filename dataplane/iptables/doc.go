@@ -22,7 +22,7 @@
 // # Chains
 //
 //	PREROUTING, OUTPUT ─▶ KUBE-SERVICES ─┬─▶ KUBE-SHARD-00 … KUBE-SHARD-3F ─▶ KUBE-SVC-*, KUBE-SVL-*, KUBE-EXT-*, KUBE-FW-*
-//	                                     └─▶ KUBE-NODEPORTS (last) ───────────▶ KUBE-EXT-*
+//	                                     └─▶ KUBE-NODEPORTS (last; on the node port addresses, by default every local one but loopback) ─▶ KUBE-EXT-*
 //	KUBE-SVC-* (cluster endpoints), KUBE-SVL-* (local endpoints) ─┬─▶ DNAT (random choice, no affinity)
 //	                                                               └─▶ KUBE-SEP-* (ClientIP affinity: -m recent, DNAT)
 //	POSTROUTING ─▶ KUBE-POSTROUTING: mark 0x4000 if (src, dst port, dst) ∈ KUBE-SWYD-HAIRPIN[6],

@@ -71,3 +71,12 @@ func (f Family) ipsetFamily() string {
 	}
 	return "inet"
 }
+
+// loopback is the family's loopback range, which never serves node
+// ports.
+func (f Family) loopback() string {
+	if f == IPv6 {
+		return "::1/128"
+	}
+	return "127.0.0.0/8"
+}

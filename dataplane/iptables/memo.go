@@ -59,7 +59,7 @@ func (m *Memo) lookup(name string, sv *switchyardv1.ServiceView) *fragment {
 
 // memoKey is the part of a renderer that every fragment depends on.
 func (r *renderer) memoKey() string {
-	return fmt.Sprintf("%v|%+v|%v|%v|%v", r.fam, r.opts, r.node.clusterCIDRs, r.node.masqueradeAll, r.node.nodeIPs)
+	return fmt.Sprintf("%v|%+v|%v|%v", r.fam, r.opts, r.node.ClusterCIDRs, r.node.MasqueradeAll)
 }
 
 // renderFragment renders one service into a scratch ruleset.

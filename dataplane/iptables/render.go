@@ -28,18 +28,12 @@ type RenderOptions struct {
 	KubeProxyShape bool
 }
 
-// nodeView is the NodeConfig reduced to one family.
-type nodeView struct {
-	clusterCIDRs  []netip.Prefix
-	masqueradeAll bool
-	nodeIPs       []netip.Addr
-}
-
 // renderer holds the state of one Render call.
 type renderer struct {
 	fam  Family
 	opts RenderOptions
-	node nodeView
+	// node is the NodeConfig read for the family.
+	node serviceport.Node
 	rs   *Ruleset
 	// shards[i] holds the rules of shard i (or of KUBE-SERVICES itself
 	// when sharding is off), in service order.
@@ -98,10 +92,11 @@ func render(st *dataplane.State, fam Family, opts RenderOptions, memo *Memo, val
 }
 
 func (r *renderer) readNode(st *dataplane.State) {
-	n := serviceport.ReadNode(st.Config, serviceport.Family(r.fam), func(svc, reason string) {
+	// Node ports answer on every local address unless the control plane
+	// says otherwise: kube-proxy's iptables default.
+	r.node = serviceport.ReadNode(st.Config, serviceport.Family(r.fam), serviceport.NodePortsAll, func(svc, reason string) {
 		r.rs.Skips = append(r.rs.Skips, Skip{Service: svc, Reason: reason})
 	})
-	r.node = nodeView{clusterCIDRs: n.ClusterCIDRs, masqueradeAll: n.MasqueradeAll, nodeIPs: n.NodeIPs}
 }
 
 // fixedChains writes the chains that exist whatever the services are and
@@ -125,8 +120,8 @@ func (r *renderer) fixedChains() {
 		"-j MASQUERADE --random-fully")
 	rs.chain(tableNAT, chainServices)
 	rs.chain(tableNAT, chainNodePorts)
-	if len(r.node.clusterCIDRs) > 1 && !r.node.masqueradeAll {
-		for _, p := range r.node.clusterCIDRs {
+	if len(r.node.ClusterCIDRs) > 1 && !r.node.MasqueradeAll {
+		for _, p := range r.node.ClusterCIDRs {
 			rs.add(tableNAT, chainOffClusterMasq, "-s", p.String(), "-j RETURN")
 		}
 		rs.add(tableNAT, chainOffClusterMasq, "-j", chainMarkMasq)
@@ -188,12 +183,29 @@ func (r *renderer) dispatch() {
 			r.rs.add(tableNAT, chainServices, "-d", r.fam.shardMatch(i, r.opts.ShardBits), "-j", name)
 		}
 	}
+	r.nodePorts()
+}
+
+// nodePorts writes the jumps to KUBE-NODEPORTS, last in KUBE-SERVICES,
+// for the local addresses node ports answer on (serviceport.NodePorts):
+// every one but loopback, as kube-proxy does when it may not set
+// route_localnet (a loopback node port would be DNATed and then dropped
+// as a martian: a hang, where the kernel's own refusal is immediate);
+// the node's primary address as it is; or the local addresses inside
+// each CIDR, matched by CIDR and address type rather than by listing
+// the node's interfaces as kube-proxy does, so an address added later is
+// served without a resync and rendering reads no kernel state.
+func (r *renderer) nodePorts() {
 	const last = `-m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain"`
-	if len(r.node.nodeIPs) == 0 {
-		r.rs.add(tableNAT, chainServices, last, "-m addrtype --dst-type LOCAL -j", chainNodePorts)
+	np := r.node.NodePorts
+	if np.All {
+		r.rs.add(tableNAT, chainServices, last, "-m addrtype --dst-type LOCAL ! -d", r.fam.loopback(), "-j", chainNodePorts)
 		return
 	}
-	for _, a := range r.node.nodeIPs {
+	for _, a := range np.Addrs {
 		r.rs.add(tableNAT, chainServices, last, "-d", a.String(), "-j", chainNodePorts)
+	}
+	for _, p := range np.Prefixes {
+		r.rs.add(tableNAT, chainServices, last, "-d", p.String(), "-m addrtype --dst-type LOCAL -j", chainNodePorts)
 	}
 }

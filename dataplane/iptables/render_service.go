@@ -175,8 +175,8 @@ func (r *renderer) clusterChain(p *portPlan, svc string) {
 		dport := fmt.Sprintf("--dport %d", p.sp.Port)
 		for _, ip := range p.sp.ClusterIPs {
 			c := comment(p.sp.Label + " cluster IP")
-			switch cidrs := r.node.clusterCIDRs; {
-			case r.node.masqueradeAll:
+			switch cidrs := r.node.ClusterCIDRs; {
+			case r.node.MasqueradeAll:
 				r.rs.add(tableNAT, svc, c, p.match, "-d", ip.String(), dport, "-j", chainMarkMasq)
 			case len(cidrs) == 1:
 				r.rs.add(tableNAT, svc, c, p.match, "!", "-s", cidrs[0].String(), "-d", ip.String(), dport, "-j", chainMarkMasq)
@@ -241,7 +241,7 @@ func (r *renderer) extChain(p *portPlan, ext, svc, svl string) {
 	}
 	short := p.sp.ShortCircuit
 	if short {
-		for _, c := range r.node.clusterCIDRs {
+		for _, c := range r.node.ClusterCIDRs {
 			r.rs.add(tableNAT, ext, comment("pod traffic for "+p.sp.Label+" external destinations"), "-s", c.String(), "-j", svc)
 		}
 	}

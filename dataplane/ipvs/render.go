@@ -31,7 +31,7 @@ type renderer struct {
 	w         *desired
 	fam       Family
 	sched     string
-	nodeIPs   []netip.Addr
+	nodeIPs   []netip.Addr // the node IPs node ports are served on
 	cidrs     []netip.Prefix
 	masqAll   bool
 	owner     map[VSKey]string // service that claimed a virtual server
@@ -78,22 +78,22 @@ func (r *renderer) parseAddr(s string) (netip.Addr, bool, error) {
 	return serviceport.Family(r.fam).ParseAddr(s)
 }
 
+// readNode reads the NodeConfig as every mode does. Node ports get a
+// virtual server on each node IP that node_port_addresses selects (all
+// of them by default, kube-proxy's ipvs default being every local
+// address): IPVS needs one per address, and this mode lists no kernel
+// addresses, so the Node's addresses are the ones it knows. Every node
+// IP still marks its node-port virtual servers as this mode's, so those
+// on a node IP the list no longer selects are removed.
 func (r *renderer) readNode(cfg *switchyardv1.NodeConfig) {
-	for _, s := range cfg.GetClusterCidrs() {
-		p, err := netip.ParsePrefix(s)
-		if err != nil {
-			r.skip("", "node config: bad cluster CIDR %q", s)
-		} else if p.Addr().Is4() == (r.fam == IPv4) {
-			r.cidrs = append(r.cidrs, p.Masked())
-		}
-	}
-	for _, s := range cfg.GetNodeIps() {
-		a, ok, err := r.parseAddr(s)
-		if err != nil {
-			r.skip("", "node config: %v", err)
-		} else if ok && !slices.Contains(r.nodeIPs, a) {
+	n := serviceport.ReadNode(cfg, serviceport.Family(r.fam), serviceport.NodePortsAll, func(svc, reason string) {
+		r.skip(svc, "%s", reason)
+	})
+	r.cidrs = n.ClusterCIDRs
+	for _, a := range n.NodeIPs {
+		r.w.nodeIPs[a] = true
+		if n.NodePorts.Matches(a) && !slices.Contains(r.nodeIPs, a) {
 			r.nodeIPs = append(r.nodeIPs, a)
-			r.w.nodeIPs[a] = true
 		}
 	}
 }
@@ -214,7 +214,7 @@ func (r *renderer) port(p *portPlan) {
 	}
 	if p.node > 0 {
 		if len(r.nodeIPs) == 0 && len(sp.ClusterIPs) > 0 {
-			r.skip(p.svc, "node port %d: NodeConfig has no %s node IP", p.node, r.fam)
+			r.skip(p.svc, "node port %d: NodeConfig has no %s node IP that serves node ports", p.node, r.fam)
 		}
 		set := nodePortSet(p.proto, sp.External.Local)
 		r.member(set, strconv.Itoa(int(p.node)))

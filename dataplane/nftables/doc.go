@@ -46,13 +46,14 @@
 // # Table
 //
 //	nat-prerouting, nat-output ─▶ services: ip daddr . meta l4proto . th dport vmap @service-ips
-//	                                        node address: meta l4proto . th dport vmap @service-nodeports
+//	                                        node port address: meta l4proto . th dport vmap @service-nodeports
 //	@service-ips / @service-nodeports ─▶ svc-* (cluster endpoints) | local-* (node-local) | ext-* (external)
 //	svc-*, local-*: meta l4proto P dnat ip addr . port to numgen random mod 65536 offset <block> map @endpoints-P-<shard>
 //	  with ClientIP affinity instead: ip saddr @affinity-* goto ep-*, then numgen random mod k 0 goto ep-* (cascade)
 //	  ep-* (affinity only): update @affinity-* { ip saddr }; dnat to <ep>
 //	nat-postrouting ─▶ masquerading: ip saddr . ip daddr @hairpin-endpoints → mark 0x4000; mark 0x4000 → masquerade fully-random
 //	filter input/forward/output ─▶ service-endpoints-check / nodeport-endpoints-check: vmap @no-endpoint-* (reject | drop)
+//	filter forward/output ─▶ cluster-ips-check: ip daddr @cluster-ips → reject (unserved port); ip daddr @service-cidrs → drop
 //	filter pre-DNAT ─▶ firewall-check: vmap @firewall-ips ─▶ fw-* (loadBalancerSourceRanges)
 //
 // Per-service names are kube-proxy's form: a prefix, 8 base32 characters

@@ -56,7 +56,10 @@ func (m *Memo) lookup(name string, sv *switchyardv1.ServiceView) *fragment {
 }
 
 func (r *renderer) memoKey() string {
-	return fmt.Sprintf("%v|%v|%v|%v", r.fam, r.node.clusterCIDRs, r.node.masqueradeAll, r.node.nodeIPs)
+	// All of the node's settings, not only what fragments read: an
+	// incremental sync (incremental.go) writes nothing but the changed
+	// services, so a change of the fixed objects must miss the memo.
+	return fmt.Sprintf("%v|%+v", r.fam, r.node)
 }
 
 // renderFragment renders one service into a ruleset of its own.

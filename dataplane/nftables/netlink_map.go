@@ -93,14 +93,12 @@ func addrPortData(fam Family, v string) ([]byte, error) {
 }
 
 // translateSetElement adds or deletes an element of the hairpin set,
-// keyed by address . address.
+// keyed by address . address, or of the cluster-ips set, keyed by one
+// address (a service added or removed changes both).
 func translateSetElement(verb string, e *knftables.Element, fam Family, t *gnft.Table, s *Set) (*nlStep, error) {
-	if s == nil || s.Map || s.Name != setHairpin || s.Type != fam.addrType()+" . "+fam.addrType() {
-		return nil, unsupported("element of set %q", e.Set)
-	}
-	key, err := concatKey(fam, strings.Split(s.Type, " . "), e.Key)
+	key, err := setElementKey(e, fam, s)
 	if err != nil {
-		return nil, fmt.Errorf("set %s: %w", s.Name, err)
+		return nil, err
 	}
 	set := &gnft.Set{Name: s.Name, Table: t}
 	el := []gnft.SetElement{{Key: key}}
@@ -136,4 +134,26 @@ func translateAffinitySet(verb string, o *knftables.Set, fam Family, t *gnft.Tab
 		return call(func(c *gnft.Conn) error { c.DelSet(set); return nil }), nil
 	}
 	return nil, unsupported("%s set %s", verb, o.Name)
+}
+
+// setElementKey encodes the key of an element of a plain set the
+// netlink path knows: an address is its bytes, as nft sends it.
+func setElementKey(e *knftables.Element, fam Family, s *Set) ([]byte, error) {
+	switch {
+	case s == nil || s.Map || len(s.Flags) > 0:
+		return nil, unsupported("element of set %q", e.Set)
+	case s.Name == setHairpin && s.Type == fam.addrType()+" . "+fam.addrType():
+		key, err := concatKey(fam, strings.Split(s.Type, " . "), e.Key)
+		if err != nil {
+			return nil, fmt.Errorf("set %s: %w", s.Name, err)
+		}
+		return key, nil
+	case s.Name == setClusterIPs && s.Type == fam.addrType() && len(e.Key) == 1:
+		a, err := familyAddr(fam, e.Key[0])
+		if err != nil {
+			return nil, fmt.Errorf("set %s: %w", s.Name, err)
+		}
+		return a.AsSlice(), nil
+	}
+	return nil, unsupported("element of set %q", e.Set)
 }

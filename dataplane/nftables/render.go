@@ -3,7 +3,6 @@ package nftables
 import (
 	"errors"
 	"fmt"
-	"net/netip"
 	"sort"
 
 	"sigs.k8s.io/knftables"
@@ -12,17 +11,10 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 )
 
-// nodeView is the NodeConfig reduced to one family.
-type nodeView struct {
-	clusterCIDRs  []netip.Prefix
-	masqueradeAll bool
-	nodeIPs       []netip.Addr
-}
-
 // renderer holds the state of one Render call.
 type renderer struct {
 	fam   Family
-	node  nodeView
+	node  serviceport.Node // the NodeConfig read for the family
 	rs    *Ruleset
 	slots *slotRanges
 }
@@ -108,8 +100,9 @@ func (r *renderer) skipReason(svc, reason string) {
 }
 
 func (r *renderer) readNode(st *dataplane.State) {
-	n := serviceport.ReadNode(st.Config, serviceport.Family(r.fam), r.skipReason)
-	r.node = nodeView{clusterCIDRs: n.ClusterCIDRs, masqueradeAll: n.MasqueradeAll, nodeIPs: n.NodeIPs}
+	// Node ports answer on the node's primary addresses unless the
+	// control plane says otherwise: kube-proxy's nftables default.
+	r.node = serviceport.ReadNode(st.Config, serviceport.Family(r.fam), serviceport.NodePortsPrimary, r.skipReason)
 }
 
 // Base chain priorities as numbers: nft 1.0.6 refuses the name "dstnat"
@@ -139,8 +132,12 @@ func (r *renderer) fixed() {
 	// port), forward (from a pod or client) or output (from the node).
 	base(chainFilterInput, knftables.FilterType, knftables.InputHook, prioFilter,
 		fresh+"jump "+chainNodePortChk, fresh+"jump "+chainServiceCheck)
-	base(chainFilterForward, knftables.FilterType, knftables.ForwardHook, prioFilter, fresh+"jump "+chainServiceCheck)
-	base(chainFilterOutput, knftables.FilterType, knftables.OutputHook, prioFilter, fresh+"jump "+chainServiceCheck)
+	// Then what is left addressed to the service ranges (after DNAT:
+	// served ports no longer are), as kube-proxy's cluster-ips-check.
+	base(chainFilterForward, knftables.FilterType, knftables.ForwardHook, prioFilter,
+		fresh+"jump "+chainServiceCheck, fresh+"jump "+chainClusterIPsChk)
+	base(chainFilterOutput, knftables.FilterType, knftables.OutputHook, prioFilter,
+		fresh+"jump "+chainServiceCheck, fresh+"jump "+chainClusterIPsChk)
 	// Source ranges are checked before DNAT, on the load-balancer address.
 	base(chainFilterPreDNAT, knftables.FilterType, knftables.PreroutingHook, prioPreDNATFlt, fresh+"jump "+chainFirewallChk)
 	base(chainFilterOutPreDNA, knftables.FilterType, knftables.OutputHook, prioPreDNATFlt, fresh+"jump "+chainFirewallChk)
@@ -153,7 +150,7 @@ func (r *renderer) fixed() {
 	vmap(mapNoEPNodePort, "inet_proto . inet_service")
 	vmap(mapFirewallIPs, svcKey)
 	rs.set(&Set{Name: setClusterCIDRs, Type: at, Flags: []knftables.SetFlag{knftables.IntervalFlag}})
-	for _, p := range r.node.clusterCIDRs {
+	for _, p := range r.node.ClusterCIDRs {
 		rs.element(setClusterCIDRs, "", p.String())
 	}
 
@@ -180,17 +177,62 @@ func (r *renderer) fixed() {
 	rs.add(chainServices, ip, "daddr . meta l4proto . th dport vmap @"+mapServiceIPs)
 	rs.add(chainServiceCheck, ip, "daddr . meta l4proto . th dport vmap @"+mapNoEPServices)
 	rs.add(chainFirewallChk, ip, "daddr . meta l4proto . th dport vmap @"+mapFirewallIPs)
-	// Node ports: on the node's addresses when the control plane names
-	// them, else on every local address but loopback (as kube-proxy's
-	// nftables mode: loopback node ports would need route_localnet).
-	onNode := "fib daddr type local " + r.fam.notLocalhost()
-	if len(r.node.nodeIPs) > 0 {
+	r.serviceRanges()
+	for _, onNode := range r.nodePortMatches() {
+		rs.add(chainServices, onNode, "meta l4proto . th dport vmap @"+mapServiceNPs)
+		rs.add(chainNodePortChk, onNode, "meta l4proto . th dport vmap @"+mapNoEPNodePort)
+	}
+}
+
+// nodePortMatches declares what selects the local addresses node ports
+// answer on (serviceport.NodePorts) and returns the matches, one rule
+// each: every local address but loopback (loopback node ports would
+// need route_localnet); the node's primary addresses, as they are; the
+// local addresses inside CIDRs, loopback already cut out of them. The
+// CIDRs are matched with "fib daddr type local" rather than by listing
+// the node's interfaces as kube-proxy does, so an address added later
+// is served without a resync and rendering reads no kernel state; they
+// are a set of their own (an interval set) so the default, addresses
+// only, stays a plain set.
+func (r *renderer) nodePortMatches() []string {
+	rs, ip, at, np := r.rs, r.fam.ip(), r.fam.addrType(), r.node.NodePorts
+	if np.All {
+		return []string{"fib daddr type local " + r.fam.notLocalhost()}
+	}
+	var out []string
+	if len(np.Addrs) > 0 {
 		rs.set(&Set{Name: setNodePortIPs, Type: at})
-		for _, a := range r.node.nodeIPs {
+		for _, a := range np.Addrs {
 			rs.element(setNodePortIPs, "", a.String())
 		}
-		onNode = ip + " daddr @" + setNodePortIPs
+		out = append(out, ip+" daddr @"+setNodePortIPs)
 	}
-	rs.add(chainServices, onNode, "meta l4proto . th dport vmap @"+mapServiceNPs)
-	rs.add(chainNodePortChk, onNode, "meta l4proto . th dport vmap @"+mapNoEPNodePort)
+	if len(np.Prefixes) > 0 {
+		rs.set(&Set{Name: setNodePortCIDRs, Type: at, Flags: []knftables.SetFlag{knftables.IntervalFlag}})
+		for _, p := range np.Prefixes {
+			rs.element(setNodePortCIDRs, "", p.String())
+		}
+		out = append(out, "fib daddr type local "+ip+" daddr @"+setNodePortCIDRs)
+	}
+	return out
+}
+
+// serviceRanges writes cluster-ips-check, as kube-proxy's nftables mode
+// does: traffic still addressed to a cluster IP after DNAT is to a port
+// the service does not serve and is rejected (the services fill
+// @cluster-ips); traffic to any other address of the cluster's Service
+// ranges (ServiceCIDR objects) is to no service and is dropped, never
+// routed on. Dropped, not rejected, as upstream: a Service whose rules
+// are not programmed yet looks like a lost SYN, which the client
+// retries, rather than a refusal. Without service CIDRs the set is
+// empty and only the first rule acts.
+func (r *renderer) serviceRanges() {
+	rs, ip, at := r.rs, r.fam.ip(), r.fam.addrType()
+	rs.set(&Set{Name: setClusterIPs, Type: at})
+	rs.set(&Set{Name: setServiceCIDRs, Type: at, Flags: []knftables.SetFlag{knftables.IntervalFlag}})
+	for _, p := range r.node.ServiceCIDRs {
+		rs.element(setServiceCIDRs, "", p.String())
+	}
+	rs.add(chainClusterIPsChk, ip, "daddr @"+setClusterIPs, "goto", chainReject)
+	rs.add(chainClusterIPsChk, ip, "daddr @"+setServiceCIDRs, "drop")
 }

@@ -68,6 +68,7 @@ func (r *renderer) port(p *portPlan) {
 	port := fmt.Sprint(sp.Port)
 
 	for _, ip := range sp.ClusterIPs {
+		rs.element(setClusterIPs, "", ip.String())
 		if sp.Internal.Serves() {
 			rs.element(mapServiceIPs, "goto "+intChain, ip.String(), sp.Protocol, port)
 		} else {
@@ -144,9 +145,9 @@ func (r *renderer) clusterChain(p *portPlan) {
 		ip := r.fam.ip()
 		for _, a := range p.sp.ClusterIPs {
 			switch {
-			case r.node.masqueradeAll:
+			case r.node.MasqueradeAll:
 				r.rs.add(c, ip, "daddr", a.String(), "jump", chainMarkMasq)
-			case len(r.node.clusterCIDRs) > 0:
+			case len(r.node.ClusterCIDRs) > 0:
 				r.rs.add(c, ip, "daddr", a.String(), ip, "saddr != @"+setClusterCIDRs, "jump", chainMarkMasq)
 			}
 		}
@@ -216,7 +217,7 @@ func (r *renderer) extChain(p *portPlan) {
 	}
 	short := p.sp.ShortCircuit
 	ip := r.fam.ip()
-	if short && len(r.node.clusterCIDRs) > 0 {
+	if short && len(r.node.ClusterCIDRs) > 0 {
 		// Pod traffic to an external address is not subject to the policy.
 		r.rs.add(ext, ip, "saddr @"+setClusterCIDRs, "goto", n.svc)
 	}

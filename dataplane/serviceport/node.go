@@ -13,24 +13,21 @@ type Node struct {
 	ClusterCIDRs  []netip.Prefix
 	NodeIPs       []netip.Addr
 	MasqueradeAll bool
+	// NodePorts are the local addresses node ports answer on.
+	NodePorts NodePorts
+	// ServiceCIDRs are the cluster's Service IP ranges of the family
+	// (ServiceCIDR objects), in the control plane's order.
+	ServiceCIDRs []netip.Prefix
 }
 
 // ReadNode reads cfg (nil: no settings) for family f; bad entries are
-// skipped with service "".
-func ReadNode(cfg *switchyardv1.NodeConfig, f Family, skip SkipFunc) Node {
+// skipped with service "". nodePortsDefault is the mode's reading of an
+// empty node_port_addresses (NodePortsAll or NodePortsPrimary, as
+// kube-proxy defaults each mode).
+func ReadNode(cfg *switchyardv1.NodeConfig, f Family, nodePortsDefault string, skip SkipFunc) Node {
 	var n Node
-	if cfg == nil {
-		return n
-	}
 	n.MasqueradeAll = cfg.GetMasqueradeAll()
-	for _, s := range cfg.GetClusterCidrs() {
-		p, ok, err := f.ParsePrefix(s)
-		if err != nil {
-			skip("", fmt.Sprintf("node config: %v", err))
-		} else if ok {
-			n.ClusterCIDRs = append(n.ClusterCIDRs, p)
-		}
-	}
+	n.ClusterCIDRs = prefixes("cluster CIDR", cfg.GetClusterCidrs(), f, skip)
 	for _, s := range cfg.GetNodeIps() {
 		a, ok, err := f.ParseAddr(s)
 		if err != nil {
@@ -39,5 +36,37 @@ func ReadNode(cfg *switchyardv1.NodeConfig, f Family, skip SkipFunc) Node {
 			n.NodeIPs = append(n.NodeIPs, a)
 		}
 	}
+	n.ServiceCIDRs = prefixes("service CIDR", cfg.GetServiceCidrs(), f, skip)
+	list := cfg.GetNodePortAddresses()
+	if len(list) == 0 {
+		list = []string{nodePortsDefault}
+	}
+	n.NodePorts = readNodePorts(list, f, primaryOf(cfg, f), skip)
 	return n
+}
+
+// prefixes parses the CIDRs of family f, skipping bad ones.
+func prefixes(what string, in []string, f Family, skip SkipFunc) []netip.Prefix {
+	var out []netip.Prefix
+	for _, s := range in {
+		p, ok, err := f.ParsePrefix(s)
+		if err != nil {
+			skip("", fmt.Sprintf("node config: %s: %v", what, err))
+		} else if ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// primaryOf is the node's primary address of family f: the first of its
+// node IPs (InternalIP before ExternalIP, as kube-proxy's
+// GetNodeHostIPs orders them), invalid when it has none.
+func primaryOf(cfg *switchyardv1.NodeConfig, f Family) netip.Addr {
+	for _, s := range cfg.GetNodeIps() {
+		if a, ok, err := f.ParseAddr(s); err == nil && ok {
+			return a
+		}
+	}
+	return netip.Addr{}
 }

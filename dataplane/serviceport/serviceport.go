@@ -1,5 +1,7 @@
 // Package serviceport reads a ServiceView (and the NodeConfig fields they
-// render with) the way every kernel mode must:
+// render with: cluster CIDRs, node IPs, node port addresses read as
+// kube-proxy reads nodePortAddresses, service ranges) the way every
+// kernel mode must:
 // names validated, one family's addresses parsed and deduplicated, each
 // port's endpoints picked by port name, affinity decoded, and each port's
 // policy decided once (decide.go): which endpoints internal and external

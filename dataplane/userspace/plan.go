@@ -115,16 +115,24 @@ func (r *planResult) skip(svc, reason string) {
 var families = []serviceport.Family{serviceport.IPv4, serviceport.IPv6}
 
 // nodeIPs returns the addresses node ports listen on, by family: the
-// NodeConfig's node IPs, or when it has none, the unspecified address of
-// both families, as kube-proxy without --nodeport-addresses.
+// NodeConfig's node IPs that node_port_addresses selects (every one by
+// default: a listener is per address, and this mode lists no kernel
+// addresses), or when the NodeConfig has no node IP at all, the
+// unspecified address of both families, as kube-proxy without
+// --nodeport-addresses.
 func (r *planResult) nodeIPs(cfg *switchyardv1.NodeConfig) map[serviceport.Family][]netip.Addr {
 	out := map[serviceport.Family][]netip.Addr{}
+	known := false
 	for _, f := range families {
-		if ips := serviceport.ReadNode(cfg, f, r.skip).NodeIPs; len(ips) > 0 {
-			out[f] = ips
+		n := serviceport.ReadNode(cfg, f, serviceport.NodePortsAll, r.skip)
+		known = known || len(n.NodeIPs) > 0
+		for _, a := range n.NodeIPs {
+			if n.NodePorts.Matches(a) {
+				out[f] = append(out[f], a)
+			}
 		}
 	}
-	if len(out) == 0 {
+	if !known {
 		out[serviceport.IPv4] = []netip.Addr{netip.IPv4Unspecified()}
 		out[serviceport.IPv6] = []netip.Addr{netip.IPv6Unspecified()}
 	}

@@ -82,6 +82,24 @@ func TestPlan(t *testing.T) {
 			},
 		},
 		{
+			name: "node port addresses select among the node IPs: a CIDR",
+			node: &switchyardv1.NodeConfig{NodeIps: []string{"10.200.0.10", "10.200.0.11"}, NodePortAddresses: []string{"10.200.0.11/32"}},
+			want: []planLine{
+				{Key: "tcp/10.96.0.10:80", Kind: KindClusterIP, Backends: []string{"10.244.0.2:8080", "10.244.1.2:8080"}},
+				{Key: "tcp/10.200.0.11:30080", Kind: KindNodePort, Backends: []string{"10.244.0.2:8080", "10.244.1.2:8080"}},
+				{Key: "udp/10.96.0.10:53", Kind: KindClusterIP, Backends: []string{"10.244.1.2:5353"}},
+			},
+		},
+		{
+			name: "node port addresses select among the node IPs: primary, not every node IP as by default",
+			node: &switchyardv1.NodeConfig{NodeIps: []string{"10.200.0.10", "10.200.0.11"}, NodePortAddresses: []string{"primary"}},
+			want: []planLine{
+				{Key: "tcp/10.96.0.10:80", Kind: KindClusterIP, Backends: []string{"10.244.0.2:8080", "10.244.1.2:8080"}},
+				{Key: "tcp/10.200.0.10:30080", Kind: KindNodePort, Backends: []string{"10.244.0.2:8080", "10.244.1.2:8080"}},
+				{Key: "udp/10.96.0.10:53", Kind: KindClusterIP, Backends: []string{"10.244.1.2:5353"}},
+			},
+		},
+		{
 			name: "no node IPs: node port on both wildcards, IPv6 one empty",
 			want: []planLine{
 				{Key: "tcp/0.0.0.0:30080", Kind: KindNodePort, Backends: []string{"10.244.0.2:8080", "10.244.1.2:8080"}},

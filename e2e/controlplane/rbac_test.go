@@ -126,6 +126,10 @@ func TestDeployRBAC(t *testing.T) {
 			return err
 		}, true},
 		{"controlplane lists nodes", func() error { _, err := cpClient.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); return err }, true},
+		{"controlplane lists servicecidrs", func() error {
+			_, err := cpClient.NetworkingV1().ServiceCIDRs().List(ctx, metav1.ListOptions{})
+			return err
+		}, true},
 		{"controlplane cannot read secrets", func() error { _, err := cpClient.CoreV1().Secrets("").List(ctx, metav1.ListOptions{}); return err }, false},
 		{"controlplane cannot delete services", func() error {
 			return cpClient.CoreV1().Services(ns).Delete(ctx, "front", metav1.DeleteOptions{})
@@ -133,6 +137,10 @@ func TestDeployRBAC(t *testing.T) {
 		{"agent cannot list services", func() error { _, err := agentClient.CoreV1().Services("").List(ctx, metav1.ListOptions{}); return err }, false},
 		{"agent cannot list endpointslices", func() error {
 			_, err := agentClient.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{})
+			return err
+		}, false},
+		{"agent cannot list servicecidrs", func() error {
+			_, err := agentClient.NetworkingV1().ServiceCIDRs().List(ctx, metav1.ListOptions{})
 			return err
 		}, false},
 	}

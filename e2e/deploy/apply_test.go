@@ -250,14 +250,15 @@ func checkAgent(t *testing.T, d *appsv1.DaemonSet) {
 }
 
 // checkRBAC proves the control plane's ClusterRole grants only reads
-// (get/list/watch at most) on services, endpointslices and nodes.
+// (get/list/watch at most) on services, endpointslices, nodes and
+// servicecidrs.
 func checkRBAC(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
 	t.Helper()
 	cr, err := cs.RbacV1().ClusterRoles().Get(ctx, "switchyard-controlplane", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	allowed := map[string]string{"services": "", "nodes": "", "endpointslices": "discovery.k8s.io"}
+	allowed := map[string]string{"services": "", "nodes": "", "endpointslices": "discovery.k8s.io", "servicecidrs": "networking.k8s.io"}
 	seen := map[string]bool{}
 	for _, r := range cr.Rules {
 		for _, v := range r.Verbs {

@@ -58,6 +58,7 @@ func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error
 		o                   daemon.Options
 		lo                  logOptions
 		mode, cidrs, adv    string
+		nodePorts           string
 		minSync, syncPeriod time.Duration
 		fs                  = flag.NewFlagSet("switchyard-controlplane", flag.ContinueOnError)
 	)
@@ -85,6 +86,10 @@ func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error
 	fs.StringVar(&o.Views.IPVSScheduler, "ipvs-scheduler", "", "IPVS scheduler for agents in ipvs mode: rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq (empty: rr)")
 	fs.StringVar(&cidrs, "cluster-cidr", "", "comma-separated pod CIDRs; service traffic from outside them is masqueraded")
 	fs.BoolVar(&o.Views.MasqueradeAll, "masquerade-all", false, "masquerade all service traffic")
+	fs.StringVar(&nodePorts, "nodeport-addresses", "", "comma-separated CIDRs and the keywords primary (the node's primary address of each family) and all (every local address): "+
+		"node ports answer only on the node's local addresses they cover, as kube-proxy's --nodeport-addresses; a family the list names nothing of answers on all its addresses. "+
+		"Loopback never serves node ports (it would need route_localnet, which Switchyard never sets). Empty leaves each agent's mode its kube-proxy default: primary in nftables mode, all in iptables mode; "+
+		"in ipvs and userspace modes the list selects among the Node's addresses (all of them by default)")
 	fs.StringVar(&adv, "advertise-service", "", "namespace/name of the control plane's own Service: the ready endpoints of its EndpointSlices, on the slice port named grpc (or its only TCP port), "+
 		"are sent to every agent (NodeConfig control_plane_addresses), which persists them and dials them before its configured addresses, so agents restart without a Service VIP. "+
 		"The control plane must run on the host network (endpoints are then node addresses) and the Service must not be headless; empty advertises nothing")
@@ -107,6 +112,9 @@ func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error
 		return o, lo, fmt.Errorf("--ipvs-scheduler %q: want rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed or nq", o.Views.IPVSScheduler)
 	}
 	if o.Views.ClusterCIDRs, err = parseCIDRs(cidrs); err != nil {
+		return o, lo, err
+	}
+	if o.Views.NodePortAddresses, err = parseNodePortAddresses(nodePorts); err != nil {
 		return o, lo, err
 	}
 	if o.AdvertiseService, err = parseServiceKey(adv); err != nil {

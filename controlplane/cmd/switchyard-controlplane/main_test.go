@@ -57,3 +57,44 @@ func TestHelpDocumentsFlags(t *testing.T) {
 		t.Errorf("--help does not document --advertise-service:\n%s", out.String())
 	}
 }
+
+func TestNodePortAddressesFlag(t *testing.T) {
+	tests := []struct {
+		name    string
+		value   string
+		want    []string
+		wantErr string
+	}{
+		{name: "default: each mode's own"},
+		{name: "primary", value: "primary", want: []string{"primary"}},
+		{
+			name:  "CIDRs canonical, keywords kept, duplicates once",
+			value: "10.0.0.7/24, primary,fd00::1/64,10.0.0.0/24,all",
+			want:  []string{"10.0.0.0/24", "primary", "fd00::/64", "all"},
+		},
+		{name: "a range holding loopback is fine: agents cut loopback out", value: "0.0.0.0/0", want: []string{"0.0.0.0/0"}},
+		{name: "a keyword twice", value: "primary,primary", wantErr: `"primary" given twice`},
+		{name: "localhost", value: "localhost", wantErr: "route_localnet"},
+		{name: "inside loopback", value: "127.0.0.1/32", wantErr: "127.0.0.1/32 is loopback"},
+		{name: "IPv6 loopback", value: "::1/128", wantErr: "::1/128 is loopback"},
+		{name: "not a CIDR", value: "10.0.0.1", wantErr: "want a CIDR, primary or all"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"--nodeport-addresses=" + tc.value}
+			o, _, err := parseFlags(args, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("parseFlags(%v) error = %v, want one containing %q", args, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parseFlags(%v): %v", args, err)
+			}
+			if diff := cmp.Diff(tc.want, o.Views.NodePortAddresses); diff != "" {
+				t.Errorf("NodePortAddresses (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -1,6 +1,7 @@
 // Package model is the control plane's Kubernetes-free picture of the
-// cluster: services, their endpoint slices and nodes, already validated and
-// normalised by package translate.
+// cluster: services, their endpoint slices, nodes and the Service IP
+// ranges (ServiceCIDRs), already validated and normalised by package
+// translate.
 //
 // Invariants every value here keeps, so consumers never re-check them:
 //   - addresses are valid netip values of the family their slice declares;

@@ -153,6 +153,14 @@ type Node struct {
 	Addresses []netip.Addr
 }
 
+// ServiceCIDR is one ServiceCIDR object (networking.k8s.io/v1): a range
+// the cluster allocates Service cluster IPs from.
+type ServiceCIDR struct {
+	Name string
+	// CIDRs are its spec.cidrs, at most one per family, masked.
+	CIDRs []netip.Prefix
+}
+
 // Limits that keep one bad object from costing the control plane or an
 // agent more than a well-formed one could. They match the API server's own
 // validation limits, so well-formed objects are never clamped.
@@ -169,6 +177,8 @@ type State struct {
 	// Slices by service, then by slice name.
 	Slices map[ServiceKey]map[SliceKey]*EndpointSlice
 	Nodes  map[string]*Node
+	// ServiceCIDRs by object name.
+	ServiceCIDRs map[string]*ServiceCIDR
 }
 
 // NewState returns an empty state.
@@ -177,5 +187,7 @@ func NewState() *State {
 		Services: map[ServiceKey]*Service{},
 		Slices:   map[ServiceKey]map[SliceKey]*EndpointSlice{},
 		Nodes:    map[string]*Node{},
+
+		ServiceCIDRs: map[string]*ServiceCIDR{},
 	}
 }

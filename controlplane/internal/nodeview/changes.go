@@ -33,7 +33,8 @@ type Changes struct {
 	// the node) changed.
 	ConfigNodes []string
 	// AllConfigs says that every node's NodeConfig changed (a part they
-	// share did: the advertised control-plane addresses).
+	// share did: the advertised control-plane addresses or the service
+	// ranges).
 	AllConfigs bool
 }
 

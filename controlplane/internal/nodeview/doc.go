@@ -107,7 +107,9 @@
 // only the zone-hinted services that read it; other node changes rebuild
 // the node's NodeConfig alone. A listed Options.AdvertiseService whose
 // ready addresses changed rebuilds every node's NodeConfig (the list is
-// shared by all; see controlPlaneAddresses). It then swaps the new views into copies of
+// shared by all; see controlPlaneAddresses), and so does a change of the
+// service ranges, which every Update recomputes from the State's few
+// ServiceCIDRs (serviceCIDRs). It then swaps the new views into copies of
 // the parts that hold them: the sorted list of services and, when a
 // default changed, the sorted default set (copies of slices of pointers,
 // O(services) but no hashing or encoding), the zone layers and node
@@ -116,7 +118,7 @@
 // Changes lists what may differ per node, compactly: names whose default
 // changed (every node), zone views (the zone's nodes), node views and
 // zone moves (that node), NodeConfigs (AllConfigs when the advertised
-// control-plane addresses changed). It has no false negatives and few
+// control-plane addresses or the service ranges changed). It has no false negatives and few
 // false positives; ForNode(name, zone) merges them for one node.
 //
 // Recomputed views whose version did not change keep the old View, and

@@ -126,6 +126,7 @@ func NewIndex(st *model.State, opts Options) *Index {
 		zones:     map[string]*layer{},
 	}
 	ix.config.controlPlanes = advertised(st, opts.AdvertiseService)
+	ix.config.serviceCIDRs = serviceCIDRs(st)
 	keys := make([]model.ServiceKey, 0, len(st.Services))
 	for k, svc := range st.Services {
 		if svc != nil {

@@ -1,7 +1,9 @@
 package nodeview
 
 import (
+	"cmp"
 	"net/netip"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -25,6 +27,10 @@ type Defaults struct {
 	// masqueraded.
 	ClusterCIDRs  []netip.Prefix
 	MasqueradeAll bool
+	// NodePortAddresses is kube-proxy's nodePortAddresses: CIDRs and the
+	// keywords "primary" and "all"; empty leaves each agent's mode its
+	// default (NodeConfig.node_port_addresses).
+	NodePortAddresses []string
 }
 
 // configBase is the node-independent part of every NodeConfig, converted
@@ -36,9 +42,13 @@ type configBase struct {
 	scheduler string
 	cidrs     []string
 	masqAll   bool
+	nodePorts []string
 	// controlPlanes are the advertised control-plane addresses
 	// (controlPlaneAddresses), shared by every node's NodeConfig.
 	controlPlanes []string
+	// serviceCIDRs are the state's service ranges (serviceCIDRs),
+	// shared by every node's NodeConfig.
+	serviceCIDRs []string
 }
 
 func newConfigBase(d Defaults) configBase {
@@ -49,6 +59,7 @@ func newConfigBase(d Defaults) configBase {
 		scheduler: text(d.IPVSScheduler),
 		cidrs:     prefixStrings(d.ClusterCIDRs),
 		masqAll:   d.MasqueradeAll,
+		nodePorts: slices.Clone(d.NodePortAddresses),
 	}
 }
 
@@ -65,6 +76,8 @@ func (c configBase) nodeConfig(name string, node *model.Node) *View {
 		MasqueradeAll: c.masqAll,
 		// Shared, never modified: every NodeConfig points at one slice.
 		ControlPlaneAddresses: c.controlPlanes,
+		NodePortAddresses:     c.nodePorts,
+		ServiceCidrs:          c.serviceCIDRs,
 	}
 	if c.minSync > 0 || c.sync > 0 {
 		nc.Sync = &switchyardv1.SyncSettings{}
@@ -80,4 +93,37 @@ func (c configBase) nodeConfig(name string, node *model.Node) *View {
 		nc.NodeIps = addrStrings(node.Addresses)
 	}
 	return newConfigResource(text(name), nc)
+}
+
+// serviceCIDRs returns the ranges of every ServiceCIDR of st, sorted
+// (IPv4 first, then by address and length) and without duplicates; nil
+// when there is none. It depends only on the objects' content, not on
+// map order, so every replica sends the same list.
+func serviceCIDRs(st *model.State) []string {
+	var ps []netip.Prefix
+	for _, sc := range st.ServiceCIDRs {
+		if sc != nil {
+			ps = append(ps, sc.CIDRs...)
+		}
+	}
+	if len(ps) == 0 {
+		return nil
+	}
+	slices.SortFunc(ps, func(a, b netip.Prefix) int {
+		return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
+	})
+	return prefixStrings(slices.Compact(ps))
+}
+
+// serviceRanges recomputes the service ranges. A different list
+// replaces the config base, which changes every node's NodeConfig (as a
+// new advertised control-plane list does): ServiceCIDR objects are few
+// and rarely change, so the cost is a scan of them per Update.
+func (u *updater) serviceRanges() {
+	cidrs := serviceCIDRs(u.st)
+	if slices.Equal(cidrs, u.old.config.serviceCIDRs) {
+		return
+	}
+	u.config.serviceCIDRs = cidrs
+	u.ch.allConfigs = true
 }

@@ -41,6 +41,7 @@ func (ix *Index) Update(st *model.State, services []model.ServiceKey, nodes []st
 	}
 	u := &updater{old: ix, st: st, ch: newChangeSet(), config: ix.config}
 	u.controlPlanes(services)
+	u.serviceRanges()
 	keys := u.listedNodes(nodes, services)
 	for i, sv := range compute(st, keys, ix.workers) {
 		u.service(keys[i], ix.Service(keys[i]), sv)
@@ -55,7 +56,8 @@ type updater struct {
 	old *Index
 	st  *model.State
 	// config is the new Index's config base: the old one, or a copy with
-	// new control-plane addresses (then ch.allConfigs is set).
+	// new control-plane addresses or service ranges (then ch.allConfigs
+	// is set).
 	config configBase
 	edits  []svcEdit
 	zones  map[string]*zoneEdit

@@ -1,7 +1,8 @@
 // Package translate turns Kubernetes API objects (Services, EndpointSlices,
-// Nodes) into the Kubernetes-free values of package model. It is the only
-// control-plane package that imports k8s.io/api: everything downstream sees
-// validated, normalised model values and never re-checks them.
+// Nodes, ServiceCIDRs) into the Kubernetes-free values of package model.
+// It is the only control-plane package that imports k8s.io/api:
+// everything downstream sees validated, normalised model values and never
+// re-checks them.
 //
 // Semantics follow kube-proxy's (pkg/proxy: newBaseServiceInfo,
 // EndpointSliceCache, ShouldSkipService), with these rules:

@@ -13,6 +13,7 @@ const (
 	KindService       Kind = "Service"
 	KindEndpointSlice Kind = "EndpointSlice"
 	KindNode          Kind = "Node"
+	KindServiceCIDR   Kind = "ServiceCIDR"
 )
 
 // Reason says why an object was skipped or part of it dropped or clamped.
@@ -41,6 +42,7 @@ const (
 	ReasonFamilyNotServed            Reason = "FamilyNotServed"
 	ReasonProxyModeIngress           Reason = "ProxyModeIngress"
 	ReasonInvalidSourceRange         Reason = "InvalidSourceRange"
+	ReasonInvalidCIDR                Reason = "InvalidCIDR"
 	ReasonFieldNotApplicable         Reason = "FieldNotApplicable"
 	ReasonUnsupportedProtocol        Reason = "UnsupportedProtocol"
 	ReasonInvalidPort                Reason = "InvalidPort"

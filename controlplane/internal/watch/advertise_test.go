@@ -1,10 +1,8 @@
 package watch
 
 import (
-	"context"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -60,24 +58,10 @@ func cpSlice(family discoveryv1.AddressType, name string, ready map[string]bool)
 func TestWatcherAdvertisesControlPlanes(t *testing.T) {
 	client := fake.NewClientset(testNode("node-a", "z1"), testNode("node-b", "z2"),
 		cpSlice(discoveryv1.AddressTypeIPv4, "cp-v4", map[string]bool{"10.0.0.2": true, "10.0.0.1": false}))
-	rec := newRecorder()
-	w := New(Config{Client: client, Publisher: rec, Views: nodeview.Options{
+	rec := runWatcher(t, client, nodeview.Options{
 		AdvertiseService: model.ServiceKey{Namespace: "switchyard-system", Name: "switchyard-controlplane"},
-	}})
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && ctx.Err() == nil {
-			t.Errorf("Run: %v", err)
-		}
 	})
-	select {
-	case <-w.Ready():
-	case <-time.After(10 * time.Second):
-		t.Fatal("watcher never became ready")
-	}
+	ctx := t.Context()
 	addrs := func(node string) []string { return rec.config(t, node).GetControlPlaneAddresses() }
 	if diff := cmp.Diff([]string{"10.0.0.2:18000"}, addrs("node-a")); diff != "" {
 		t.Errorf("initial control_plane_addresses (-want +got):\n%s", diff)

@@ -14,7 +14,9 @@ type dirty struct {
 	services map[model.ServiceKey]struct{}
 	slices   map[model.SliceKey]struct{}
 	nodes    map[string]struct{}
-	wake     chan struct{}
+	// serviceCIDRs are ServiceCIDR object names.
+	serviceCIDRs map[string]struct{}
+	wake         chan struct{}
 }
 
 func newDirty() *dirty {
@@ -27,11 +29,15 @@ func (d *dirty) reset() {
 	d.services = map[model.ServiceKey]struct{}{}
 	d.slices = map[model.SliceKey]struct{}{}
 	d.nodes = map[string]struct{}{}
+	d.serviceCIDRs = map[string]struct{}{}
 }
 
 func (d *dirty) addService(k model.ServiceKey) { d.add(func() { d.services[k] = struct{}{} }) }
 func (d *dirty) addSlice(k model.SliceKey)     { d.add(func() { d.slices[k] = struct{}{} }) }
 func (d *dirty) addNode(name string)           { d.add(func() { d.nodes[name] = struct{}{} }) }
+func (d *dirty) addServiceCIDR(name string) {
+	d.add(func() { d.serviceCIDRs[name] = struct{}{} })
+}
 
 func (d *dirty) add(f func()) {
 	d.mu.Lock()
@@ -45,19 +51,20 @@ func (d *dirty) add(f func()) {
 
 // batch is one round of changed keys.
 type batch struct {
-	services map[model.ServiceKey]struct{}
-	slices   map[model.SliceKey]struct{}
-	nodes    map[string]struct{}
+	services     map[model.ServiceKey]struct{}
+	slices       map[model.SliceKey]struct{}
+	nodes        map[string]struct{}
+	serviceCIDRs map[string]struct{}
 }
 
 func (b batch) empty() bool {
-	return len(b.services) == 0 && len(b.slices) == 0 && len(b.nodes) == 0
+	return len(b.services) == 0 && len(b.slices) == 0 && len(b.nodes) == 0 && len(b.serviceCIDRs) == 0
 }
 
 func (d *dirty) take() batch {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	b := batch{services: d.services, slices: d.slices, nodes: d.nodes}
+	b := batch{services: d.services, slices: d.slices, nodes: d.nodes, serviceCIDRs: d.serviceCIDRs}
 	d.reset()
 	return b
 }

@@ -1,7 +1,9 @@
 // Package watch is the control plane's one watch of the Kubernetes API:
-// Service, EndpointSlice and Node informers feed a Kubernetes-free
-// model.State, which is turned into per-node views (package nodeview) and
-// published to the cache that the gRPC servers stream from.
+// Service, EndpointSlice, Node and ServiceCIDR informers feed a
+// Kubernetes-free model.State, which is turned into per-node views
+// (package nodeview) and published to the cache that the gRPC servers
+// stream from. ServiceCIDRs are watched only where the API serves them
+// (discovery.go): an informer of an unserved resource never syncs.
 //
 //	informers ──events──▶ dirty keys ──batch──▶ translate ──▶ model.State
 //	                                                         │ Index.Update(changed)

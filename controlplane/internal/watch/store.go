@@ -3,7 +3,6 @@ package watch
 import (
 	"log/slog"
 
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -23,6 +22,8 @@ type store struct {
 	owner map[model.SliceKey]model.ServiceKey
 
 	services, slices, nodes cache.Store
+	// serviceCIDRs is nil when the API serves no ServiceCIDRs.
+	serviceCIDRs cache.Store
 }
 
 // changes is what one batch changed in the model.
@@ -50,22 +51,22 @@ func (s *store) apply(b batch) changes {
 		s.applyNode(name)
 		out.nodes = append(out.nodes, name)
 	}
+	// No key to pass on: nodeview.Index.Update compares the ranges of
+	// every ServiceCIDR on each update (they are few).
+	for name := range b.serviceCIDRs {
+		s.applyServiceCIDR(name)
+	}
 	return out
 }
 
+func (s *store) applyServiceCIDR(name string) {
+	if s.serviceCIDRs != nil {
+		refile(s, s.serviceCIDRs, name, "serviceCIDR", name, s.st.ServiceCIDRs, translate.ServiceCIDR)
+	}
+}
+
 func (s *store) applyService(k model.ServiceKey) {
-	obj, ok := get[*corev1.Service](s.services, k.Namespace+"/"+k.Name)
-	if !ok {
-		delete(s.st.Services, k)
-		return
-	}
-	svc, err := translate.Service(obj, s.rec)
-	if err != nil {
-		s.log.Debug("service skipped", "service", k.String(), "err", err)
-		delete(s.st.Services, k)
-		return
-	}
-	s.st.Services[k] = svc
+	refile(s, s.services, k.Namespace+"/"+k.Name, "service", k, s.st.Services, translate.Service)
 }
 
 // applySlice files the slice's newest state and returns the services whose
@@ -109,18 +110,27 @@ func (s *store) unfile(svc model.ServiceKey, k model.SliceKey) {
 }
 
 func (s *store) applyNode(name string) {
-	obj, ok := get[*corev1.Node](s.nodes, name)
+	refile(s, s.nodes, name, "node", name, s.st.Nodes, translate.Node)
+}
+
+// refile sets into[k] to the translation of the newest object stored
+// under key in from, or deletes it when the object is gone or skipped
+// (logged under logKey). One object of the model per API object:
+// services, nodes and ServiceCIDRs.
+func refile[T any, K comparable, M any](s *store, from cache.Store, key, logKey string, k K, into map[K]M,
+	tr func(T, translate.Recorder) (M, error)) {
+	obj, ok := get[T](from, key)
 	if !ok {
-		delete(s.st.Nodes, name)
+		delete(into, k)
 		return
 	}
-	node, err := translate.Node(obj, s.rec)
+	m, err := tr(obj, s.rec)
 	if err != nil {
-		s.log.Debug("node skipped", "node", name, "err", err)
-		delete(s.st.Nodes, name)
+		s.log.Debug(logKey+" skipped", logKey, key, "err", err)
+		delete(into, k)
 		return
 	}
-	s.st.Nodes[name] = node
+	into[k] = m
 }
 
 // get reads one object of type T from an informer store.

@@ -19,7 +19,7 @@ import (
 // Observer receives what the watch loop does, for metrics.
 type Observer interface {
 	// InformerEvent counts one informer event: kind is Service,
-	// EndpointSlice or Node, typ is add, update or delete.
+	// EndpointSlice, Node or ServiceCIDR, typ is add, update or delete.
 	InformerEvent(kind, typ string)
 	// Computed reports one batch: how long translation and view
 	// computation took and how many services it recomputed.
@@ -70,7 +70,14 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if w.cfg.Client == nil || w.cfg.Publisher == nil {
 		return errors.New("watch: Config needs a Client and a Publisher")
 	}
-	inf := newInformers(w.cfg.Client, w.cfg.Resync)
+	withCIDRs, err := servesServiceCIDRs(ctx, w.cfg.Client.Discovery(), w.cfg.Logger)
+	if err != nil {
+		return err
+	}
+	if !withCIDRs {
+		w.cfg.Logger.Info("the API serves no ServiceCIDRs (networking.k8s.io/v1): NodeConfigs carry no service ranges")
+	}
+	inf := newInformers(w.cfg.Client, w.cfg.Resync, withCIDRs)
 	if err := w.register(inf); err != nil {
 		return err
 	}
@@ -83,6 +90,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 		st: model.NewState(), rec: w.cfg.Recorder, log: w.cfg.Logger,
 		owner:    map[model.SliceKey]model.ServiceKey{},
 		services: inf.services.GetStore(), slices: inf.slices.GetStore(), nodes: inf.nodes.GetStore(),
+		serviceCIDRs: inf.serviceCIDRStore(),
 	}
 	pub := newPublisher(w.cfg.Publisher)
 	start := time.Now()
@@ -122,8 +130,12 @@ func (w *Watcher) register(inf *informerSet) error {
 		{"Service", inf.services, func(ns, name string) { w.dirty.addService(model.ServiceKey{Namespace: ns, Name: name}) }},
 		{"EndpointSlice", inf.slices, func(ns, name string) { w.dirty.addSlice(model.SliceKey{Namespace: ns, Name: name}) }},
 		{"Node", inf.nodes, func(_, name string) { w.dirty.addNode(name) }},
+		{"ServiceCIDR", inf.serviceCIDRs, func(_, name string) { w.dirty.addServiceCIDR(name) }},
 	}
 	for _, r := range regs {
+		if r.inf == nil {
+			continue // not served
+		}
 		h := handler{kind: r.kind, mark: r.mark, obs: w.cfg.Observer, log: w.cfg.Logger}
 		if _, err := r.inf.AddEventHandler(h); err != nil {
 			return fmt.Errorf("watch: register %s handler: %w", r.kind, err)

@@ -1,7 +1,6 @@
 package watch
 
 import (
-	"context"
 	"slices"
 	"sync"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	cpcache "github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/nodeview"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 	"google.golang.org/protobuf/proto"
 )
@@ -124,23 +124,8 @@ func addresses(sv *switchyardv1.ServiceView) []string {
 func TestWatcherFollowsTheAPI(t *testing.T) {
 	client := fake.NewClientset(testService(), testSlice("10.244.0.5"),
 		testNode("node-a", "z1"), testNode("node-b", "z2"))
-	rec := newRecorder()
-	w := New(Config{Client: client, Publisher: rec, Logger: nil})
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && ctx.Err() == nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-
-	select {
-	case <-w.Ready():
-	case <-time.After(10 * time.Second):
-		t.Fatal("watcher never became ready")
-	}
+	rec := runWatcher(t, client, nodeview.Options{})
+	ctx := t.Context()
 	for _, node := range []string{"node-a", "node-b"} {
 		sv := rec.service(t, node, "web/front")
 		if sv == nil || !slices.Equal(addresses(sv), []string{"10.244.0.5"}) {

@@ -101,7 +101,11 @@ type NodeConfig struct {
 	// masqueraded. Ignored when masquerade_all is set.
 	ClusterCidrs  []string `protobuf:"bytes,6,rep,name=cluster_cidrs,json=clusterCidrs,proto3" json:"cluster_cidrs,omitempty"`
 	MasqueradeAll bool     `protobuf:"varint,7,opt,name=masquerade_all,json=masqueradeAll,proto3" json:"masquerade_all,omitempty"`
-	// The node's own addresses, on which node ports are served.
+	// The node's own addresses from its Node object: InternalIP ones first,
+	// then ExternalIP ones, each in the Node's order, without duplicates.
+	// The first address of each family is the node's primary address
+	// (kube-proxy's GetNodeHostIPs), which node_port_addresses "primary"
+	// names.
 	NodeIps []string `protobuf:"bytes,8,rep,name=node_ips,json=nodeIps,proto3" json:"node_ips,omitempty"`
 	// host:port of every ready control-plane replica, as agents should dial
 	// them (IPv6 in brackets); sorted by address, without duplicates, at
@@ -111,8 +115,30 @@ type NodeConfig struct {
 	// the list and dial it before their configured addresses, so a restart
 	// needs no Service VIP.
 	ControlPlaneAddresses []string `protobuf:"bytes,9,rep,name=control_plane_addresses,json=controlPlaneAddresses,proto3" json:"control_plane_addresses,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// The local addresses on which node ports answer, as kube-proxy's
+	// nodePortAddresses: CIDRs (canonical, host bits cleared) and the
+	// keywords "primary" (the node's primary address of each family, see
+	// node_ips) and "all" (every local address). An agent reads the list
+	// per family: a family the list names nothing of, or names a
+	// zero-length CIDR of, is served on every local address. Loopback
+	// addresses never serve node ports (they would need route_localnet,
+	// which Switchyard never sets). Empty means each mode's default, as
+	// kube-proxy's: "primary" in nftables mode, "all" in the others. The
+	// ipvs and userspace modes program one virtual server or listener per
+	// address and list no kernel addresses: there the list selects among
+	// node_ips, and "all" is every one of them. Agents older than the
+	// field ignore it.
+	NodePortAddresses []string `protobuf:"bytes,10,rep,name=node_port_addresses,json=nodePortAddresses,proto3" json:"node_port_addresses,omitempty"`
+	// CIDRs of the cluster's Service IP ranges: the union of the
+	// spec.cidrs of every ServiceCIDR object (networking.k8s.io/v1), in
+	// canonical form, sorted (IPv4 first) and without duplicates; the same
+	// on every node. The nftables mode drops traffic to an address inside
+	// them that is no cluster IP (and rejects traffic to a cluster IP on a
+	// port it does not serve), as kube-proxy's nftables mode does. Empty
+	// when the API serves no ServiceCIDRs (the agent then checks nothing).
+	ServiceCidrs  []string `protobuf:"bytes,11,rep,name=service_cidrs,json=serviceCidrs,proto3" json:"service_cidrs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeConfig) Reset() {
@@ -208,6 +234,20 @@ func (x *NodeConfig) GetControlPlaneAddresses() []string {
 	return nil
 }
 
+func (x *NodeConfig) GetNodePortAddresses() []string {
+	if x != nil {
+		return x.NodePortAddresses
+	}
+	return nil
+}
+
+func (x *NodeConfig) GetServiceCidrs() []string {
+	if x != nil {
+		return x.ServiceCidrs
+	}
+	return nil
+}
+
 // SyncSettings tune the agent's sync loop, as kube-proxy's config does.
 type SyncSettings struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -267,7 +307,7 @@ var File_switchyard_v1_node_config_proto protoreflect.FileDescriptor
 
 const file_switchyard_v1_node_config_proto_rawDesc = "" +
 	"\n" +
-	"\x1fswitchyard/v1/node_config.proto\x12\rswitchyard.v1\x1a\x1egoogle/protobuf/duration.proto\"\xe6\x02\n" +
+	"\x1fswitchyard/v1/node_config.proto\x12\rswitchyard.v1\x1a\x1egoogle/protobuf/duration.proto\"\xbb\x03\n" +
 	"\n" +
 	"NodeConfig\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x12\n" +
@@ -278,7 +318,10 @@ const file_switchyard_v1_node_config_proto_rawDesc = "" +
 	"\rcluster_cidrs\x18\x06 \x03(\tR\fclusterCidrs\x12%\n" +
 	"\x0emasquerade_all\x18\a \x01(\bR\rmasqueradeAll\x12\x19\n" +
 	"\bnode_ips\x18\b \x03(\tR\anodeIps\x126\n" +
-	"\x17control_plane_addresses\x18\t \x03(\tR\x15controlPlaneAddresses\"\x8d\x01\n" +
+	"\x17control_plane_addresses\x18\t \x03(\tR\x15controlPlaneAddresses\x12.\n" +
+	"\x13node_port_addresses\x18\n" +
+	" \x03(\tR\x11nodePortAddresses\x12#\n" +
+	"\rservice_cidrs\x18\v \x03(\tR\fserviceCidrs\"\x8d\x01\n" +
 	"\fSyncSettings\x12A\n" +
 	"\x0fmin_sync_period\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\rminSyncPeriod\x12:\n" +
 	"\vsync_period\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\n" +
