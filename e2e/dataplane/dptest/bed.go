@@ -63,23 +63,10 @@ func (b *Bed) NetfilterHandle(t *testing.T) *netlink.Handle {
 // shows the test can see the difference.
 func (b *Bed) CheckUDPFlowAfterRemoval(t *testing.T, vip netip.AddrPort, apply func(*testing.T, *dataplane.State), cleanup bool) {
 	t.Helper()
-	svc := func(pods ...netns.Pod) *switchyardv1.ServiceView {
-		sv := Service("dns", vip.Addr().String(), 80, 0, pods...)
-		sv.Type = switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP
-		sv.Ports[0].Protocol = switchyardv1.Protocol_PROTOCOL_UDP
-		return sv
-	}
+	svc := func(pods ...netns.Pod) *switchyardv1.ServiceView { return udpService(vip, pods...) }
 	apply(t, State(b.Node, svc(b.Pods...)))
 
-	var conn *net.UDPConn
-	if err := b.Topo.Do(b.Topo.Client().NS, func() error {
-		var err error
-		conn, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(vip))
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := b.clientUDP(t, vip)
 	first := Exchange(t, conn)
 	for range 5 {
 		if got := Exchange(t, conn); got != first {
@@ -117,22 +104,12 @@ func (b *Bed) CheckUDPFlowAfterTargetPortChange(t *testing.T, vip netip.AddrPort
 	t.Helper()
 	pod := b.Pods[0]
 	svc := func(target uint32) *switchyardv1.ServiceView {
-		sv := Service("dns", vip.Addr().String(), 80, 0, pod)
-		sv.Type = switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP
-		sv.Ports[0].Protocol = switchyardv1.Protocol_PROTOCOL_UDP
+		sv := udpService(vip, pod)
 		sv.ClusterEndpoints[0].Ports[0].Port = target
 		return sv
 	}
 	apply(t, State(b.Node, svc(TargetPort)))
-	var conn *net.UDPConn
-	if err := b.Topo.Do(b.Topo.Client().NS, func() error {
-		var err error
-		conn, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(vip))
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	conn := b.clientUDP(t, vip)
 	Exchange(t, conn)
 	old := netip.AddrPortFrom(pod.IP, TargetPort)
 	h := b.NetfilterHandle(t)
@@ -166,4 +143,28 @@ func (b *Bed) udpEntries(t *testing.T, h *netlink.Handle, vip, ep netip.AddrPort
 		}
 	}
 	return n
+}
+
+// udpService is the UDP cluster IP service "dns" on vip over pods.
+func udpService(vip netip.AddrPort, pods ...netns.Pod) *switchyardv1.ServiceView {
+	sv := Service("dns", vip.Addr().String(), 80, 0, pods...)
+	sv.Type = switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP
+	sv.Ports[0].Protocol = switchyardv1.Protocol_PROTOCOL_UDP
+	return sv
+}
+
+// clientUDP is a UDP socket in the client namespace connected to vip,
+// closed when the test ends.
+func (b *Bed) clientUDP(t *testing.T, vip netip.AddrPort) *net.UDPConn {
+	t.Helper()
+	var conn *net.UDPConn
+	if err := b.Topo.Do(b.Topo.Client().NS, func() error {
+		var err error
+		conn, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(vip))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
