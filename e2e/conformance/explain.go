@@ -13,11 +13,7 @@ type Explanation struct {
 // Explanations are the known failures of the matrix, each found on the bed
 // and explained; CONFORMANCE.md prints Why on the failure's row.
 func Explanations() []Explanation {
-	return []Explanation{
-		{`.`, `DNS should support configurable pod resolv.conf`,
-			"not the proxy: the spec runs its test DNS server as /coredns from the agnhost image, which the bed's " +
-				"agnhost lacks (upstream's bundles CoreDNS); it fails the same way for every proxy"},
-	}
+	return []Explanation{}
 }
 
 // Explain returns the first explanation matching proxy and spec, or "".

@@ -215,9 +215,12 @@ func (b *builder) preflight() error {
 	if b.selected[CoreDNS] && b.o.CoreDNSVersion == "" {
 		return errors.New("images: no COREDNS_VERSION (Options.CoreDNSVersion or hack/versions.env)")
 	}
-	for image, bin := range map[string]string{CoreDNS: CoreDNS, Agnhost: Agnhost, KubeProxy: KubeProxy,
-		GlibcDNS: CoreDNS, Regression74839: Regression74839} {
-		if b.selected[image] {
+	for image, bins := range map[string][]string{CoreDNS: {CoreDNS}, Agnhost: {Agnhost, CoreDNS}, KubeProxy: {KubeProxy},
+		GlibcDNS: {CoreDNS}, Regression74839: {Regression74839}} {
+		if !b.selected[image] {
+			continue
+		}
+		for _, bin := range bins {
 			if _, err := testbedBinary(b.o.BinDir, bin); err != nil {
 				return fmt.Errorf("images: %w", err)
 			}

@@ -10,7 +10,7 @@
 //	agent         ghcr.io/switchyard-proxy/switchyard-agent:<tag>         Debian bookworm (iptables, ipset, ipvsadm, conntrack, nft, ip) + binary; root
 //	pause         registry.k8s.io/pause:3.10.2                            pause.c of k8s.io/kubernetes, gcc -static; user 65535
 //	coredns       registry.k8s.io/coredns/coredns:<COREDNS_VERSION>       test-bed coredns + host CA bundle
-//	agnhost       registry.k8s.io/e2e-test-images/agnhost:2.66.1          Debian bookworm with the specs' tools + test-bed agnhost
+//	agnhost       registry.k8s.io/e2e-test-images/agnhost:2.66.1          Debian bookworm with the specs' tools + test-bed agnhost, coredns
 //	busybox       registry.k8s.io/e2e-test-images/busybox:1.37.0-2        Debian's static busybox + one symlink per applet
 //	kube-proxy    registry.k8s.io/kube-proxy:<K8S_VERSION>                the agent's rootfs + test-bed kube-proxy; opt-in (Only)
 //	glibc-dns-testing      …/e2e-test-images/glibc-dns-testing:2.1.1      agnhost's rootfs (dig, sh) + test-bed coredns; opt-in

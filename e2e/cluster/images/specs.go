@@ -156,9 +156,17 @@ func (b *builder) agnhostSpec(ctx context.Context) (imageSpec, error) {
 	if err != nil {
 		return imageSpec{}, err
 	}
+	// /coredns as upstream's Dockerfile ships it: DNS specs ("configurable
+	// pod resolv.conf", "DNS configMap nameserver") run their own DNS
+	// server from this image.
+	coredns, err := testbedBinary(b.o.BinDir, CoreDNS)
+	if err != nil {
+		return imageSpec{}, err
+	}
 	// Cmd as upstream's image.
 	return b.onRootfs(ctx, agnhostRootfs(), Agnhost, AgnhostRef, v1.Config{Entrypoint: []string{"/agnhost"}, Cmd: []string{"pause"}},
-		"switchyard-images: agnhost, porter's localhost.crt and .key, /uploads", HostFile("agnhost", 0o755, bin),
+		"switchyard-images: agnhost, /coredns, porter's localhost.crt and .key, /uploads", HostFile("agnhost", 0o755, bin),
+		HostFile("coredns", 0o755, coredns),
 		HostFile("localhost.crt", 0o644, filepath.Join(porter, "localhost.crt")),
 		HostFile("localhost.key", 0o644, filepath.Join(porter, "localhost.key")),
 		Dir("uploads", 0o755))
