@@ -10,34 +10,57 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/echo"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 // Bed is a kernel mode's test bed: a node namespace with three pods
-// running echo servers (TCP and UDP on TargetPort, reporting the client's
-// address) and a client namespace, built by e2e/testbed and torn down when
-// the test ends. Runner runs the mode's commands in the node namespace.
-// A mode's bed embeds it and adds its Dataplane.
+// running echo servers (TCP and UDP on TargetPort, both families,
+// reporting the client's address) and a client namespace, built by
+// e2e/testbed and torn down when the test ends. Runner runs the mode's
+// commands in the node namespace. A mode's bed embeds it and adds its
+// Dataplane.
 type Bed struct {
 	Topo   *netns.Topology
 	Node   netns.Node
 	Pods   []netns.Pod
 	Runner *Runner
+	// Family is the family the bed's family checks (families.go)
+	// address: IPv4 on an IPv4-only bed, IPv6 on a dual-stack one.
+	Family serviceport.Family
 }
 
-// NewBed builds a Bed whose Runner works as o says.
+// NewBed builds an IPv4-only Bed whose Runner works as o says.
 func NewBed(t *testing.T, o RunnerOptions) *Bed {
 	t.Helper()
-	topo := netns.New(t, netns.Spec{Nodes: 1, Pods: 3})
+	return newBed(t, serviceport.IPv4, o)
+}
+
+// NewBedFor builds the bed a test of family f runs on: NewBed's for
+// IPv4; for IPv6 a dual-stack one (every namespace has both families,
+// as a dual-stack cluster's nodes and pods do), whose checks address
+// IPv6. A mode programs both families there (DualStack).
+func NewBedFor(t *testing.T, f serviceport.Family, o RunnerOptions) *Bed {
+	t.Helper()
+	return newBed(t, f, o)
+}
+
+func newBed(t *testing.T, f serviceport.Family, o RunnerOptions) *Bed {
+	t.Helper()
+	topo := netns.New(t, netns.Spec{Nodes: 1, Pods: 3, DualStack: f == serviceport.IPv6})
 	if _, err := echo.StartPods(t.Context(), echo.Launcher{Topo: topo}, topo.Pods(),
 		echo.Config{TCP: ":8080", UDP: ":8080", ReportClient: true}); err != nil {
 		t.Fatalf("echo servers: %v", err)
 	}
 	node := topo.Node(0)
-	return &Bed{Topo: topo, Node: node, Pods: topo.Pods(), Runner: NewRunner(topo, node.NS, o)}
+	return &Bed{Topo: topo, Node: node, Pods: topo.Pods(), Runner: NewRunner(topo, node.NS, o), Family: f}
 }
+
+// DualStack reports whether the bed's namespaces carry IPv6 too: a mode
+// must then program both families.
+func (b *Bed) DualStack() bool { return b.Topo.Plan().DualStack() }
 
 // NetfilterHandle opens a netlink handle for netfilter (conntrack) inside
 // the node namespace; it closes when the test ends.
@@ -111,7 +134,7 @@ func (b *Bed) CheckUDPFlowAfterTargetPortChange(t *testing.T, vip netip.AddrPort
 	apply(t, State(b.Node, svc(TargetPort)))
 	conn := b.clientUDP(t, vip)
 	Exchange(t, conn)
-	old := netip.AddrPortFrom(pod.IP, TargetPort)
+	old := netip.AddrPortFrom(PodIP(pod, FamilyOf(vip.Addr())), TargetPort)
 	h := b.NetfilterHandle(t)
 	if n := b.udpEntries(t, h, vip, old); n != 1 {
 		t.Fatalf("%d conntrack entries %v -> %v before the change, want 1", n, vip, old)
@@ -129,7 +152,11 @@ func (b *Bed) CheckUDPFlowAfterTargetPortChange(t *testing.T, vip netip.AddrPort
 // DNATed to ep.
 func (b *Bed) udpEntries(t *testing.T, h *netlink.Handle, vip, ep netip.AddrPort) int {
 	t.Helper()
-	flows, err := h.ConntrackTableList(netlink.ConntrackTable, unix.AF_INET)
+	inet := netlink.InetFamily(unix.AF_INET)
+	if vip.Addr().Is6() {
+		inet = unix.AF_INET6
+	}
+	flows, err := h.ConntrackTableList(netlink.ConntrackTable, inet)
 	if err != nil {
 		t.Fatalf("conntrack list: %v", err)
 	}
@@ -147,7 +174,7 @@ func (b *Bed) udpEntries(t *testing.T, h *netlink.Handle, vip, ep netip.AddrPort
 
 // udpService is the UDP cluster IP service "dns" on vip over pods.
 func udpService(vip netip.AddrPort, pods ...netns.Pod) *switchyardv1.ServiceView {
-	sv := Service("dns", vip.Addr().String(), 80, 0, pods...)
+	sv := Service("dns", vip.Addr().String(), uint32(vip.Port()), 0, pods...)
 	sv.Type = switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP
 	sv.Ports[0].Protocol = switchyardv1.Protocol_PROTOCOL_UDP
 	return sv

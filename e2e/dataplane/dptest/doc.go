@@ -4,4 +4,11 @@
 // they program, the benchmark workload and CPU meters, and the checks on
 // the traffic that results. Each mode's package keeps only what is
 // specific to its kernel interface.
+//
+// The family checks (families.go) address the bed's Family: a mode runs
+// each over Families (ForFamilies), IPv4 on an IPv4-only bed and IPv6 on
+// a dual-stack one (NewBedFor), where it must program both families as
+// a dual-stack node does. Service picks each pod's address of the
+// cluster IP's family; State lists the node's addresses and cluster
+// CIDRs of every family the bed has.
 package dptest

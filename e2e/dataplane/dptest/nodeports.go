@@ -2,21 +2,46 @@ package dptest
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 )
 
-// SecondNodeAddress is the address AddSecondNodeAddress gives the node:
-// local to it, on the client's segment, and not among the Node's
-// addresses (NodeConfig.node_ips), as a second NIC's would be.
-var SecondNodeAddress = netip.MustParseAddr("10.200.0.100")
+// secondNodeAddrs are the addresses AddSecondNodeAddress gives the node,
+// per family: local to it, on the client's segment, and not among the
+// Node's addresses (NodeConfig.node_ips), as a second NIC's would be.
+var secondNodeAddrs = map[serviceport.Family]netip.Prefix{
+	serviceport.IPv4: netip.MustParsePrefix("10.200.0.100/24"),
+	serviceport.IPv6: netip.MustParsePrefix("fd00:200::64/64"),
+}
 
-// AddSecondNodeAddress adds SecondNodeAddress/24 to the node's uplink,
-// inside the bed's node namespace.
+// The node_port_addresses entries a NodePortCase names by role; the
+// check puts the bed family's CIDR in their place.
+const (
+	// SecondOnlyCIDR holds the second node address and not the node IP:
+	// 10.200.0.96/28, fd00:200::60/124.
+	SecondOnlyCIDR = "<second-only>"
+	// NodeIPOnlyCIDR holds the node IP and not the second address:
+	// 10.200.0.0/28, fd00:200::/124.
+	NodeIPOnlyCIDR = "<node-ip-only>"
+)
+
+var roleCIDRs = map[serviceport.Family]map[string]string{
+	serviceport.IPv4: {SecondOnlyCIDR: "10.200.0.96/28", NodeIPOnlyCIDR: "10.200.0.0/28"},
+	serviceport.IPv6: {SecondOnlyCIDR: "fd00:200::60/124", NodeIPOnlyCIDR: "fd00:200::/124"},
+}
+
+// SecondNodeAddress is the address AddSecondNodeAddress gives the node
+// in the bed's family.
+func (b *Bed) SecondNodeAddress() netip.Addr { return secondNodeAddrs[b.Family].Addr() }
+
+// AddSecondNodeAddress adds the bed family's second address to the
+// node's uplink, inside the bed's node namespace.
 func (b *Bed) AddSecondNodeAddress(t *testing.T) {
 	t.Helper()
-	if _, err := b.Topo.Exec(t.Context(), b.Node.NS, "ip", "addr", "add", SecondNodeAddress.String()+"/24", "dev", "eth0"); err != nil {
+	if _, err := b.Topo.Exec(t.Context(), b.Node.NS, "ip", "addr", "add", secondNodeAddrs[b.Family].String(), "dev", "eth0"); err != nil {
 		t.Fatalf("second node address: %v", err)
 	}
 }
@@ -26,35 +51,44 @@ func (b *Bed) AddSecondNodeAddress(t *testing.T) {
 type NodePortCase struct {
 	Name string
 	// List is node_port_addresses; nil leaves the mode its default.
+	// SecondOnlyCIDR and NodeIPOnlyCIDR stand for the bed family's
+	// CIDRs of that role.
 	List []string
 	// OnNodeIP and OnSecond: node ports answer on the node IP (the
-	// Node's address) and on SecondNodeAddress.
+	// Node's address) and on the second node address.
 	OnNodeIP, OnSecond bool
 }
 
-// CheckNodePortAddresses gives the node SecondNodeAddress, then for each
-// case programs, with apply, a NodePort service on vip (node port 30095)
-// under the case's list, and connects from the client to the node port
-// on the node IP and on the second address: an address that serves node
-// ports reaches the pods; one that does not is refused at once by the
-// node's kernel (nothing DNATs it and nothing listens there). From the
-// node itself, 127.0.0.1 is refused at once in every case: loopback never
-// serves node ports (it would need route_localnet; a loopback packet
-// DNATed to a pod is dropped as a martian, which is a hang).
-func (b *Bed) CheckNodePortAddresses(t *testing.T, vip netip.Addr, apply func(*testing.T, *dataplane.State), cases []NodePortCase) {
+// CheckNodePortAddresses gives the node a second address of the bed's
+// family, then for each case programs, with apply, a NodePort service
+// on the bed's VIP (node port 30095) under the case's list, and connects
+// from the client to the node port on the node IP and on the second
+// address: an address that serves node ports reaches the pods; one that
+// does not is refused at once by the node's kernel (nothing DNATs it and
+// nothing listens there). From the node itself, the family's loopback
+// address is refused at once in every case: loopback never serves node
+// ports (it would need route_localnet, which IPv6 does not have; a
+// loopback packet DNATed to a pod is dropped as a martian, which is a
+// hang).
+func (b *Bed) CheckNodePortAddresses(t *testing.T, apply func(*testing.T, *dataplane.State), cases []NodePortCase) {
 	t.Helper()
 	const nodePort = 30095
 	b.AddSecondNodeAddress(t)
 	client := b.Topo.Client().NS
 	for _, tc := range cases {
 		t.Run(tc.Name, func(t *testing.T) {
-			st := State(b.Node, Service("np", vip.String(), 80, nodePort, b.Pods...))
-			st.Config.NodePortAddresses = tc.List
+			st := State(b.Node, Service("np", b.VIP().Addr().String(), 80, nodePort, b.Pods...))
+			st.Config.NodePortAddresses = slices.Clone(tc.List)
+			for i, e := range st.Config.NodePortAddresses {
+				if cidr, ok := roleCIDRs[b.Family][e]; ok {
+					st.Config.NodePortAddresses[i] = cidr
+				}
+			}
 			apply(t, st)
 			for _, a := range []struct {
 				addr   netip.Addr
 				serves bool
-			}{{b.Node.IP, tc.OnNodeIP}, {SecondNodeAddress, tc.OnSecond}} {
+			}{{b.NodeIP(), tc.OnNodeIP}, {b.SecondNodeAddress(), tc.OnSecond}} {
 				dst := netip.AddrPortFrom(a.addr, nodePort)
 				if a.serves {
 					b.CheckAnswered(t, client, dst, 10, "node port on "+a.addr.String())
@@ -62,7 +96,7 @@ func (b *Bed) CheckNodePortAddresses(t *testing.T, vip netip.Addr, apply func(*t
 					b.CheckRefusedWithin(t, client, dst, RefuseWithin)
 				}
 			}
-			b.CheckRefusedWithin(t, b.Node.NS, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), nodePort), RefuseWithin)
+			b.CheckRefusedWithin(t, b.Node.NS, netip.AddrPortFrom(loopbacks[b.Family], nodePort), RefuseWithin)
 		})
 	}
 }

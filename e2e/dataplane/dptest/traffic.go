@@ -1,9 +1,11 @@
 package dptest
 
 import (
+	"errors"
 	"math"
 	"net"
 	"net/netip"
+	"syscall"
 	"testing"
 	"time"
 
@@ -55,14 +57,16 @@ func Exchange(t testing.TB, c *net.UDPConn) string {
 }
 
 // CheckSpread sends 300 connections, 8 at a time, from namespace ns to
-// dst and checks they spread over the bed's pods (CheckShares).
-func (b *Bed) CheckSpread(t testing.TB, ns string, dst netip.AddrPort) {
+// dst and checks they spread over the bed's pods (CheckShares). It
+// returns what the probe saw.
+func (b *Bed) CheckSpread(t testing.TB, ns string, dst netip.AddrPort) probe.Result {
 	t.Helper()
 	res, err := probe.New(b.Topo, ns).TCP(t.Context(), dst, probe.Options{Count: 300, Parallel: 8})
 	if err != nil {
 		t.Fatal(err)
 	}
 	CheckShares(t, res, len(b.Pods))
+	return res
 }
 
 // CheckPinned sends 50 connections from namespace ns to dst and checks
@@ -113,6 +117,31 @@ func (b *Bed) checkRefused(t testing.TB, ns string, dst netip.AddrPort, perAttem
 	}
 	if res.Elapsed > total {
 		t.Errorf("5 refusals took %v: not fast", res.Elapsed)
+	}
+}
+
+// CheckUDPRefused sends 5 UDP exchanges, one after the other, from
+// namespace ns to dst and checks each is refused within RefuseWithin:
+// ECONNREFUSED on the read, from the ICMP port unreachable of a reject on
+// the forward path, or EPERM on the write, when the sender's own
+// namespace rejects it on output (the kernel drops the datagram before it
+// leaves and says so to the sender).
+func (b *Bed) CheckUDPRefused(t testing.TB, ns string, dst netip.AddrPort) {
+	t.Helper()
+	res, err := probe.New(b.Topo, ns).UDP(t.Context(), dst, probe.Options{Count: 5, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Failures) != 5 {
+		t.Fatalf("want 5 failures, got %v", res)
+	}
+	for _, f := range res.Failures {
+		if f.Reason != probe.ReasonRefused && !errors.Is(f.Err, syscall.EPERM) {
+			t.Errorf("attempt %d: %s (%v), want refused", f.Attempt, f.Reason, f.Err)
+		}
+	}
+	if res.Elapsed > 5*RefuseWithin {
+		t.Errorf("5 refusals took %v: not at once", res.Elapsed)
 	}
 }
 

@@ -10,7 +10,9 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/echo"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
@@ -50,17 +52,40 @@ type bed struct {
 	dp *iptables.Dataplane
 }
 
+// newBed is an IPv4-only bed.
 func newBed(t *testing.T) *bed {
 	t.Helper()
-	b := &bed{Bed: dptest.NewBed(t, runnerOptions)}
-	b.dp = b.newDP(t, iptables.Config{Logger: netns.TestLogger(t)})
+	return newBedFor(t, serviceport.IPv4, false)
+}
+
+// newBedFor is the bed of a family's test (dptest.NewBedFor); with
+// cleanup its Dataplane deletes stale UDP conntrack entries, through
+// netlink in the node namespace, as the agent does.
+func newBedFor(t *testing.T, f serviceport.Family, cleanup bool) *bed {
+	t.Helper()
+	b := &bed{Bed: dptest.NewBedFor(t, f, runnerOptions)}
+	cfg := iptables.Config{Logger: netns.TestLogger(t)}
+	if cleanup {
+		cfg.Conntrack = conntrack.Netlink{Handle: b.NetfilterHandle(t)}
+	}
+	b.dp = b.newDP(t, cfg)
 	return b
 }
 
-// newDP builds a Dataplane on the bed's runner, IPv4 only.
+// modeBed is this mode's dptest.ModeBed.
+func modeBed(t *testing.T, f serviceport.Family, cleanup bool) (*dptest.Bed, dptest.Apply) {
+	b := newBedFor(t, f, cleanup)
+	return b.Bed, b.apply
+}
+
+// newDP builds a Dataplane on the bed's runner: IPv4 only, or iptables
+// and ip6tables on a dual-stack bed.
 func (b *bed) newDP(t *testing.T, cfg iptables.Config) *iptables.Dataplane {
 	t.Helper()
 	cfg.Runner, cfg.Families = b.Runner, []iptables.Family{iptables.IPv4}
+	if b.DualStack() {
+		cfg.Families = append(cfg.Families, iptables.IPv6)
+	}
 	dp, err := iptables.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -77,61 +102,12 @@ func (b *bed) apply(t *testing.T, st *dataplane.State) {
 
 var vip = netip.MustParseAddrPort("10.96.0.10:80")
 
-func TestClusterIPFromNodeAndClient(t *testing.T) {
-	b := newBed(t)
-	b.apply(t, dptest.State(b.Node, dptest.Service("web", vip.Addr().String(), 80, 30080, b.Pods...)))
-	for _, from := range []struct{ name, ns string }{
-		{"node (OUTPUT)", b.Node.NS}, {"client (PREROUTING)", b.Topo.Client().NS},
-	} {
-		t.Run(from.name, func(t *testing.T) { b.CheckSpread(t, from.ns, vip) })
-	}
-	t.Run("NodePort on the node IP", func(t *testing.T) {
-		b.CheckSpread(t, b.Topo.Client().NS, netip.AddrPortFrom(b.Node.IP, 30080))
-	})
-}
-
-func TestAffinityPinsClient(t *testing.T) {
-	b := newBed(t)
-	sv := dptest.Service("sticky", vip.Addr().String(), 80, 0, b.Pods...)
-	sv.Type = switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP
-	sv.SessionAffinity = switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP
-	sv.SessionAffinityTimeoutSeconds = 600
-	b.apply(t, dptest.State(b.Node, sv))
-	b.CheckPinned(t, b.Topo.Client().NS, vip)
-}
-
-func TestNoEndpointsRefusedFast(t *testing.T) {
-	b := newBed(t)
-	b.apply(t, dptest.State(b.Node, dptest.Service("empty", vip.Addr().String(), 80, 0)))
-	for _, ns := range []string{b.Node.NS, b.Topo.Client().NS} {
-		b.CheckRefusedFast(t, ns, vip)
-	}
-}
-
 // TestPortWithoutEndpointsRefused: endpoints are decided per service port
 // (issue 17). A two-port service whose slices name one port refuses the
 // other at once, on its cluster IP and node port, while the first serves.
 func TestPortWithoutEndpointsRefused(t *testing.T) {
 	b := newBed(t)
 	b.CheckPortWithoutEndpoints(t, vip.Addr(), b.apply)
-}
-
-func TestETPLocalDropsWithoutLocalEndpoints(t *testing.T) {
-	b := newBed(t)
-	sv := dptest.Service("local", vip.Addr().String(), 80, 30081, b.Pods...)
-	sv.ExternalTrafficPolicy = switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL
-	b.apply(t, dptest.State(b.Node, sv)) // endpoints exist, none local: DROP
-	np := netip.AddrPortFrom(b.Node.IP, 30081)
-	b.CheckDropped(t, b.Topo.Client().NS, np)
-	// Traffic from the node itself and from its pods is not subject to the
-	// policy: it is short-circuited to the cluster endpoints, as kube-proxy
-	// does (upstream e2e "should implement NodePort and HealthCheckNodePort
-	// correctly when ExternalTrafficPolicy changes" curls its own node's
-	// NodePort from a host-network pod).
-	b.CheckAnswered(t, b.Node.NS, np, 10, "own node port from the node under ETP Local")
-	b.CheckAnswered(t, b.Pods[0].NS, np, 10, "own node port from a pod under ETP Local")
-	// The cluster IP still uses cluster endpoints.
-	b.CheckAnswered(t, b.Node.NS, vip, 10, "cluster IP under ETP Local")
 }
 
 // TestPartialSyncTouchesOnlyChangedChains removes one endpoint of one of
@@ -295,46 +271,45 @@ func TestSecondApplyIsNoopAndCleanupRemovesOnlyOurs(t *testing.T) {
 	}
 }
 
-// TestFullResyncOfUnchangedStateWritesNothing checks, on both flavours,
-// that the read-back comparison recognises every rule form we render as
-// iptables-save prints it back.
+// TestFullResyncOfUnchangedStateWritesNothing checks, on both flavours
+// and in both families (iptables alone on an IPv4-only bed, iptables and
+// ip6tables on a dual-stack one, every service with an address of each
+// family), that the read-back comparison recognises every rule form we
+// render as iptables-save and ip6tables-save print it back.
 func TestFullResyncOfUnchangedStateWritesNothing(t *testing.T) {
-	for _, fl := range []iptables.Flavour{iptables.FlavourNFT, iptables.FlavourLegacy} {
-		t.Run(string(fl), func(t *testing.T) {
-			b := newBed(t)
-			dp := b.newDP(t, iptables.Config{Flavour: fl})
-			web := dptest.Service("web", "10.96.0.10", 80, 30080, b.Pods...)
-			sticky := dptest.Service("sticky", "10.96.0.11", 80, 0, b.Pods...)
-			sticky.SessionAffinity = switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP
-			sticky.SessionAffinityTimeoutSeconds = 60
-			lb := dptest.Service("lb", "10.96.0.12", 443, 30443, b.Pods[0])
-			lb.Type = switchyardv1.ServiceType_SERVICE_TYPE_LOAD_BALANCER
-			lb.LoadBalancerIps = []string{"203.0.113.9"}
-			lb.LoadBalancerSourceRanges = []string{"198.51.100.0/24"}
-			lb.ExternalIps = []string{"192.0.2.9"}
-			lb.ExternalTrafficPolicy = switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL
-			lb.LocalEndpoints = lb.ClusterEndpoints
-			lb.HealthCheckNodePort = 32000
-			dns := dptest.Service("dns", "10.96.0.13", 53, 0, b.Pods...)
-			dns.Ports[0].Protocol = switchyardv1.Protocol_PROTOCOL_UDP
-			empty := dptest.Service("empty", "10.96.0.14", 80, 30081)
-			st := dptest.State(b.Node, web, sticky, lb, dns, empty)
-			if err := dp.Apply(t.Context(), st, dataplane.ApplyOptions{}); err != nil {
-				t.Fatal(err)
-			}
-			b.Runner.Take(restoreLog)
-			b.Runner.Take(ipsetLog)
-			if err := dp.Apply(t.Context(), st, dataplane.ApplyOptions{Full: true}); err != nil {
-				t.Fatal(err)
-			}
-			if w := b.Runner.Take(ipsetLog); len(w) != 0 {
-				t.Errorf("full resync of an unchanged state wrote the hairpin set: %q\n%s", w, b.ipsetSave(t))
-			}
-			if s := dp.LastSync(); s.ChainsWritten != 0 || s.Restores != 0 {
-				saved, _ := b.Topo.Exec(t.Context(), b.Node.NS, "iptables-"+string(fl)+"-save")
-				t.Errorf("full resync of an unchanged state: %+v; restores:\n%s\nkernel:\n%s",
-					s, strings.Join(b.Runner.Take(restoreLog), "\n"), saved)
-			}
-		})
-	}
+	dptest.ForFamilies(t, func(t *testing.T, f serviceport.Family) {
+		for _, fl := range []iptables.Flavour{iptables.FlavourNFT, iptables.FlavourLegacy} {
+			t.Run(string(fl), func(t *testing.T) {
+				b := newBedFor(t, f, false)
+				dp := b.newDP(t, iptables.Config{Flavour: fl})
+				st := b.RuleFormState()
+				if err := dp.Apply(t.Context(), st, dataplane.ApplyOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				if b.DualStack() { // not vacuous: the IPv6 rules are in the kernel
+					out, err := b.Topo.Exec(t.Context(), b.Node.NS, "ip6tables-"+string(fl)+"-save", "-t", "nat")
+					if vip := dptest.ServiceIP(serviceport.IPv6, 10).String(); err != nil || !strings.Contains(string(out), "-d "+vip+"/128") {
+						t.Fatalf("ip6tables-save has no rule for %s: %v\n%s", vip, err, out)
+					}
+				}
+				b.Runner.Take(restoreLog)
+				b.Runner.Take(ipsetLog)
+				if err := dp.Apply(t.Context(), st, dataplane.ApplyOptions{Full: true}); err != nil {
+					t.Fatal(err)
+				}
+				if w := b.Runner.Take(ipsetLog); len(w) != 0 {
+					t.Errorf("full resync of an unchanged state wrote the hairpin set: %q\n%s", w, b.ipsetSave(t))
+				}
+				if s := dp.LastSync(); s.ChainsWritten != 0 || s.Restores != 0 {
+					var saved []byte
+					for _, bin := range []string{"iptables", "ip6tables"} {
+						out, _ := b.Topo.Exec(t.Context(), b.Node.NS, bin+"-"+string(fl)+"-save")
+						saved = append(saved, out...)
+					}
+					t.Errorf("full resync of an unchanged state: %+v; restores:\n%s\nkernel:\n%s",
+						s, strings.Join(b.Runner.Take(restoreLog), "\n"), saved)
+				}
+			})
+		}
+	})
 }

@@ -6,7 +6,9 @@ import (
 	"testing"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	"github.com/switchyard-proxy/switchyard/dataplane/nftables"
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/echo"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
@@ -38,17 +40,40 @@ type bed struct {
 	dp *nftables.Dataplane
 }
 
+// newBed is an IPv4-only bed.
 func newBed(t *testing.T) *bed {
 	t.Helper()
-	b := &bed{Bed: dptest.NewBed(t, runnerOptions)}
-	b.dp = b.newDP(t, nftables.Config{})
+	return newBedFor(t, serviceport.IPv4, false)
+}
+
+// newBedFor is the bed of a family's test (dptest.NewBedFor); with
+// cleanup its Dataplane deletes stale UDP conntrack entries, through
+// netlink in the node namespace, as the agent does.
+func newBedFor(t *testing.T, f serviceport.Family, cleanup bool) *bed {
+	t.Helper()
+	b := &bed{Bed: dptest.NewBedFor(t, f, runnerOptions)}
+	cfg := nftables.Config{}
+	if cleanup {
+		cfg.Conntrack = conntrack.Netlink{Handle: b.NetfilterHandle(t)}
+	}
+	b.dp = b.newDP(t, cfg)
 	return b
 }
 
-// newDP builds a Dataplane on the bed's runner, IPv4 only.
+// modeBed is this mode's dptest.ModeBed.
+func modeBed(t *testing.T, f serviceport.Family, cleanup bool) (*dptest.Bed, dptest.Apply) {
+	b := newBedFor(t, f, cleanup)
+	return b.Bed, b.apply
+}
+
+// newDP builds a Dataplane on the bed's runner: IPv4 only, or the ip and
+// ip6 tables on a dual-stack bed.
 func (b *bed) newDP(t *testing.T, cfg nftables.Config) *nftables.Dataplane {
 	t.Helper()
 	cfg.Runner, cfg.Families, cfg.Logger = b.Runner, []nftables.Family{nftables.IPv4}, netns.TestLogger(t)
+	if b.DualStack() {
+		cfg.Families = append(cfg.Families, nftables.IPv6)
+	}
 	dp, err := nftables.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -72,6 +97,21 @@ func (b *bed) listTable(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return string(out)
+}
+
+// listTables is listTable followed, on a dual-stack bed, by "nft list
+// table ip6 switchyard".
+func (b *bed) listTables(t *testing.T) string {
+	t.Helper()
+	out := b.listTable(t)
+	if b.DualStack() {
+		six, err := b.Topo.Exec(t.Context(), b.Node.NS, "nft", "list", "table", "ip6", nftables.DefaultTable)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out += string(six)
+	}
+	return out
 }
 
 var vip = netip.MustParseAddrPort("10.96.0.10:80")

@@ -9,51 +9,11 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/nftables"
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/probe"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
-	"google.golang.org/protobuf/proto"
 )
-
-func TestClusterIPAndNodePort(t *testing.T) {
-	b := newBed(t)
-	b.apply(t, dptest.State(b.Node, dptest.Service("web", vip.Addr().String(), 80, 30080, b.Pods...)))
-	for _, tc := range []struct {
-		name, ns string
-		dst      netip.AddrPort
-	}{
-		{"cluster IP from node (output hook)", b.Node.NS, vip},
-		{"cluster IP from client (prerouting hook)", b.Topo.Client().NS, vip},
-		{"node port from client", b.Topo.Client().NS, netip.AddrPortFrom(b.Node.IP, 30080)},
-	} {
-		t.Run(tc.name, func(t *testing.T) { b.CheckSpread(t, tc.ns, tc.dst) })
-	}
-}
-
-func TestAffinityPinsClient(t *testing.T) {
-	b := newBed(t)
-	sv := dptest.Service("sticky", vip.Addr().String(), 80, 0, b.Pods...)
-	sv.Type = switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP
-	sv.SessionAffinity = switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP
-	sv.SessionAffinityTimeoutSeconds = 600
-	b.apply(t, dptest.State(b.Node, sv))
-	b.CheckPinned(t, b.Topo.Client().NS, vip)
-}
-
-func TestNoEndpointsRefusedFast(t *testing.T) {
-	b := newBed(t)
-	b.apply(t, dptest.State(b.Node, dptest.Service("empty", vip.Addr().String(), 80, 30082)))
-	for _, tc := range []struct {
-		name, ns string
-		dst      netip.AddrPort
-	}{
-		{"cluster IP from node", b.Node.NS, vip},
-		{"cluster IP from client", b.Topo.Client().NS, vip},
-		{"node port from client", b.Topo.Client().NS, netip.AddrPortFrom(b.Node.IP, 30082)},
-	} {
-		t.Run(tc.name, func(t *testing.T) { b.CheckRefusedFast(t, tc.ns, tc.dst) })
-	}
-}
 
 // TestPortWithoutEndpointsRefused: endpoints are decided per service port
 // (issue 17). A two-port service whose slices name one port refuses the
@@ -61,31 +21,6 @@ func TestNoEndpointsRefusedFast(t *testing.T) {
 func TestPortWithoutEndpointsRefused(t *testing.T) {
 	b := newBed(t)
 	b.CheckPortWithoutEndpoints(t, vip.Addr(), b.apply)
-}
-
-func TestETPLocalDropsWithoutLocalEndpoints(t *testing.T) {
-	b := newBed(t)
-	sv := dptest.Service("local", vip.Addr().String(), 80, 30081, b.Pods...)
-	sv.ExternalTrafficPolicy = switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL
-	b.apply(t, dptest.State(b.Node, sv)) // endpoints exist, none local: DROP
-	np := netip.AddrPortFrom(b.Node.IP, 30081)
-	b.CheckDropped(t, b.Topo.Client().NS, np)
-	// Traffic from the node itself and from its pods is not subject to the
-	// policy: it is short-circuited to the cluster endpoints, as kube-proxy
-	// does (upstream e2e "should implement NodePort and HealthCheckNodePort
-	// correctly when ExternalTrafficPolicy changes" curls its own node's
-	// NodePort from a host-network pod).
-	b.CheckAnswered(t, b.Node.NS, np, 10, "own node port from the node under ETP Local")
-	b.CheckAnswered(t, b.Pods[0].NS, np, 10, "own node port from a pod under ETP Local")
-	// The cluster IP still uses cluster endpoints.
-	b.CheckAnswered(t, b.Node.NS, vip, 10, "cluster IP under ETP Local")
-	// With a local endpoint the node port answers, from that one only.
-	// (A new message: Apply may keep what it was given, see State.)
-	sv = proto.Clone(sv).(*switchyardv1.ServiceView)
-	sv.LocalEndpoints = sv.ClusterEndpoints[:1]
-	sv.LocalEndpoints[0].IsLocal = true
-	b.apply(t, dptest.State(b.Node, sv))
-	b.CheckAnsweredBy(t, b.Topo.Client().NS, np, 10, 1, "node port with a local endpoint")
 }
 
 func TestPartialSyncTouchesOnlyChangedObjects(t *testing.T) {
@@ -136,44 +71,46 @@ func TestPartialSyncTouchesOnlyChangedObjects(t *testing.T) {
 }
 
 func TestSecondApplyIsNoopFullResyncAndCleanup(t *testing.T) {
-	b := newBed(t)
+	dptest.ForFamilies(t, func(t *testing.T, f serviceport.Family) {
+		b := newBedFor(t, f, false)
+		secondApplyFullResyncCleanup(t, b)
+	})
+}
+
+// secondApplyFullResyncCleanup applies every rule form (in both families
+// on a dual-stack bed, each service with an address of each): a second
+// Apply runs no transaction, a full resync leaves the tables as they
+// were, a restarted agent deletes what its first state lacks, and
+// Cleanup removes our tables and only ours.
+func secondApplyFullResyncCleanup(t *testing.T, b *bed) {
 	foreign := "add table ip foreign\nadd chain ip foreign c\nadd rule ip foreign c tcp dport 9 return\n"
 	if _, err := b.Runner.Run(t.Context(), []string{"nft", "-f", "-"}, []byte(foreign)); err != nil {
 		t.Fatal(err)
 	}
-	web := dptest.Service("web", "10.96.0.10", 80, 30080, b.Pods...)
-	sticky := dptest.Service("sticky", "10.96.0.11", 80, 0, b.Pods...)
-	sticky.SessionAffinity = switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP
-	sticky.SessionAffinityTimeoutSeconds = 60
-	lb := dptest.Service("lb", "10.96.0.12", 443, 30443, b.Pods[0])
-	lb.Type = switchyardv1.ServiceType_SERVICE_TYPE_LOAD_BALANCER
-	lb.LoadBalancerIps = []string{"203.0.113.9"}
-	lb.LoadBalancerSourceRanges = []string{"198.51.100.0/24"}
-	lb.ExternalIps = []string{"192.0.2.9"}
-	lb.ExternalTrafficPolicy = switchyardv1.TrafficPolicy_TRAFFIC_POLICY_LOCAL
-	lb.LocalEndpoints = lb.ClusterEndpoints
-	dns := dptest.Service("dns", "10.96.0.13", 53, 0, b.Pods...)
-	dns.Ports[0].Protocol = switchyardv1.Protocol_PROTOCOL_UDP
-	st := dptest.State(b.Node, web, sticky, lb, dns, dptest.Service("empty", "10.96.0.14", 80, 30081))
+	st := b.RuleFormState()
 	b.apply(t, st)
 	b.Runner.Take(nftInputs)
 	b.apply(t, st)
 	if txs := b.Runner.Take(nftInputs); len(txs) != 0 {
 		t.Errorf("second Apply of the same state ran %d transactions", len(txs))
 	}
-	listed := b.listTable(t)
+	listed := b.listTables(t)
+	if b.DualStack() && !strings.Contains(listed, "table ip6 "+nftables.DefaultTable) {
+		t.Fatalf("no ip6 table on a dual-stack bed:\n%s", listed)
+	}
 	if err := b.dp.Apply(t.Context(), st, dataplane.ApplyOptions{Full: true}); err != nil {
 		t.Fatalf("full resync: %v", err)
 	}
-	if again := b.listTable(t); again != listed {
-		t.Errorf("full resync of an unchanged state changed the table:\nbefore:\n%s\nafter:\n%s", listed, again)
+	if again := b.listTables(t); again != listed {
+		t.Errorf("full resync of an unchanged state changed the tables:\nbefore:\n%s\nafter:\n%s", listed, again)
 	}
 	// A restarted agent reconciles (lists, rewrites, deletes leftovers).
 	restarted := b.newDP(t, nftables.Config{})
+	web := st.Services["default/web"]
 	if err := restarted.Apply(t.Context(), dptest.State(b.Node, web), dataplane.ApplyOptions{}); err != nil {
 		t.Fatalf("first Apply after restart: %v", err)
 	}
-	if got := b.listTable(t); strings.Contains(got, "default/sticky/") || strings.Contains(got, "default/lb/") {
+	if got := b.listTables(t); strings.Contains(got, "default/sticky/") || strings.Contains(got, "default/lb/") {
 		t.Errorf("leftovers after restart:\n%s", got)
 	}
 	if err := restarted.Cleanup(t.Context()); err != nil {
@@ -186,10 +123,13 @@ func TestSecondApplyIsNoopFullResyncAndCleanup(t *testing.T) {
 	if strings.Contains(string(out), "switchyard") || !strings.Contains(string(out), "table ip foreign") {
 		t.Errorf("after Cleanup: %s", out)
 	}
-	// Traffic no longer reaches the service.
-	res, err := probe.New(b.Topo, b.Node.NS).TCP(t.Context(), vip, probe.Options{Count: 1})
-	if err != nil || res.Succeeded() != 0 {
-		t.Errorf("service still answers after Cleanup: %v %v", err, res)
+	// Traffic no longer reaches the service, in any of its families.
+	for _, ip := range web.ClusterIps {
+		dst := netip.AddrPortFrom(netip.MustParseAddr(ip), 80)
+		res, err := probe.New(b.Topo, b.Node.NS).TCP(t.Context(), dst, probe.Options{Count: 1})
+		if err != nil || res.Succeeded() != 0 {
+			t.Errorf("%v still answers after Cleanup: %v %v", dst, err, res)
+		}
 	}
 }
 
@@ -215,22 +155,11 @@ func TestRunnerStaysInNodeNamespace(t *testing.T) {
 // TestHairpinThroughTheVIP: a pod whose Service sends it back to itself
 // gets its own reply, masqueraded to the node (the hairpin-endpoints set
 // in postrouting; without it the reply would go pod-to-pod and be
-// dropped as not matching the connection).
+// dropped as not matching the connection), in both families
+// (dptest.CheckHairpin).
 func TestHairpinThroughTheVIP(t *testing.T) {
-	b := newBed(t)
-	self := b.Pods[0]
-	b.apply(t, dptest.State(b.Node, dptest.Service("self", vip.Addr().String(), 80, 0, self)))
-	res, err := probe.New(b.Topo, self.NS).TCP(t.Context(), vip, probe.Options{Count: 10})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(res.Failures) > 0 || res.Counts[self.Name] != 10 {
-		t.Fatalf("hairpin: want 10 replies from %s, got %s", self.Name, res)
-	}
-	for c := range res.Clients {
-		if c == self.IP.String() {
-			t.Errorf("%s saw its own address as the client: not masqueraded (%s)", self.Name, res)
-		}
-	}
-	t.Logf("hairpin: %s", res)
+	dptest.ForFamilies(t, func(t *testing.T, f serviceport.Family) {
+		b := newBedFor(t, f, false)
+		b.CheckHairpin(t, b.apply)
+	})
 }

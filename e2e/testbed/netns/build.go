@@ -16,6 +16,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// noDAD turns off IPv6 duplicate address detection in a namespace for the
+// links created after it. The plan makes every address unique, and a
+// tentative address (a second or two after the link comes up) can be
+// neither bound nor used to resolve neighbours: the first connections of
+// a test would time out. Addresses the plan assigns carry IFA_F_NODAD as
+// well (addAddrs); this covers the link-local ones the kernel adds.
+var noDAD = []Sysctl{{"net.ipv6.conf.all.accept_dad", "0"}, {"net.ipv6.conf.default.accept_dad", "0"}}
+
 // linkUpTimeout bounds the wait for veth carriers after wiring.
 const linkUpTimeout = 5 * time.Second
 
@@ -24,6 +32,14 @@ func (t *Topology) build(ctx context.Context) error {
 	names := t.plan.Namespaces()
 	if err := t.createNamespaces(ctx, names); err != nil {
 		return err
+	}
+	if t.plan.DualStack() {
+		// Before any link exists, so that link-local addresses skip it too.
+		for _, ns := range names {
+			if err := t.SetSysctls(ns, noDAD...); err != nil {
+				return err
+			}
+		}
 	}
 	hs, err := t.openHandles(names)
 	if err != nil {
@@ -158,32 +174,32 @@ func (t *Topology) wire(hs *handles) error {
 		}
 	}
 	netH := hs.nl[p.Network.NS]
-	br, err := addBridge(netH, p.Network.Bridge, netip.Prefix{})
+	br, err := addBridge(netH, p.Network.Bridge)
 	if err != nil {
 		return fmt.Errorf("%s: %w", p.Network.NS, err)
 	}
 	for _, n := range p.Nodes {
-		uplink := netip.PrefixFrom(n.IP, n.Subnet.Bits())
-		if err := attach(netH, br, n.NetPort, false, hs.fd[n.NS], hs.nl[n.NS], uplink); err != nil {
+		uplink := ifAddrs(n.IP, n.Subnet, n.IP6, n.Subnet6)
+		if err := attach(netH, br, n.NetPort, false, hs.fd[n.NS], hs.nl[n.NS], uplink...); err != nil {
 			return fmt.Errorf("attach %s to the network: %w", n.Name, err)
 		}
 		if t.plan.NoPodBridge {
 			continue
 		}
-		cbr, err := addBridge(hs.nl[n.NS], NodeBridge, netip.PrefixFrom(n.PodGateway, n.PodCIDR.Bits()))
+		cbr, err := addBridge(hs.nl[n.NS], NodeBridge, ifAddrs(n.PodGateway, n.PodCIDR, n.PodGateway6, n.PodCIDR6)...)
 		if err != nil {
 			return fmt.Errorf("%s: %w", n.NS, err)
 		}
 		for _, pod := range n.Pods {
-			addr := netip.PrefixFrom(pod.IP, pod.Subnet.Bits())
-			if err := attach(hs.nl[n.NS], cbr, pod.NodePort, true, hs.fd[pod.NS], hs.nl[pod.NS], addr); err != nil {
+			addrs := ifAddrs(pod.IP, pod.Subnet, pod.IP6, pod.Subnet6)
+			if err := attach(hs.nl[n.NS], cbr, pod.NodePort, true, hs.fd[pod.NS], hs.nl[pod.NS], addrs...); err != nil {
 				return fmt.Errorf("attach %s to %s: %w", pod.Name, n.Name, err)
 			}
 		}
 	}
 	for _, h := range []Host{p.Client, p.Control} {
-		addr := netip.PrefixFrom(h.IP, h.Subnet.Bits())
-		if err := attach(netH, br, h.NetPort, false, hs.fd[h.NS], hs.nl[h.NS], addr); err != nil {
+		addrs := ifAddrs(h.IP, h.Subnet, h.IP6, h.Subnet6)
+		if err := attach(netH, br, h.NetPort, false, hs.fd[h.NS], hs.nl[h.NS], addrs...); err != nil {
 			return fmt.Errorf("attach %s to the network: %w", h.Name, err)
 		}
 	}
@@ -206,20 +222,21 @@ func addAllRoutes(p Plan, hs *handles) error {
 	return nil
 }
 
-// addBridge creates an STP-less bridge (ports forward at once), optionally
-// addressed, and sets it up.
-func addBridge(h *netlink.Handle, name string, addr netip.Prefix) (netlink.Link, error) {
-	if err := h.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name}}); err != nil {
+// addBridge creates an STP-less bridge (ports forward at once) with the
+// given addresses, and sets it up. Multicast snooping is off: a plain
+// switch floods IPv6 neighbour solicitations to every port instead of
+// waiting for MLD reports to learn who listens.
+func addBridge(h *netlink.Handle, name string, addrs ...netip.Prefix) (netlink.Link, error) {
+	snooping := false
+	if err := h.LinkAdd(&netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: name}, MulticastSnooping: &snooping}); err != nil {
 		return nil, fmt.Errorf("add bridge %s: %w", name, err)
 	}
 	br, err := h.LinkByName(name)
 	if err != nil {
 		return nil, fmt.Errorf("bridge %s: %w", name, err)
 	}
-	if addr.IsValid() {
-		if err := h.AddrAdd(br, &netlink.Addr{IPNet: ipNet(addr)}); err != nil {
-			return nil, fmt.Errorf("address %s on %s: %w", addr, name, err)
-		}
+	if err := addAddrs(h, br, addrs); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
 	if err := h.LinkSetUp(br); err != nil {
 		return nil, fmt.Errorf("set %s up: %w", name, err)
@@ -229,9 +246,9 @@ func addBridge(h *netlink.Handle, name string, addr netip.Prefix) (netlink.Link,
 
 // attach creates a veth pair inside the namespace of outer: port is enslaved
 // to br there, its peer Uplink is created directly in inner's namespace (so
-// no interface ever exists in the host namespace) and gets addr.
+// no interface ever exists in the host namespace) and gets addrs.
 func attach(outer *netlink.Handle, br netlink.Link, port string, hairpin bool,
-	innerFD netns.NsHandle, inner *netlink.Handle, addr netip.Prefix) error {
+	innerFD netns.NsHandle, inner *netlink.Handle, addrs ...netip.Prefix) error {
 	veth := &netlink.Veth{
 		LinkAttrs:     netlink.LinkAttrs{Name: port},
 		PeerName:      Uplink,
@@ -259,11 +276,38 @@ func attach(outer *netlink.Handle, br netlink.Link, port string, hairpin bool,
 	if err != nil {
 		return fmt.Errorf("peer %s of %s: %w", Uplink, port, err)
 	}
-	if err := inner.AddrAdd(in, &netlink.Addr{IPNet: ipNet(addr)}); err != nil {
-		return fmt.Errorf("address %s on peer of %s: %w", addr, port, err)
+	if err := addAddrs(inner, in, addrs); err != nil {
+		return fmt.Errorf("peer of %s: %w", port, err)
 	}
 	if err := inner.LinkSetUp(in); err != nil {
 		return fmt.Errorf("set peer of %s up: %w", port, err)
+	}
+	return nil
+}
+
+// ifAddrs are the interface addresses ip/subnet and, when valid (a
+// dual-stack plan), ip6/subnet6.
+func ifAddrs(ip netip.Addr, subnet netip.Prefix, ip6 netip.Addr, subnet6 netip.Prefix) []netip.Prefix {
+	out := []netip.Prefix{netip.PrefixFrom(ip, subnet.Bits())}
+	if ip6.IsValid() {
+		out = append(out, netip.PrefixFrom(ip6, subnet6.Bits()))
+	}
+	return out
+}
+
+// addAddrs adds addrs to link. IPv6 addresses skip duplicate address
+// detection (IFA_F_NODAD): the plan already made them unique, and a
+// tentative address cannot be bound or used as a source for a second or
+// more, which every test would have to wait out.
+func addAddrs(h *netlink.Handle, link netlink.Link, addrs []netip.Prefix) error {
+	for _, a := range addrs {
+		na := &netlink.Addr{IPNet: ipNet(a)}
+		if a.Addr().Is6() {
+			na.Flags = unix.IFA_F_NODAD
+		}
+		if err := h.AddrAdd(link, na); err != nil {
+			return fmt.Errorf("address %s: %w", a, err)
+		}
 	}
 	return nil
 }

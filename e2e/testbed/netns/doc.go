@@ -5,8 +5,9 @@
 //	control ┼── br0 (namespace net) ┼─ node-1 ── cbr0 ── pod-1, …
 //	        └───────────────────────┘
 //
-// A Spec describes the shape; NewPlan turns it into names, addresses and
-// routes without any I/O (see plan.go); Create (or New in tests) realises a
+// A Spec describes the shape, IPv4 only or dual-stack (Spec.DualStack:
+// every address and route in IPv6 too); NewPlan turns it into names,
+// addresses and routes without any I/O (see plan.go); Create (or New in tests) realises a
 // Plan with `ip netns add` and netlink; Close tears it down.
 //
 // Invariants:

@@ -23,7 +23,7 @@ const (
 	maxIfName = 15
 )
 
-// Route is one IPv4 route of a namespace.
+// Route is one route of a namespace, of either family.
 type Route struct {
 	Dst netip.Prefix
 	Via netip.Addr // invalid: on-link out of Dev
@@ -46,6 +46,7 @@ type Sysctl struct {
 type Network struct {
 	NS      string
 	CIDR    netip.Prefix
+	CIDR6   netip.Prefix // invalid unless dual-stack
 	Bridge  string
 	Sysctls []Sysctl
 }
@@ -53,11 +54,15 @@ type Network struct {
 // Host is a namespace attached to the network that is not a node: the client
 // and the control namespace.
 type Host struct {
-	Name    string
-	NS      string
-	IP      netip.Addr
-	Subnet  netip.Prefix // the network CIDR
-	NetPort string       // its bridge port in the net namespace
+	Name   string
+	NS     string
+	IP     netip.Addr
+	Subnet netip.Prefix // the network CIDR
+	// IP6 and Subnet6 are the IPv6 address and network CIDR of a
+	// dual-stack topology, invalid otherwise (likewise in Node and Pod).
+	IP6     netip.Addr
+	Subnet6 netip.Prefix
+	NetPort string // its bridge port in the net namespace
 	Routes  []Route
 }
 
@@ -71,9 +76,12 @@ type Node struct {
 	NetPort    string       // its bridge port in the net namespace
 	PodCIDR    netip.Prefix
 	PodGateway netip.Addr // address of NodeBridge
-	Pods       []Pod
-	Routes     []Route
-	Sysctls    []Sysctl
+	// The IPv6 counterparts of IP, Subnet, PodCIDR and PodGateway.
+	IP6, PodGateway6  netip.Addr
+	Subnet6, PodCIDR6 netip.Prefix
+	Pods              []Pod
+	Routes            []Route
+	Sysctls           []Sysctl
 }
 
 // Pod is a pod namespace attached to its node's bridge.
@@ -84,6 +92,8 @@ type Pod struct {
 	Node     int
 	IP       netip.Addr
 	Subnet   netip.Prefix // the node's pod CIDR
+	IP6      netip.Addr
+	Subnet6  netip.Prefix // the node's IPv6 pod CIDR
 	NodePort string       // its bridge port in the node namespace
 	Routes   []Route
 }
@@ -97,7 +107,9 @@ type Plan struct {
 	Client      Host
 	Control     Host
 	ServiceCIDR netip.Prefix
-	GatewayNode int
+	// ServiceCIDR6 is the IPv6 service CIDR, invalid unless dual-stack.
+	ServiceCIDR6 netip.Prefix
+	GatewayNode  int
 	// NoPodBridge: nodes have no pod bridge (Spec.NoPodBridge).
 	NoPodBridge bool
 }
@@ -113,9 +125,10 @@ func NewPlan(spec Spec, id string) (Plan, error) {
 	}
 	base := s.Prefix + id + "-"
 	p := Plan{
-		ID:          id,
-		Network:     Network{NS: base + "net", CIDR: s.NetworkCIDR, Bridge: NetworkBridge, Sysctls: networkSysctls()},
-		ServiceCIDR: s.ServiceCIDR,
+		ID: id,
+		Network: Network{NS: base + "net", CIDR: s.NetworkCIDR, CIDR6: s.NetworkCIDR6,
+			Bridge: NetworkBridge, Sysctls: networkSysctls()},
+		ServiceCIDR: s.ServiceCIDR, ServiceCIDR6: s.ServiceCIDR6,
 		GatewayNode: s.GatewayNode,
 		NoPodBridge: s.NoPodBridge,
 	}
@@ -151,41 +164,59 @@ func NewPlan(spec Spec, id string) (Plan, error) {
 }
 
 func planNode(s Spec, base string, i int) (Node, error) {
-	ip, err := hostAddr(s.NetworkCIDR, s.FirstNodeHost+i)
-	if err != nil {
-		return Node{}, fmt.Errorf("node %d address: %w", i, err)
-	}
-	cidr, err := subnet(s.ClusterCIDR, s.NodeCIDRBits, i)
-	if err != nil {
-		return Node{}, fmt.Errorf("node %d pod CIDR: %w", i, err)
-	}
-	gw, err := hostAddr(cidr, 1)
-	if err != nil {
-		return Node{}, fmt.Errorf("node %d pod gateway: %w", i, err)
-	}
 	n := Node{
 		Index: i, Name: "node-" + strconv.Itoa(i), NS: base + "node" + strconv.Itoa(i),
-		IP: ip, Subnet: s.NetworkCIDR, NetPort: "node" + strconv.Itoa(i),
-		PodCIDR: cidr, PodGateway: gw, Sysctls: nodeSysctls(s),
+		NetPort: "node" + strconv.Itoa(i), Sysctls: nodeSysctls(s),
+	}
+	for _, f := range s.families() {
+		ip, err := hostAddr(f.network, s.FirstNodeHost+i)
+		if err != nil {
+			return Node{}, fmt.Errorf("node %d %s address: %w", i, f.name, err)
+		}
+		cidr, err := subnet(f.cluster, f.nodeBits, i)
+		if err != nil {
+			return Node{}, fmt.Errorf("node %d %s pod CIDR: %w", i, f.name, err)
+		}
+		gw, err := hostAddr(cidr, 1)
+		if err != nil {
+			return Node{}, fmt.Errorf("node %d %s pod gateway: %w", i, f.name, err)
+		}
+		if f.v6 {
+			n.IP6, n.Subnet6, n.PodCIDR6, n.PodGateway6 = ip, f.network, cidr, gw
+		} else {
+			n.IP, n.Subnet, n.PodCIDR, n.PodGateway = ip, f.network, cidr, gw
+		}
 	}
 	return n, checkIfName(n.NetPort)
 }
 
 func planPod(s Spec, base string, k int, n *Node) (Pod, error) {
-	ip, err := hostAddr(n.PodCIDR, 2+len(n.Pods))
-	if err != nil {
-		return Pod{}, fmt.Errorf("pod %d on %s: %w", k, n.Name, err)
-	}
 	pod := Pod{
 		Index: k, Name: "pod-" + strconv.Itoa(k), NS: base + "pod" + strconv.Itoa(k),
-		Node: n.Index, IP: ip, Subnet: n.PodCIDR, NodePort: "vpod" + strconv.Itoa(k),
-		Routes: []Route{{Dst: netip.MustParsePrefix("0.0.0.0/0"), Via: n.PodGateway, Dev: Uplink}},
+		Node: n.Index, NodePort: "vpod" + strconv.Itoa(k),
+	}
+	for _, f := range s.families() {
+		cidr, gw := n.PodCIDR, n.PodGateway
+		if f.v6 {
+			cidr, gw = n.PodCIDR6, n.PodGateway6
+		}
+		ip, err := hostAddr(cidr, 2+len(n.Pods))
+		if err != nil {
+			return Pod{}, fmt.Errorf("pod %d on %s: %w", k, n.Name, err)
+		}
+		if f.v6 {
+			pod.IP6, pod.Subnet6 = ip, cidr
+		} else {
+			pod.IP, pod.Subnet = ip, cidr
+		}
+		pod.Routes = append(pod.Routes, Route{Dst: f.defaultRoute, Via: gw, Dev: Uplink})
 	}
 	return pod, checkIfName(pod.NodePort)
 }
 
 // nodeRoutes: other nodes' pod CIDRs via those nodes, and the service CIDR
-// on-link out of the uplink so that connect() reaches the NAT hooks.
+// on-link out of the uplink so that connect() reaches the NAT hooks; IPv4
+// first, then the same in IPv6 on a dual-stack plan.
 func nodeRoutes(p Plan, i int) []Route {
 	var rs []Route
 	for j, other := range p.Nodes {
@@ -193,24 +224,42 @@ func nodeRoutes(p Plan, i int) []Route {
 			rs = append(rs, Route{Dst: other.PodCIDR, Via: other.IP, Dev: Uplink})
 		}
 	}
-	return append(rs, Route{Dst: p.ServiceCIDR, Dev: Uplink})
+	rs = append(rs, Route{Dst: p.ServiceCIDR, Dev: Uplink})
+	if !p.DualStack() {
+		return rs
+	}
+	for j, other := range p.Nodes {
+		if j != i {
+			rs = append(rs, Route{Dst: other.PodCIDR6, Via: other.IP6, Dev: Uplink})
+		}
+	}
+	return append(rs, Route{Dst: p.ServiceCIDR6, Dev: Uplink})
 }
 
 func planHost(s Spec, p Plan, name, base string, host int) (Host, error) {
-	ip, err := hostAddr(s.NetworkCIDR, host)
-	if err != nil {
-		return Host{}, fmt.Errorf("%s address: %w", name, err)
-	}
-	gw := p.Nodes[s.GatewayNode].IP
-	h := Host{Name: name, NS: base + name, IP: ip, Subnet: s.NetworkCIDR, NetPort: name}
-	for _, n := range p.Nodes {
-		via := n.IP
-		if s.PodRoutesViaGateway {
-			via = gw
+	h := Host{Name: name, NS: base + name, NetPort: name}
+	for _, f := range s.families() {
+		ip, err := hostAddr(f.network, host)
+		if err != nil {
+			return Host{}, fmt.Errorf("%s %s address: %w", name, f.name, err)
 		}
-		h.Routes = append(h.Routes, Route{Dst: n.PodCIDR, Via: via, Dev: Uplink})
+		gw := p.Nodes[s.GatewayNode]
+		via := func(n Node) netip.Addr { return n.IP }
+		if f.v6 {
+			h.IP6, h.Subnet6 = ip, f.network
+			via = func(n Node) netip.Addr { return n.IP6 }
+		} else {
+			h.IP, h.Subnet = ip, f.network
+		}
+		for _, n := range p.Nodes {
+			hop := via(n)
+			if s.PodRoutesViaGateway {
+				hop = via(gw)
+			}
+			h.Routes = append(h.Routes, Route{Dst: n.podCIDR(f.v6), Via: hop, Dev: Uplink})
+		}
+		h.Routes = append(h.Routes, Route{Dst: f.service, Via: via(gw), Dev: Uplink})
 	}
-	h.Routes = append(h.Routes, Route{Dst: s.ServiceCIDR, Via: gw, Dev: Uplink})
 	return h, checkIfName(h.NetPort)
 }
 
@@ -227,6 +276,12 @@ func nodeSysctls(s Spec) []Sysctl {
 	}
 	if s.RouteLocalnet {
 		out = append(out, Sysctl{"net.ipv4.conf.all.route_localnet", "1"})
+	}
+	if s.DualStack {
+		// IPv6 has no rp_filter sysctl; forwarding on "all" turns every
+		// interface into a router.
+		out = append(out, Sysctl{"net.ipv6.conf.all.forwarding", "1"},
+			Sysctl{"net.bridge.bridge-nf-call-ip6tables", bridgeNF})
 	}
 	return out
 }
@@ -258,15 +313,58 @@ func (p Plan) checkUnique() error {
 		seen[ip] = who
 		return nil
 	}
+	addAll := func(who string, ips ...netip.Addr) error {
+		for _, ip := range ips {
+			if !ip.IsValid() { // no IPv6 on an IPv4-only plan
+				continue
+			}
+			if err := add(ip, who); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	for _, n := range p.Nodes {
-		if err := add(n.IP, n.Name); err != nil {
+		if err := addAll(n.Name, n.IP, n.IP6); err != nil {
 			return err
 		}
 	}
-	if err := add(p.Client.IP, p.Client.Name); err != nil {
+	if err := addAll(p.Client.Name, p.Client.IP, p.Client.IP6); err != nil {
 		return err
 	}
-	return add(p.Control.IP, p.Control.Name)
+	return addAll(p.Control.Name, p.Control.IP, p.Control.IP6)
+}
+
+// DualStack reports whether the plan carries IPv6 beside IPv4.
+func (p Plan) DualStack() bool { return p.ServiceCIDR6.IsValid() }
+
+// podCIDR is the node's pod CIDR of one family.
+func (n Node) podCIDR(v6 bool) netip.Prefix {
+	if v6 {
+		return n.PodCIDR6
+	}
+	return n.PodCIDR
+}
+
+// family is one IP family's address plan of a defaulted spec.
+type family struct {
+	name                      string
+	v6                        bool
+	network, cluster, service netip.Prefix
+	nodeBits                  int
+	defaultRoute              netip.Prefix
+}
+
+// families lists IPv4 and, on a dual-stack spec, IPv6 after it: every
+// address and route is planned in that order.
+func (s Spec) families() []family {
+	out := []family{{name: "IPv4", network: s.NetworkCIDR, cluster: s.ClusterCIDR, service: s.ServiceCIDR,
+		nodeBits: s.NodeCIDRBits, defaultRoute: netip.MustParsePrefix("0.0.0.0/0")}}
+	if s.DualStack {
+		out = append(out, family{name: "IPv6", v6: true, network: s.NetworkCIDR6, cluster: s.ClusterCIDR6,
+			service: s.ServiceCIDR6, nodeBits: s.NodeCIDRBits6, defaultRoute: netip.MustParsePrefix("::/0")})
+	}
+	return out
 }
 
 // Namespaces lists every namespace of the plan in creation order: network,

@@ -12,12 +12,18 @@ import (
 // describe renders a plan as sorted, human-readable lines for comparison.
 func describe(p Plan) []string {
 	out := []string{fmt.Sprintf("network ns=%s cidr=%s bridge=%s", p.Network.NS, p.Network.CIDR, p.Network.Bridge)}
+	if p.DualStack() {
+		out = append(out, fmt.Sprintf("  cidr6=%s serviceCIDR6=%s", p.Network.CIDR6, p.ServiceCIDR6))
+	}
 	for _, s := range p.Network.Sysctls {
 		out = append(out, "  sysctl "+s.Key+"="+s.Value)
 	}
 	for _, n := range p.Nodes {
 		out = append(out, fmt.Sprintf("%s ns=%s ip=%s/%d port=%s podCIDR=%s gw=%s",
 			n.Name, n.NS, n.IP, n.Subnet.Bits(), n.NetPort, n.PodCIDR, n.PodGateway))
+		if n.IP6.IsValid() {
+			out = append(out, fmt.Sprintf("  ip6=%s/%d podCIDR6=%s gw6=%s", n.IP6, n.Subnet6.Bits(), n.PodCIDR6, n.PodGateway6))
+		}
 		for _, r := range n.Routes {
 			out = append(out, "  route "+r.String())
 		}
@@ -27,10 +33,16 @@ func describe(p Plan) []string {
 		for _, pod := range n.Pods {
 			out = append(out, fmt.Sprintf("  %s ns=%s ip=%s/%d port=%s route=%s",
 				pod.Name, pod.NS, pod.IP, pod.Subnet.Bits(), pod.NodePort, pod.Routes[0]))
+			if pod.IP6.IsValid() {
+				out = append(out, fmt.Sprintf("    ip6=%s/%d route=%s", pod.IP6, pod.Subnet6.Bits(), pod.Routes[1]))
+			}
 		}
 	}
 	for _, h := range []Host{p.Client, p.Control} {
 		out = append(out, fmt.Sprintf("%s ns=%s ip=%s/%d port=%s", h.Name, h.NS, h.IP, h.Subnet.Bits(), h.NetPort))
+		if h.IP6.IsValid() {
+			out = append(out, fmt.Sprintf("  ip6=%s/%d", h.IP6, h.Subnet6.Bits()))
+		}
 		for _, r := range h.Routes {
 			out = append(out, "  route "+r.String())
 		}
@@ -139,6 +151,62 @@ var planTests = []struct {
 		"  route 172.20.0.64/26 via 192.168.50.100 dev eth0",
 		"  route 172.21.0.0/16 via 192.168.50.100 dev eth0",
 	},
+}, {
+	name: "dual-stack: two nodes, three pods, IPv6 beside every IPv4 address and route",
+	spec: Spec{Nodes: 2, Pods: 3, DualStack: true},
+	want: []string{
+		"network ns=sy-abc123-net cidr=10.200.0.0/24 bridge=br0",
+		"  cidr6=fd00:200::/64 serviceCIDR6=fd00:96::/112",
+		"  sysctl net.bridge.bridge-nf-call-iptables=0",
+		"  sysctl net.bridge.bridge-nf-call-ip6tables=0",
+		"  sysctl net.bridge.bridge-nf-call-arptables=0",
+		"node-0 ns=sy-abc123-node0 ip=10.200.0.10/24 port=node0 podCIDR=10.244.0.0/24 gw=10.244.0.1",
+		"  ip6=fd00:200::a/64 podCIDR6=fd00:244::/64 gw6=fd00:244::1",
+		"  route 10.244.1.0/24 via 10.200.0.11 dev eth0",
+		"  route 10.96.0.0/16 dev eth0",
+		"  route fd00:244:0:1::/64 via fd00:200::b dev eth0",
+		"  route fd00:96::/112 dev eth0",
+		"  sysctl net.ipv4.ip_forward=1",
+		"  sysctl net.ipv4.conf.all.rp_filter=0",
+		"  sysctl net.ipv4.conf.default.rp_filter=0",
+		"  sysctl net.bridge.bridge-nf-call-iptables=1",
+		"  sysctl net.ipv6.conf.all.forwarding=1",
+		"  sysctl net.bridge.bridge-nf-call-ip6tables=1",
+		"  pod-0 ns=sy-abc123-pod0 ip=10.244.0.2/24 port=vpod0 route=0.0.0.0/0 via 10.244.0.1 dev eth0",
+		"    ip6=fd00:244::2/64 route=::/0 via fd00:244::1 dev eth0",
+		"  pod-2 ns=sy-abc123-pod2 ip=10.244.0.3/24 port=vpod2 route=0.0.0.0/0 via 10.244.0.1 dev eth0",
+		"    ip6=fd00:244::3/64 route=::/0 via fd00:244::1 dev eth0",
+		"node-1 ns=sy-abc123-node1 ip=10.200.0.11/24 port=node1 podCIDR=10.244.1.0/24 gw=10.244.1.1",
+		"  ip6=fd00:200::b/64 podCIDR6=fd00:244:0:1::/64 gw6=fd00:244:0:1::1",
+		"  route 10.244.0.0/24 via 10.200.0.10 dev eth0",
+		"  route 10.96.0.0/16 dev eth0",
+		"  route fd00:244::/64 via fd00:200::a dev eth0",
+		"  route fd00:96::/112 dev eth0",
+		"  sysctl net.ipv4.ip_forward=1",
+		"  sysctl net.ipv4.conf.all.rp_filter=0",
+		"  sysctl net.ipv4.conf.default.rp_filter=0",
+		"  sysctl net.bridge.bridge-nf-call-iptables=1",
+		"  sysctl net.ipv6.conf.all.forwarding=1",
+		"  sysctl net.bridge.bridge-nf-call-ip6tables=1",
+		"  pod-1 ns=sy-abc123-pod1 ip=10.244.1.2/24 port=vpod1 route=0.0.0.0/0 via 10.244.1.1 dev eth0",
+		"    ip6=fd00:244:0:1::2/64 route=::/0 via fd00:244:0:1::1 dev eth0",
+		"client ns=sy-abc123-client ip=10.200.0.2/24 port=client",
+		"  ip6=fd00:200::2/64",
+		"  route 10.244.0.0/24 via 10.200.0.10 dev eth0",
+		"  route 10.244.1.0/24 via 10.200.0.11 dev eth0",
+		"  route 10.96.0.0/16 via 10.200.0.10 dev eth0",
+		"  route fd00:244::/64 via fd00:200::a dev eth0",
+		"  route fd00:244:0:1::/64 via fd00:200::b dev eth0",
+		"  route fd00:96::/112 via fd00:200::a dev eth0",
+		"control ns=sy-abc123-control ip=10.200.0.3/24 port=control",
+		"  ip6=fd00:200::3/64",
+		"  route 10.244.0.0/24 via 10.200.0.10 dev eth0",
+		"  route 10.244.1.0/24 via 10.200.0.11 dev eth0",
+		"  route 10.96.0.0/16 via 10.200.0.10 dev eth0",
+		"  route fd00:244::/64 via fd00:200::a dev eth0",
+		"  route fd00:244:0:1::/64 via fd00:200::b dev eth0",
+		"  route fd00:96::/112 via fd00:200::a dev eth0",
+	},
 }}
 
 func TestNewPlan(t *testing.T) {
@@ -195,7 +263,15 @@ func TestNewPlanRejects(t *testing.T) {
 		{"gateway out of range", Spec{Nodes: 2, GatewayNode: 2}, "abc", "gatewayNode 2 out of range"},
 		{"bad prefix", Spec{Prefix: "Sy_"}, "abc", "prefix"},
 		{"bad id", Spec{}, "ABC", "invalid topology id"},
-		{"ipv6 network", Spec{NetworkCIDR: netip.MustParsePrefix("fd00::/64")}, "abc", "only IPv4"},
+		{"ipv6 network in the IPv4 field", Spec{NetworkCIDR: netip.MustParsePrefix("fd00::/64")}, "abc", "must be IPv4"},
+		{"ipv6 field without dualStack", Spec{ServiceCIDR6: netip.MustParsePrefix("fd00:96::/112")}, "abc", "without dualStack"},
+		{"ipv6 node bits without dualStack", Spec{NodeCIDRBits6: 64}, "abc", "without dualStack"},
+		{"ipv4 in an ipv6 field", Spec{DualStack: true, ClusterCIDR6: netip.MustParsePrefix("10.1.0.0/16")}, "abc", "must be IPv6"},
+		{"ipv4-mapped ipv6", Spec{DualStack: true, NetworkCIDR6: netip.MustParsePrefix("::ffff:10.9.0.0/120")}, "abc", "must be IPv6"},
+		{"ipv6 host bits", Spec{DualStack: true, ServiceCIDR6: netip.MustParsePrefix("fd00:96::1/112")}, "abc", "host bits"},
+		{"ipv6 overlap", Spec{DualStack: true, ServiceCIDR6: netip.MustParsePrefix("fd00:244::/112")}, "abc", "overlaps"},
+		{"ipv6 node bits", Spec{DualStack: true, NodeCIDRBits6: 48}, "abc", "nodeCIDRBits6"},
+		{"too many nodes for the ipv6 cluster CIDR", Spec{Nodes: 3, DualStack: true, NodeCIDRBits6: 57}, "abc", "IPv6 pod CIDR"},
 		{"host bits", Spec{ServiceCIDR: netip.MustParsePrefix("10.96.0.1/16")}, "abc", "host bits"},
 		{"overlap", Spec{ServiceCIDR: netip.MustParsePrefix("10.244.0.0/16")}, "abc", "overlaps"},
 		{"node bits too short", Spec{NodeCIDRBits: 8}, "abc", "nodeCIDRBits"},
@@ -215,26 +291,45 @@ func TestNewPlanRejects(t *testing.T) {
 }
 
 func TestAddressArithmetic(t *testing.T) {
-	p := netip.MustParsePrefix("10.244.0.0/16")
-	for _, tc := range []struct {
+	subnets := []struct {
+		in      string
 		bits, i int
-		want    string
-	}{{24, 0, "10.244.0.0/24"}, {24, 255, "10.244.255.0/24"}, {26, 5, "10.244.1.64/26"}, {16, 0, "10.244.0.0/16"}} {
-		got, err := subnet(p, tc.bits, tc.i)
-		if err != nil || got.String() != tc.want {
-			t.Errorf("subnet(%s, %d, %d) = %s, %v; want %s", p, tc.bits, tc.i, got, err, tc.want)
+		want    string // "" wants an error
+	}{
+		{"10.244.0.0/16", 24, 0, "10.244.0.0/24"},
+		{"10.244.0.0/16", 24, 255, "10.244.255.0/24"},
+		{"10.244.0.0/16", 26, 5, "10.244.1.64/26"},
+		{"10.244.0.0/16", 16, 0, "10.244.0.0/16"},
+		{"10.244.0.0/16", 24, 256, ""},
+		{"fd00:244::/56", 64, 0, "fd00:244::/64"},
+		{"fd00:244::/56", 64, 1, "fd00:244:0:1::/64"},
+		{"fd00:244::/56", 64, 255, "fd00:244:0:ff::/64"},
+		{"fd00:244::/56", 120, 3, "fd00:244::300/120"},
+		{"fd00:244::/56", 64, 256, ""},
+		{"fd00:244::/56", 129, 0, ""},
+	}
+	for _, tc := range subnets {
+		got, err := subnet(netip.MustParsePrefix(tc.in), tc.bits, tc.i)
+		if tc.want == "" && err == nil || tc.want != "" && (err != nil || got.String() != tc.want) {
+			t.Errorf("subnet(%s, %d, %d) = %s, %v; want %q", tc.in, tc.bits, tc.i, got, err, tc.want)
 		}
 	}
-	if _, err := subnet(p, 24, 256); err == nil {
-		t.Error("subnet 256 of /24 in /16: want error")
+	hosts := []struct {
+		in   string
+		n    int
+		want string // "" wants an error: all-zeros, all-ones or out of range
+	}{
+		{"10.200.0.0/24", 254, "10.200.0.254"},
+		{"10.200.0.0/24", 0, ""},
+		{"10.200.0.0/24", 255, ""},
+		{"10.200.0.0/24", -1, ""},
+		{"fd00:200::/64", 10, "fd00:200::a"},
+		{"fd00:200::/120", 255, ""},
 	}
-	n := netip.MustParsePrefix("10.200.0.0/24")
-	if got, err := hostAddr(n, 254); err != nil || got.String() != "10.200.0.254" {
-		t.Errorf("hostAddr(254) = %s, %v", got, err)
-	}
-	for _, bad := range []int{0, 255, -1} {
-		if _, err := hostAddr(n, bad); err == nil {
-			t.Errorf("hostAddr(%d): want error (network/broadcast/out of range)", bad)
+	for _, tc := range hosts {
+		got, err := hostAddr(netip.MustParsePrefix(tc.in), tc.n)
+		if tc.want == "" && err == nil || tc.want != "" && (err != nil || got.String() != tc.want) {
+			t.Errorf("hostAddr(%s, %d) = %s, %v; want %q", tc.in, tc.n, got, err, tc.want)
 		}
 	}
 }

@@ -11,6 +11,12 @@ var (
 	DefaultNetworkCIDR = netip.MustParsePrefix("10.200.0.0/24")
 	DefaultClusterCIDR = netip.MustParsePrefix("10.244.0.0/16")
 	DefaultServiceCIDR = netip.MustParsePrefix("10.96.0.0/16")
+
+	// The IPv6 plan of a DualStack spec: unique local addresses (RFC
+	// 4193), which never leave the machine, shaped like the IPv4 ones.
+	DefaultNetworkCIDR6 = netip.MustParsePrefix("fd00:200::/64")
+	DefaultClusterCIDR6 = netip.MustParsePrefix("fd00:244::/56")
+	DefaultServiceCIDR6 = netip.MustParsePrefix("fd00:96::/112")
 )
 
 const (
@@ -24,6 +30,9 @@ const (
 	DefaultControlHost = 3
 	// DefaultNodeCIDRBits is the prefix length of each node's pod CIDR.
 	DefaultNodeCIDRBits = 24
+	// DefaultNodeCIDRBits6 is the prefix length of each node's IPv6 pod
+	// CIDR.
+	DefaultNodeCIDRBits6 = 64
 )
 
 // Spec describes a topology. The zero value is one node with one pod on the
@@ -69,6 +78,20 @@ type Spec struct {
 	// pods of one node bridge passes iptables.
 	DisableBridgeNF bool
 
+	// DualStack gives every namespace on the network, every pod bridge
+	// and every pod an IPv6 address beside its IPv4 one, with the same
+	// host numbers in the *6 CIDRs below, and the same routes in IPv6;
+	// nodes forward IPv6 too. Without it the topology is IPv4 only.
+	DualStack bool
+	// NetworkCIDR6, ClusterCIDR6, NodeCIDRBits6 and ServiceCIDR6 are the
+	// IPv6 counterparts of the fields above, used with DualStack only
+	// (defaults DefaultNetworkCIDR6, DefaultClusterCIDR6, /64,
+	// DefaultServiceCIDR6).
+	NetworkCIDR6  netip.Prefix
+	ClusterCIDR6  netip.Prefix
+	NodeCIDRBits6 int
+	ServiceCIDR6  netip.Prefix
+
 	// Prefix starts every namespace name (default "sy-").
 	Prefix string
 
@@ -113,7 +136,22 @@ func (s Spec) withDefaults() Spec {
 	if s.Prefix == "" {
 		s.Prefix = DefaultPrefix
 	}
+	if s.DualStack {
+		s.NetworkCIDR6 = orDefault(s.NetworkCIDR6, DefaultNetworkCIDR6)
+		s.ClusterCIDR6 = orDefault(s.ClusterCIDR6, DefaultClusterCIDR6)
+		s.ServiceCIDR6 = orDefault(s.ServiceCIDR6, DefaultServiceCIDR6)
+		if s.NodeCIDRBits6 == 0 {
+			s.NodeCIDRBits6 = DefaultNodeCIDRBits6
+		}
+	}
 	return s
+}
+
+func orDefault(p, def netip.Prefix) netip.Prefix {
+	if p.IsValid() {
+		return p
+	}
+	return def
 }
 
 // podCount returns the total number of pods of a defaulted spec.
@@ -140,26 +178,75 @@ func (s Spec) validate() error {
 	case !prefixPattern.MatchString(s.Prefix):
 		return fmt.Errorf("prefix %q must match %s", s.Prefix, prefixPattern)
 	}
-	for name, p := range map[string]netip.Prefix{
+	if err := checkFamily(false, map[string]netip.Prefix{
 		"networkCIDR": s.NetworkCIDR, "clusterCIDR": s.ClusterCIDR, "serviceCIDR": s.ServiceCIDR,
-	} {
-		if !p.Addr().Is4() {
-			return fmt.Errorf("%s %s: only IPv4 is supported", name, p)
+	}); err != nil {
+		return err
+	}
+	if err := checkDisjoint(s.NetworkCIDR, s.ClusterCIDR, s.ServiceCIDR); err != nil {
+		return err
+	}
+	if s.NodeCIDRBits < s.ClusterCIDR.Bits() || s.NodeCIDRBits > 30 {
+		return fmt.Errorf("nodeCIDRBits %d must be within [%d,30]", s.NodeCIDRBits, s.ClusterCIDR.Bits())
+	}
+	return s.validate6()
+}
+
+// validate6 checks the IPv6 half of a defaulted spec.
+func (s Spec) validate6() error {
+	v6 := map[string]netip.Prefix{
+		"networkCIDR6": s.NetworkCIDR6, "clusterCIDR6": s.ClusterCIDR6, "serviceCIDR6": s.ServiceCIDR6,
+	}
+	if !s.DualStack {
+		for name, p := range v6 {
+			if p.IsValid() {
+				return fmt.Errorf("%s %s is set without dualStack", name, p)
+			}
+		}
+		if s.NodeCIDRBits6 != 0 {
+			return fmt.Errorf("nodeCIDRBits6 %d is set without dualStack", s.NodeCIDRBits6)
+		}
+		return nil
+	}
+	if err := checkFamily(true, v6); err != nil {
+		return err
+	}
+	if err := checkDisjoint(s.NetworkCIDR6, s.ClusterCIDR6, s.ServiceCIDR6); err != nil {
+		return err
+	}
+	// A node CIDR longer than /120 leaves too few pods; shorter than the
+	// cluster CIDR cannot be cut from it.
+	if s.NodeCIDRBits6 < s.ClusterCIDR6.Bits() || s.NodeCIDRBits6 > 120 {
+		return fmt.Errorf("nodeCIDRBits6 %d must be within [%d,120]", s.NodeCIDRBits6, s.ClusterCIDR6.Bits())
+	}
+	return nil
+}
+
+// checkFamily wants every prefix masked and of one family: IPv6 when v6,
+// else IPv4 (IPv4-mapped IPv6 counts as neither).
+func checkFamily(v6 bool, prefixes map[string]netip.Prefix) error {
+	for name, p := range prefixes {
+		if p.Addr().Is6() != v6 || p.Addr().Is4In6() {
+			want := "IPv4 (IPv6 goes in the *6 fields, with dualStack)"
+			if v6 {
+				want = "IPv6"
+			}
+			return fmt.Errorf("%s %s: must be %s", name, p, want)
 		}
 		if p != p.Masked() {
 			return fmt.Errorf("%s %s has host bits set (want %s)", name, p, p.Masked())
 		}
 	}
-	pairs := [][2]netip.Prefix{
-		{s.NetworkCIDR, s.ClusterCIDR}, {s.NetworkCIDR, s.ServiceCIDR}, {s.ClusterCIDR, s.ServiceCIDR},
-	}
-	for _, p := range pairs {
+	return nil
+}
+
+// checkDisjoint wants the network, cluster and service CIDRs of one
+// family not to overlap.
+func checkDisjoint(network, cluster, service netip.Prefix) error {
+	for _, p := range [][2]netip.Prefix{{network, cluster}, {network, service}, {cluster, service}} {
 		if p[0].Overlaps(p[1]) {
 			return fmt.Errorf("%s overlaps %s", p[0], p[1])
 		}
-	}
-	if s.NodeCIDRBits < s.ClusterCIDR.Bits() || s.NodeCIDRBits > 30 {
-		return fmt.Errorf("nodeCIDRBits %d must be within [%d,30]", s.NodeCIDRBits, s.ClusterCIDR.Bits())
 	}
 	return nil
 }

@@ -26,9 +26,9 @@ func TestMain(m *testing.M) {
 }
 
 // hostState is what the machine's namespace looks like, read-only: nft (never
-// iptables) ruleset, links, routes and ip_forward.
+// iptables) ruleset, links, routes of both families and forwarding.
 type hostState struct {
-	Ruleset, Links, Routes, IPForward string
+	Ruleset, Links, Routes, Routes6, IPForward, IPv6Forwarding string
 }
 
 func captureHost(t *testing.T) hostState {
@@ -40,15 +40,20 @@ func captureHost(t *testing.T) hostState {
 		}
 		return string(out)
 	}
-	fwd, err := os.ReadFile("/proc/sys/net/ipv4/ip_forward")
-	if err != nil {
-		t.Fatal(err)
+	read := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.TrimSpace(string(b))
 	}
 	return hostState{
-		Ruleset:   run("nft", "list", "ruleset"),
-		Links:     run("ip", "-o", "link"),
-		Routes:    run("ip", "route"),
-		IPForward: strings.TrimSpace(string(fwd)),
+		Ruleset:        run("nft", "list", "ruleset"),
+		Links:          run("ip", "-o", "link"),
+		Routes:         run("ip", "route"),
+		Routes6:        run("ip", "-6", "route"),
+		IPForward:      read("/proc/sys/net/ipv4/ip_forward"),
+		IPv6Forwarding: read("/proc/sys/net/ipv6/conf/all/forwarding"),
 	}
 }
 
@@ -266,13 +271,25 @@ func TestSysctlsAndExecInput(t *testing.T) {
 	t.Logf("host ip_forward stays %s", strings.TrimSpace(string(hostFwd)))
 }
 
-// TestRoutesMatchPlan reads every planned route back with `ip route get`.
+// TestRoutesMatchPlan reads every planned route back with `ip route get`,
+// on an IPv4-only and on a dual-stack plan.
 func TestRoutesMatchPlan(t *testing.T) {
-	topo := netns.New(t, netns.Spec{Nodes: 3, PodsPerNode: 1})
+	for _, dual := range []bool{false, true} {
+		t.Run(map[bool]string{false: "IPv4", true: "dual-stack"}[dual], func(t *testing.T) {
+			routesMatchPlan(t, netns.New(t, netns.Spec{Nodes: 3, PodsPerNode: 1, DualStack: dual}))
+		})
+	}
+}
+
+func routesMatchPlan(t *testing.T, topo *netns.Topology) {
 	p := topo.Plan()
 	check := func(ns string, routes []netns.Route) {
 		for _, r := range routes {
-			out := mustExec(t, topo, ns, "ip", "-o", "route", "get", r.Dst.Addr().Next().String())
+			dst := r.Dst.Addr().Next()
+			if r.Dst.Bits() == 0 { // a default route: ::1 and 0.0.0.1 are special
+				dst = netip.MustParseAddr(map[bool]string{false: "192.0.2.1", true: "2001:db8::1"}[dst.Is6()])
+			}
+			out := mustExec(t, topo, ns, "ip", "-o", "route", "get", dst.String())
 			want := "dev " + r.Dev
 			if r.Via.IsValid() {
 				want = "via " + r.Via.String() + " " + want
@@ -290,6 +307,70 @@ func TestRoutesMatchPlan(t *testing.T) {
 	}
 	check(p.Client.NS, p.Client.Routes)
 	check(p.Control.NS, p.Control.Routes)
+}
+
+// TestDualStack builds a dual-stack topology and sends real traffic in
+// each family: pod to pod across nodes (TCP and UDP, through the nodes'
+// routes and forwarding), client to a pod on either node, node to control;
+// every backend must see the sender's own address of that family.
+func TestDualStack(t *testing.T) {
+	netns.RequireRoot(t)
+	var topo *netns.Topology
+	checkHostUntouchedAfter(t, captureHost(t), &topo)
+	topo = netns.New(t, netns.Spec{Nodes: 2, Pods: 3, DualStack: true})
+	ctx := t.Context()
+	cfg := echo.Config{TCP: ":8080", UDP: ":8080", ReportClient: true}
+	if _, err := echo.StartPods(ctx, echo.Launcher{Topo: topo}, topo.Pods(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	ctl := topo.Control()
+	if _, err := (echo.Launcher{Topo: topo}).Start(ctx, ctl.NS, echo.Config{Name: "control", TCP: ":9090", ReportClient: true}); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"net.ipv6.conf.all.forwarding", "net.bridge.bridge-nf-call-ip6tables"} {
+		if v, err := topo.ReadSysctl(topo.Node(0).NS, key); err != nil || v != "1" {
+			t.Errorf("node-0 %s = %q, %v; want 1", key, v, err)
+		}
+	}
+	const n = 10
+	pods, client, node1 := topo.Pods(), topo.Client(), topo.Node(1)
+	for _, fam := range []struct {
+		name string
+		pick func(ip, ip6 netip.Addr) netip.Addr
+	}{
+		{"IPv4", func(ip, _ netip.Addr) netip.Addr { return ip }},
+		{"IPv6", func(_, ip6 netip.Addr) netip.Addr { return ip6 }},
+	} {
+		t.Run(fam.name, func(t *testing.T) {
+			for _, pair := range [][2]netns.Pod{{pods[0], pods[1]}, {pods[1], pods[2]}} {
+				from, to := pair[0], pair[1]
+				dst := netip.AddrPortFrom(fam.pick(to.IP, to.IP6), 8080)
+				src := fam.pick(from.IP, from.IP6)
+				tcp, err := probe.New(topo, from.NS).TCP(ctx, dst, probe.Options{Count: n})
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantOnly(t, tcp, to.Name, n, src)
+				udp, err := probe.New(topo, from.NS).UDP(ctx, dst, probe.Options{Count: n})
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantOnly(t, udp, to.Name, n, src)
+			}
+			for _, to := range pods[:2] { // pod-0 on node-0, pod-1 on node-1
+				res, err := probe.New(topo, client.NS).TCP(ctx, netip.AddrPortFrom(fam.pick(to.IP, to.IP6), 8080), probe.Options{Count: n})
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantOnly(t, res, to.Name, n, fam.pick(client.IP, client.IP6))
+			}
+			res, err := probe.New(topo, node1.NS).TCP(ctx, netip.AddrPortFrom(fam.pick(ctl.IP, ctl.IP6), 9090), probe.Options{Count: n})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantOnly(t, res, "control", n, fam.pick(node1.IP, node1.IP6))
+		})
+	}
 }
 
 // TestDoRestoresThreads hammers Do from many goroutines and then checks that

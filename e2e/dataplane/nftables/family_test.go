@@ -1,0 +1,16 @@
+package nftables
+
+import (
+	"testing"
+
+	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
+)
+
+// TestFamilyTraffic sends real traffic through the rules this mode
+// programs, over IPv4 on an IPv4-only bed and over IPv6 on a dual-stack
+// bed, where the ip and ip6 tables are both programmed: ClusterIP and
+// NodePort, affinity, ETP Local, refusal without endpoints, UDP
+// conntrack cleanup, a dual-stack service (dptest.RunFamilyChecks).
+func TestFamilyTraffic(t *testing.T) {
+	dptest.RunFamilyChecks(t, modeBed)
+}
