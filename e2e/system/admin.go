@@ -22,6 +22,16 @@ func (c *Cluster) ListNodesAt(ctx context.Context, i int) ([]*switchyardv1.NodeS
 	return resp.GetNodes(), nil
 }
 
+// APIWatchAt returns what replica i's ListNodes says of its watch of the
+// Kubernetes API.
+func (c *Cluster) APIWatchAt(ctx context.Context, i int) (*switchyardv1.ApiWatchStatus, error) {
+	resp, err := switchyardv1.NewAdminServiceClient(c.cps[i].conn).ListNodes(ctx, &switchyardv1.ListNodesRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("ListNodes on %s: %w", c.cps[i].id, err)
+	}
+	return resp.GetApi(), nil
+}
+
 // Settled reports whether, on replica 0, every node's agent is connected
 // and has acked the version the control plane wants it to have.
 func (c *Cluster) Settled(ctx context.Context) (bool, error) { return c.SettledAt(ctx, 0) }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -149,6 +151,21 @@ func (c *Cluster) ControlPlaneMetrics(ctx context.Context, i int) (map[string]fl
 		return nil, fmt.Errorf("control plane %s: %w", c.cps[i].id, err)
 	}
 	return m, nil
+}
+
+// ControlPlaneReadyz returns replica i's /readyz status code and body.
+func (c *Cluster) ControlPlaneReadyz(ctx context.Context, i int) (int, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+c.cps[i].healthz+"/readyz", nil)
+	if err != nil {
+		return 0, "", err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, "", fmt.Errorf("control plane %s /readyz: %w", c.cps[i].id, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body), err
 }
 
 // ControlPlaneLogs returns replica 0's output so far.

@@ -39,7 +39,9 @@
 // directions, then every agent switched by NodeConfig, each under a stream
 // of connections, reading every iptables back end and nft back) and
 // cleanup_test.go (TestCleanupFlag: `switchyard-agent --cleanup` run in each
-// node's namespace after the agents stopped, RunAgentCleanup). Every
+// node's namespace after the agents stopped, RunAgentCleanup) and
+// apioutage_test.go (TestAPIServerOutage: kube-apiserver killed for 60 s
+// under load, Server.KillAPIServer and RestartAPIServer). Every
 // measured change logs one line per node:
 //
 //	latency scenario=<name> node=<node> to_traffic=<d> to_ack=<d> reported=<d>

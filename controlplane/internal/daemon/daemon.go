@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/apistatus"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/metrics"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
@@ -98,13 +99,17 @@ func Run(ctx context.Context, o Options) error {
 	if id == "" {
 		id, _ = os.Hostname()
 	}
+	api := apistatus.New(apistatus.Options{Logger: log})
+	if err := metrics.RegisterAPIStatus(reg, api); err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
 	c := cache.New()
 	srv := server.New(server.Config{
 		Listen: o.Listen, ControlPlaneID: id, CoalesceWindow: o.CoalesceWindow,
-		MaxMessageBytes: o.MaxMessageBytes, TLS: tlsCfg,
+		MaxMessageBytes: o.MaxMessageBytes, TLS: tlsCfg, API: api,
 	}, c, log, m)
 	w := watch.New(watch.Config{
-		Client: client, Resync: o.Resync, Publisher: c, Logger: log,
+		Client: client, Resync: o.Resync, Publisher: c, Logger: log, API: api,
 		Views:    nodeview.Options{Defaults: o.Views, AdvertiseService: o.AdvertiseService},
 		Recorder: observer{m}, Observer: observer{m},
 	})
@@ -135,7 +140,7 @@ func Run(ctx context.Context, o Options) error {
 		g.Go(func() error { return serveHTTP(ctx, o.MetricsAddr, mux) })
 	}
 	if o.HealthzAddr != "" {
-		g.Go(func() error { return serveHTTP(ctx, o.HealthzAddr, healthMux(w.Ready())) })
+		g.Go(func() error { return serveHTTP(ctx, o.HealthzAddr, healthMux(w.Ready(), api)) })
 	}
 	err = g.Wait()
 	if errors.Is(err, context.Canceled) {

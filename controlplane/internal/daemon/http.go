@@ -6,12 +6,18 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
+
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/apistatus"
 )
 
 // healthMux answers /healthz (the process runs) and /readyz (caches synced
-// and first views published).
-func healthMux(ready <-chan struct{}) *http.ServeMux {
+// and first views published). An API outage after that leaves /readyz at
+// 200 — the replica still serves agents the views it has, and a failing
+// probe would only take it out of its Service — but its body says since
+// when and why views may be stale.
+func healthMux(ready <-chan struct{}, api *apistatus.Tracker) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
@@ -19,12 +25,29 @@ func healthMux(ready <-chan struct{}) *http.ServeMux {
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		select {
 		case <-ready:
-			_, _ = w.Write([]byte("ok\n"))
+			_, _ = w.Write([]byte("ok\n" + staleDetail(api)))
 		default:
 			http.Error(w, "informers not synced", http.StatusServiceUnavailable)
 		}
 	})
 	return mux
+}
+
+// staleDetail is /readyz's line per unavailable resource during an API
+// outage; "" otherwise.
+func staleDetail(api *apistatus.Tracker) string {
+	since := api.Outage()
+	if since.IsZero() {
+		return ""
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "warning: Kubernetes API unreachable for %s: views may be stale\n", api.Elapsed(since).Round(time.Second))
+	for _, r := range api.Snapshot() {
+		if r.State == apistatus.Unavailable {
+			fmt.Fprintf(&b, "  %s: unavailable for %s: %s\n", r.Resource, api.Elapsed(r.Since).Round(time.Second), r.LastError)
+		}
+	}
+	return b.String()
 }
 
 // serveHTTP serves h on addr until ctx is cancelled.

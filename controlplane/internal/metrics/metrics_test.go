@@ -1,12 +1,20 @@
 package metrics_test
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/apistatus"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/metrics"
 )
 
@@ -103,4 +111,61 @@ func TestNilMetricsRecordNothing(t *testing.T) {
 	m.InputSkipped("Node", "InvalidName")
 	m.DeltaStreamStarted(1, 1)
 	m.StreamClosed("delta")
+}
+
+// TestAPIStatusMetrics: one series per resource, read from the tracker at
+// scrape time: the seconds of an outage grow between events.
+func TestAPIStatusMetrics(t *testing.T) {
+	now := time.Unix(1000, 0)
+	tr := apistatus.New(apistatus.Options{Now: func() time.Time { return now }})
+	reg := prometheus.NewPedanticRegistry()
+	if err := metrics.RegisterAPIStatus(reg, tr); err != nil {
+		t.Fatal(err)
+	}
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "", errors.New("rbac"))
+	if _, err := tr.Wrap("services", stubLW{}).List(metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Wrap("nodes", stubLW{err: forbidden}).List(metav1.ListOptions{}); err == nil {
+		t.Fatal("List of nodes succeeded, want forbidden")
+	}
+	tr.Register("servicecidrs")
+	now = now.Add(42 * time.Second)
+	want := `
+# HELP switchyard_controlplane_api_available 1 when the resource's last list or watch reached the Kubernetes API, else 0 (views may be stale).
+# TYPE switchyard_controlplane_api_available gauge
+switchyard_controlplane_api_available{resource="nodes"} 0
+switchyard_controlplane_api_available{resource="servicecidrs"} 0
+switchyard_controlplane_api_available{resource="services"} 1
+# HELP switchyard_controlplane_api_errors_total Lists and watches of the resource that failed to reach the Kubernetes API.
+# TYPE switchyard_controlplane_api_errors_total counter
+switchyard_controlplane_api_errors_total{resource="nodes"} 1
+switchyard_controlplane_api_errors_total{resource="servicecidrs"} 0
+switchyard_controlplane_api_errors_total{resource="services"} 0
+# HELP switchyard_controlplane_api_unavailable_seconds Seconds since the resource's list or watch stopped reaching the Kubernetes API; 0 while it does.
+# TYPE switchyard_controlplane_api_unavailable_seconds gauge
+switchyard_controlplane_api_unavailable_seconds{resource="nodes"} 42
+switchyard_controlplane_api_unavailable_seconds{resource="servicecidrs"} 0
+switchyard_controlplane_api_unavailable_seconds{resource="services"} 0
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+}
+
+// stubLW answers every list and watch, or fails them with err.
+type stubLW struct{ err error }
+
+func (s stubLW) List(metav1.ListOptions) (runtime.Object, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	return &metav1.List{}, nil
+}
+
+func (s stubLW) Watch(metav1.ListOptions) (watch.Interface, error) {
+	if s.err != nil {
+		return nil, s.err
+	}
+	return watch.NewFake(), nil
 }

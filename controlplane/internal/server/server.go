@@ -57,6 +57,9 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// Clock defaults to the real clock.
 	Clock clock.Clock
+	// API is the watch's reachability of the Kubernetes API, which
+	// AdminService reports; nil reports none.
+	API admin.APIWatch
 }
 
 // Keepalive is the connection policy, sized for thousands of agents that
@@ -152,7 +155,7 @@ func New(cfg Config, c *cache.Cache, logger *slog.Logger, m *metrics.Metrics) *S
 		sotw:   sotw.New(c, opts),
 	}
 	switchyardv1.RegisterDiscoveryServiceServer(s.grpc, discovery{delta: s.delta, sotw: s.sotw})
-	switchyardv1.RegisterAdminServiceServer(s.grpc, admin.New(c))
+	switchyardv1.RegisterAdminServiceServer(s.grpc, admin.New(c, cfg.API))
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	s.SetReady(false)

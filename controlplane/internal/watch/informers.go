@@ -1,15 +1,21 @@
 package watch
 
 import (
+	"context"
+	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/informers"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/apistatus"
 )
 
 // Label selectors as kube-proxy uses them: services owned by another proxy
@@ -24,48 +30,72 @@ const triggerTimeAnnotation = "endpoints.kubernetes.io/last-change-trigger-time"
 
 // informerSet is the informers the control plane needs.
 type informerSet struct {
-	factories []informers.SharedInformerFactory
-	services  cache.SharedIndexInformer
-	slices    cache.SharedIndexInformer
-	nodes     cache.SharedIndexInformer
+	all      []cache.SharedIndexInformer
+	services cache.SharedIndexInformer
+	slices   cache.SharedIndexInformer
+	nodes    cache.SharedIndexInformer
 	// serviceCIDRs is nil when the API serves no ServiceCIDRs.
 	serviceCIDRs cache.SharedIndexInformer
+	wg           sync.WaitGroup
 }
 
-// newInformers makes the informers; the ServiceCIDR one only with
-// serviceCIDRs (the API serves them).
-func newInformers(client kubernetes.Interface, resync time.Duration, serviceCIDRs bool) *informerSet {
-	withSelector := func(sel string) informers.SharedInformerOption {
-		return informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel })
+// newInformers makes the informers, each list and watch reporting to api
+// (which also keeps an outage from becoming client-go's long backoff);
+// the ServiceCIDR one only with serviceCIDRs (the API serves them).
+// Informers are built here rather than by a SharedInformerFactory because
+// the factory offers no seam around its ListerWatchers.
+func newInformers(client kubernetes.Interface, resync time.Duration, serviceCIDRs bool, api *apistatus.Tracker) (*informerSet, error) {
+	core, disc, netw := client.CoreV1(), client.DiscoveryV1(), client.NetworkingV1()
+	s := &informerSet{}
+	var err error
+	mk := func(resource string, example runtime.Object, lw *cache.ListWatch) cache.SharedIndexInformer {
+		inf := cache.NewSharedIndexInformerWithOptions(api.Wrap(resource, cache.ToListWatcherWithWatchListSemantics(lw, client)),
+			example, cache.SharedIndexInformerOptions{ResyncPeriod: resync, ObjectDescription: resource})
+		if terr := inf.SetTransform(stripObject); terr != nil && err == nil {
+			err = fmt.Errorf("watch: %s informer transform: %w", resource, terr)
+		}
+		s.all = append(s.all, inf)
+		return inf
 	}
-	strip := informers.WithTransform(stripObject)
-	svcF := informers.NewSharedInformerFactoryWithOptions(client, resync, withSelector(serviceSelector), strip)
-	sliceF := informers.NewSharedInformerFactoryWithOptions(client, resync, withSelector(sliceSelector), strip)
-	nodeF := informers.NewSharedInformerFactoryWithOptions(client, resync, strip)
-	s := &informerSet{
-		factories: []informers.SharedInformerFactory{svcF, sliceF, nodeF},
-		services:  svcF.Core().V1().Services().Informer(),
-		slices:    sliceF.Discovery().V1().EndpointSlices().Informer(),
-		nodes:     nodeF.Core().V1().Nodes().Informer(),
-	}
+	svcs, slices := core.Services(metav1.NamespaceAll), disc.EndpointSlices(metav1.NamespaceAll)
+	s.services = mk("services", &corev1.Service{}, selected(serviceSelector, svcs.List, svcs.Watch))
+	s.slices = mk("endpointslices", &discoveryv1.EndpointSlice{}, selected(sliceSelector, slices.List, slices.Watch))
+	s.nodes = mk("nodes", &corev1.Node{}, selected("", core.Nodes().List, core.Nodes().Watch))
 	if serviceCIDRs {
-		// Unfiltered, as Nodes: the same factory serves both.
-		s.serviceCIDRs = nodeF.Networking().V1().ServiceCIDRs().Informer()
+		s.serviceCIDRs = mk("servicecidrs", &networkingv1.ServiceCIDR{},
+			selected("", netw.ServiceCIDRs().List, netw.ServiceCIDRs().Watch))
 	}
-	return s
+	return s, err
 }
 
-func (s *informerSet) start(stop <-chan struct{}) {
-	for _, f := range s.factories {
-		f.Start(stop)
+// selected is the ListWatch of a typed client's list and watch, with the
+// label selector sel unless it is empty.
+func selected[L runtime.Object](sel string, list func(context.Context, metav1.ListOptions) (L, error),
+	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) *cache.ListWatch {
+	with := func(o metav1.ListOptions) metav1.ListOptions {
+		if sel != "" {
+			o.LabelSelector = sel
+		}
+		return o
+	}
+	return &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return list(ctx, with(o))
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return watchFn(ctx, with(o))
+		},
 	}
 }
 
-func (s *informerSet) shutdown() {
-	for _, f := range s.factories {
-		f.Shutdown()
+// start runs every informer until ctx ends; wait waits for them to stop.
+func (s *informerSet) start(ctx context.Context) {
+	for _, inf := range s.all {
+		s.wg.Go(func() { inf.RunWithContext(ctx) })
 	}
 }
+
+func (s *informerSet) wait() { s.wg.Wait() }
 
 func (s *informerSet) synced() []cache.InformerSynced {
 	out := []cache.InformerSynced{s.services.HasSynced, s.slices.HasSynced, s.nodes.HasSynced}

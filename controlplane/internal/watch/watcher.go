@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/apistatus"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/nodeview"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/translate"
@@ -39,7 +40,10 @@ type Config struct {
 	Recorder translate.Recorder
 	// Observer receives metrics (may be nil).
 	Observer Observer
-	Logger   *slog.Logger
+	// API tracks whether each watched resource's list and watch reach the
+	// API server (nil: a private one nobody reads).
+	API    *apistatus.Tracker
+	Logger *slog.Logger
 }
 
 // Watcher runs the informers and keeps the published views current.
@@ -56,6 +60,9 @@ func New(cfg Config) *Watcher {
 	}
 	if cfg.Observer == nil {
 		cfg.Observer = nopObserver{}
+	}
+	if cfg.API == nil {
+		cfg.API = apistatus.New(apistatus.Options{Logger: cfg.Logger})
 	}
 	return &Watcher{cfg: cfg, dirty: newDirty(), ready: make(chan struct{})}
 }
@@ -77,12 +84,17 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if !withCIDRs {
 		w.cfg.Logger.Info("the API serves no ServiceCIDRs (networking.k8s.io/v1): NodeConfigs carry no service ranges")
 	}
-	inf := newInformers(w.cfg.Client, w.cfg.Resync, withCIDRs)
+	inf, err := newInformers(w.cfg.Client, w.cfg.Resync, withCIDRs, w.cfg.API)
+	if err != nil {
+		return err
+	}
 	if err := w.register(inf); err != nil {
 		return err
 	}
-	inf.start(ctx.Done())
-	defer inf.shutdown()
+	infCtx, stopInformers := context.WithCancel(ctx)
+	inf.start(infCtx)
+	defer inf.wait()
+	defer stopInformers()
 	if !cache.WaitForCacheSync(ctx.Done(), inf.synced()...) {
 		return fmt.Errorf("watch: informer caches did not sync: %w", context.Cause(ctx))
 	}

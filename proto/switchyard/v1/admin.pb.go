@@ -61,8 +61,13 @@ func (*ListNodesRequest) Descriptor() ([]byte, []int) {
 }
 
 type ListNodesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Nodes         []*NodeStatus          `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Nodes []*NodeStatus          `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// The control plane's watch of the Kubernetes API. While
+	// api.views_may_be_stale, changes in the cluster reach no node: each
+	// desired_version is the newest view the control plane could compute,
+	// not necessarily the cluster's state.
+	Api           *ApiWatchStatus `protobuf:"bytes,2,opt,name=api,proto3" json:"api,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -104,6 +109,160 @@ func (x *ListNodesResponse) GetNodes() []*NodeStatus {
 	return nil
 }
 
+func (x *ListNodesResponse) GetApi() *ApiWatchStatus {
+	if x != nil {
+		return x.Api
+	}
+	return nil
+}
+
+// ApiWatchStatus is whether the control plane's lists and watches reach
+// the Kubernetes API.
+type ApiWatchStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// True while a watched resource cannot be listed or watched.
+	ViewsMayBeStale bool `protobuf:"varint,1,opt,name=views_may_be_stale,json=viewsMayBeStale,proto3" json:"views_may_be_stale,omitempty"`
+	// When the current outage began (unset when views_may_be_stale is false).
+	UnavailableSince *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=unavailable_since,json=unavailableSince,proto3" json:"unavailable_since,omitempty"`
+	// Every watched resource, sorted by resource.
+	Resources     []*ApiResourceStatus `protobuf:"bytes,3,rep,name=resources,proto3" json:"resources,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApiWatchStatus) Reset() {
+	*x = ApiWatchStatus{}
+	mi := &file_switchyard_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApiWatchStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApiWatchStatus) ProtoMessage() {}
+
+func (x *ApiWatchStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApiWatchStatus.ProtoReflect.Descriptor instead.
+func (*ApiWatchStatus) Descriptor() ([]byte, []int) {
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ApiWatchStatus) GetViewsMayBeStale() bool {
+	if x != nil {
+		return x.ViewsMayBeStale
+	}
+	return false
+}
+
+func (x *ApiWatchStatus) GetUnavailableSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UnavailableSince
+	}
+	return nil
+}
+
+func (x *ApiWatchStatus) GetResources() []*ApiResourceStatus {
+	if x != nil {
+		return x.Resources
+	}
+	return nil
+}
+
+// ApiResourceStatus is one watched resource.
+type ApiResourceStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The API resource: "services", "endpointslices", "nodes", "servicecidrs".
+	Resource string `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
+	// "pending" (no list or watch finished yet), "available" or "unavailable".
+	State string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	// When it became unavailable (unset otherwise).
+	UnavailableSince *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=unavailable_since,json=unavailableSince,proto3" json:"unavailable_since,omitempty"`
+	// The newest failure while unavailable.
+	LastError string `protobuf:"bytes,4,opt,name=last_error,json=lastError,proto3" json:"last_error,omitempty"`
+	// Failed lists and watches since the control plane started.
+	Errors        uint64 `protobuf:"varint,5,opt,name=errors,proto3" json:"errors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApiResourceStatus) Reset() {
+	*x = ApiResourceStatus{}
+	mi := &file_switchyard_v1_admin_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApiResourceStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApiResourceStatus) ProtoMessage() {}
+
+func (x *ApiResourceStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_v1_admin_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApiResourceStatus.ProtoReflect.Descriptor instead.
+func (*ApiResourceStatus) Descriptor() ([]byte, []int) {
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ApiResourceStatus) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *ApiResourceStatus) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *ApiResourceStatus) GetUnavailableSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UnavailableSince
+	}
+	return nil
+}
+
+func (x *ApiResourceStatus) GetLastError() string {
+	if x != nil {
+		return x.LastError
+	}
+	return ""
+}
+
+func (x *ApiResourceStatus) GetErrors() uint64 {
+	if x != nil {
+		return x.Errors
+	}
+	return 0
+}
+
 // NodeStatus is what the control plane knows of one node's agent.
 type NodeStatus struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
@@ -136,7 +295,7 @@ type NodeStatus struct {
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_switchyard_v1_admin_proto_msgTypes[2]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -148,7 +307,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_admin_proto_msgTypes[2]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -161,7 +320,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *NodeStatus) GetName() string {
@@ -271,7 +430,7 @@ type GetNodeViewRequest struct {
 
 func (x *GetNodeViewRequest) Reset() {
 	*x = GetNodeViewRequest{}
-	mi := &file_switchyard_v1_admin_proto_msgTypes[3]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -283,7 +442,7 @@ func (x *GetNodeViewRequest) String() string {
 func (*GetNodeViewRequest) ProtoMessage() {}
 
 func (x *GetNodeViewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_admin_proto_msgTypes[3]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -296,7 +455,7 @@ func (x *GetNodeViewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeViewRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeViewRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetNodeViewRequest) GetNodeName() string {
@@ -307,16 +466,19 @@ func (x *GetNodeViewRequest) GetNodeName() string {
 }
 
 type GetNodeViewResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
-	Resources     []*Resource            `protobuf:"bytes,2,rep,name=resources,proto3" json:"resources,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Version   string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	Resources []*Resource            `protobuf:"bytes,2,rep,name=resources,proto3" json:"resources,omitempty"`
+	// True while the control plane cannot reach the Kubernetes API: the view
+	// may lag the cluster (ListNodes' api says since when and why).
+	ViewsMayBeStale bool `protobuf:"varint,3,opt,name=views_may_be_stale,json=viewsMayBeStale,proto3" json:"views_may_be_stale,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *GetNodeViewResponse) Reset() {
 	*x = GetNodeViewResponse{}
-	mi := &file_switchyard_v1_admin_proto_msgTypes[4]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -328,7 +490,7 @@ func (x *GetNodeViewResponse) String() string {
 func (*GetNodeViewResponse) ProtoMessage() {}
 
 func (x *GetNodeViewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_admin_proto_msgTypes[4]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -341,7 +503,7 @@ func (x *GetNodeViewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeViewResponse.ProtoReflect.Descriptor instead.
 func (*GetNodeViewResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetNodeViewResponse) GetVersion() string {
@@ -358,6 +520,13 @@ func (x *GetNodeViewResponse) GetResources() []*Resource {
 	return nil
 }
 
+func (x *GetNodeViewResponse) GetViewsMayBeStale() bool {
+	if x != nil {
+		return x.ViewsMayBeStale
+	}
+	return false
+}
+
 type GetServiceRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Namespace     string                 `protobuf:"bytes,1,opt,name=namespace,proto3" json:"namespace,omitempty"`
@@ -368,7 +537,7 @@ type GetServiceRequest struct {
 
 func (x *GetServiceRequest) Reset() {
 	*x = GetServiceRequest{}
-	mi := &file_switchyard_v1_admin_proto_msgTypes[5]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -380,7 +549,7 @@ func (x *GetServiceRequest) String() string {
 func (*GetServiceRequest) ProtoMessage() {}
 
 func (x *GetServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_admin_proto_msgTypes[5]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -393,7 +562,7 @@ func (x *GetServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceRequest.ProtoReflect.Descriptor instead.
 func (*GetServiceRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetServiceRequest) GetNamespace() string {
@@ -421,7 +590,7 @@ type GetServiceResponse struct {
 
 func (x *GetServiceResponse) Reset() {
 	*x = GetServiceResponse{}
-	mi := &file_switchyard_v1_admin_proto_msgTypes[6]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -433,7 +602,7 @@ func (x *GetServiceResponse) String() string {
 func (*GetServiceResponse) ProtoMessage() {}
 
 func (x *GetServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_admin_proto_msgTypes[6]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -446,7 +615,7 @@ func (x *GetServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceResponse.ProtoReflect.Descriptor instead.
 func (*GetServiceResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetServiceResponse) GetNodes() []*ServiceNodeStatus {
@@ -472,7 +641,7 @@ type ServiceNodeStatus struct {
 
 func (x *ServiceNodeStatus) Reset() {
 	*x = ServiceNodeStatus{}
-	mi := &file_switchyard_v1_admin_proto_msgTypes[7]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -484,7 +653,7 @@ func (x *ServiceNodeStatus) String() string {
 func (*ServiceNodeStatus) ProtoMessage() {}
 
 func (x *ServiceNodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_admin_proto_msgTypes[7]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -497,7 +666,7 @@ func (x *ServiceNodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceNodeStatus.ProtoReflect.Descriptor instead.
 func (*ServiceNodeStatus) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ServiceNodeStatus) GetNodeName() string {
@@ -533,9 +702,21 @@ var File_switchyard_v1_admin_proto protoreflect.FileDescriptor
 const file_switchyard_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x19switchyard/v1/admin.proto\x12\rswitchyard.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x1dswitchyard/v1/discovery.proto\x1a switchyard/v1/service_view.proto\"\x12\n" +
-	"\x10ListNodesRequest\"D\n" +
+	"\x10ListNodesRequest\"u\n" +
 	"\x11ListNodesResponse\x12/\n" +
-	"\x05nodes\x18\x01 \x03(\v2\x19.switchyard.v1.NodeStatusR\x05nodes\"\x9c\x05\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x19.switchyard.v1.NodeStatusR\x05nodes\x12/\n" +
+	"\x03api\x18\x02 \x01(\v2\x1d.switchyard.v1.ApiWatchStatusR\x03api\"\xc6\x01\n" +
+	"\x0eApiWatchStatus\x12+\n" +
+	"\x12views_may_be_stale\x18\x01 \x01(\bR\x0fviewsMayBeStale\x12G\n" +
+	"\x11unavailable_since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x10unavailableSince\x12>\n" +
+	"\tresources\x18\x03 \x03(\v2 .switchyard.v1.ApiResourceStatusR\tresources\"\xc5\x01\n" +
+	"\x11ApiResourceStatus\x12\x1a\n" +
+	"\bresource\x18\x01 \x01(\tR\bresource\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12G\n" +
+	"\x11unavailable_since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x10unavailableSince\x12\x1d\n" +
+	"\n" +
+	"last_error\x18\x04 \x01(\tR\tlastError\x12\x16\n" +
+	"\x06errors\x18\x05 \x01(\x04R\x06errors\"\x9c\x05\n" +
 	"\n" +
 	"NodeStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -554,10 +735,11 @@ const file_switchyard_v1_admin_proto_rawDesc = "" +
 	"\rlast_ack_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vlastAckTime\x12\x10\n" +
 	"\x03rpc\x18\x0e \x01(\tR\x03rpc\"1\n" +
 	"\x12GetNodeViewRequest\x12\x1b\n" +
-	"\tnode_name\x18\x01 \x01(\tR\bnodeName\"f\n" +
+	"\tnode_name\x18\x01 \x01(\tR\bnodeName\"\x93\x01\n" +
 	"\x13GetNodeViewResponse\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\tR\aversion\x125\n" +
-	"\tresources\x18\x02 \x03(\v2\x17.switchyard.v1.ResourceR\tresources\"E\n" +
+	"\tresources\x18\x02 \x03(\v2\x17.switchyard.v1.ResourceR\tresources\x12+\n" +
+	"\x12views_may_be_stale\x18\x03 \x01(\bR\x0fviewsMayBeStale\"E\n" +
 	"\x11GetServiceRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\"L\n" +
@@ -586,46 +768,52 @@ func file_switchyard_v1_admin_proto_rawDescGZIP() []byte {
 	return file_switchyard_v1_admin_proto_rawDescData
 }
 
-var file_switchyard_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_switchyard_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_switchyard_v1_admin_proto_goTypes = []any{
 	(*ListNodesRequest)(nil),      // 0: switchyard.v1.ListNodesRequest
 	(*ListNodesResponse)(nil),     // 1: switchyard.v1.ListNodesResponse
-	(*NodeStatus)(nil),            // 2: switchyard.v1.NodeStatus
-	(*GetNodeViewRequest)(nil),    // 3: switchyard.v1.GetNodeViewRequest
-	(*GetNodeViewResponse)(nil),   // 4: switchyard.v1.GetNodeViewResponse
-	(*GetServiceRequest)(nil),     // 5: switchyard.v1.GetServiceRequest
-	(*GetServiceResponse)(nil),    // 6: switchyard.v1.GetServiceResponse
-	(*ServiceNodeStatus)(nil),     // 7: switchyard.v1.ServiceNodeStatus
-	(*Node)(nil),                  // 8: switchyard.v1.Node
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
-	(*status.Status)(nil),         // 10: google.rpc.Status
-	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
-	(*Resource)(nil),              // 12: switchyard.v1.Resource
-	(*ServiceView)(nil),           // 13: switchyard.v1.ServiceView
+	(*ApiWatchStatus)(nil),        // 2: switchyard.v1.ApiWatchStatus
+	(*ApiResourceStatus)(nil),     // 3: switchyard.v1.ApiResourceStatus
+	(*NodeStatus)(nil),            // 4: switchyard.v1.NodeStatus
+	(*GetNodeViewRequest)(nil),    // 5: switchyard.v1.GetNodeViewRequest
+	(*GetNodeViewResponse)(nil),   // 6: switchyard.v1.GetNodeViewResponse
+	(*GetServiceRequest)(nil),     // 7: switchyard.v1.GetServiceRequest
+	(*GetServiceResponse)(nil),    // 8: switchyard.v1.GetServiceResponse
+	(*ServiceNodeStatus)(nil),     // 9: switchyard.v1.ServiceNodeStatus
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*Node)(nil),                  // 11: switchyard.v1.Node
+	(*status.Status)(nil),         // 12: google.rpc.Status
+	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
+	(*Resource)(nil),              // 14: switchyard.v1.Resource
+	(*ServiceView)(nil),           // 15: switchyard.v1.ServiceView
 }
 var file_switchyard_v1_admin_proto_depIdxs = []int32{
-	2,  // 0: switchyard.v1.ListNodesResponse.nodes:type_name -> switchyard.v1.NodeStatus
-	8,  // 1: switchyard.v1.NodeStatus.agent:type_name -> switchyard.v1.Node
-	9,  // 2: switchyard.v1.NodeStatus.connected_since:type_name -> google.protobuf.Timestamp
-	10, // 3: switchyard.v1.NodeStatus.last_nack:type_name -> google.rpc.Status
-	9,  // 4: switchyard.v1.NodeStatus.last_nack_time:type_name -> google.protobuf.Timestamp
-	11, // 5: switchyard.v1.NodeStatus.last_apply_duration:type_name -> google.protobuf.Duration
-	11, // 6: switchyard.v1.NodeStatus.last_programming_latency:type_name -> google.protobuf.Duration
-	9,  // 7: switchyard.v1.NodeStatus.last_ack_time:type_name -> google.protobuf.Timestamp
-	12, // 8: switchyard.v1.GetNodeViewResponse.resources:type_name -> switchyard.v1.Resource
-	7,  // 9: switchyard.v1.GetServiceResponse.nodes:type_name -> switchyard.v1.ServiceNodeStatus
-	13, // 10: switchyard.v1.ServiceNodeStatus.view:type_name -> switchyard.v1.ServiceView
-	0,  // 11: switchyard.v1.AdminService.ListNodes:input_type -> switchyard.v1.ListNodesRequest
-	3,  // 12: switchyard.v1.AdminService.GetNodeView:input_type -> switchyard.v1.GetNodeViewRequest
-	5,  // 13: switchyard.v1.AdminService.GetService:input_type -> switchyard.v1.GetServiceRequest
-	1,  // 14: switchyard.v1.AdminService.ListNodes:output_type -> switchyard.v1.ListNodesResponse
-	4,  // 15: switchyard.v1.AdminService.GetNodeView:output_type -> switchyard.v1.GetNodeViewResponse
-	6,  // 16: switchyard.v1.AdminService.GetService:output_type -> switchyard.v1.GetServiceResponse
-	14, // [14:17] is the sub-list for method output_type
-	11, // [11:14] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	4,  // 0: switchyard.v1.ListNodesResponse.nodes:type_name -> switchyard.v1.NodeStatus
+	2,  // 1: switchyard.v1.ListNodesResponse.api:type_name -> switchyard.v1.ApiWatchStatus
+	10, // 2: switchyard.v1.ApiWatchStatus.unavailable_since:type_name -> google.protobuf.Timestamp
+	3,  // 3: switchyard.v1.ApiWatchStatus.resources:type_name -> switchyard.v1.ApiResourceStatus
+	10, // 4: switchyard.v1.ApiResourceStatus.unavailable_since:type_name -> google.protobuf.Timestamp
+	11, // 5: switchyard.v1.NodeStatus.agent:type_name -> switchyard.v1.Node
+	10, // 6: switchyard.v1.NodeStatus.connected_since:type_name -> google.protobuf.Timestamp
+	12, // 7: switchyard.v1.NodeStatus.last_nack:type_name -> google.rpc.Status
+	10, // 8: switchyard.v1.NodeStatus.last_nack_time:type_name -> google.protobuf.Timestamp
+	13, // 9: switchyard.v1.NodeStatus.last_apply_duration:type_name -> google.protobuf.Duration
+	13, // 10: switchyard.v1.NodeStatus.last_programming_latency:type_name -> google.protobuf.Duration
+	10, // 11: switchyard.v1.NodeStatus.last_ack_time:type_name -> google.protobuf.Timestamp
+	14, // 12: switchyard.v1.GetNodeViewResponse.resources:type_name -> switchyard.v1.Resource
+	9,  // 13: switchyard.v1.GetServiceResponse.nodes:type_name -> switchyard.v1.ServiceNodeStatus
+	15, // 14: switchyard.v1.ServiceNodeStatus.view:type_name -> switchyard.v1.ServiceView
+	0,  // 15: switchyard.v1.AdminService.ListNodes:input_type -> switchyard.v1.ListNodesRequest
+	5,  // 16: switchyard.v1.AdminService.GetNodeView:input_type -> switchyard.v1.GetNodeViewRequest
+	7,  // 17: switchyard.v1.AdminService.GetService:input_type -> switchyard.v1.GetServiceRequest
+	1,  // 18: switchyard.v1.AdminService.ListNodes:output_type -> switchyard.v1.ListNodesResponse
+	6,  // 19: switchyard.v1.AdminService.GetNodeView:output_type -> switchyard.v1.GetNodeViewResponse
+	8,  // 20: switchyard.v1.AdminService.GetService:output_type -> switchyard.v1.GetServiceResponse
+	18, // [18:21] is the sub-list for method output_type
+	15, // [15:18] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_v1_admin_proto_init() }
@@ -641,7 +829,7 @@ func file_switchyard_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_v1_admin_proto_rawDesc), len(file_switchyard_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/apistatus"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 	"google.golang.org/grpc/codes"
@@ -20,24 +21,51 @@ type Source interface {
 
 var _ Source = (*cache.Cache)(nil)
 
+// APIWatch is the control plane's watch of the Kubernetes API;
+// *apistatus.Tracker implements it.
+type APIWatch interface {
+	Snapshot() []apistatus.Status
+	Outage() time.Time
+}
+
+var _ APIWatch = (*apistatus.Tracker)(nil)
+
 // Server implements AdminService.
 type Server struct {
 	switchyardv1.UnimplementedAdminServiceServer
 	src Source
+	api APIWatch
 }
 
 var _ switchyardv1.AdminServiceServer = (*Server)(nil)
 
-// New returns an admin server reading src.
-func New(src Source) *Server {
-	return &Server{src: src}
+// New returns an admin server reading src and, unless api is nil, the
+// state of the API watch.
+func New(src Source, api APIWatch) *Server {
+	return &Server{src: src, api: api}
+}
+
+// apiWatch is the API watch's status for responses; nil without one.
+func (s *Server) apiWatch() *switchyardv1.ApiWatchStatus {
+	if s.api == nil {
+		return nil
+	}
+	out := &switchyardv1.ApiWatchStatus{UnavailableSince: timestamp(s.api.Outage())}
+	out.ViewsMayBeStale = out.UnavailableSince != nil
+	for _, r := range s.api.Snapshot() {
+		out.Resources = append(out.Resources, &switchyardv1.ApiResourceStatus{
+			Resource: r.Resource, State: r.State.String(), UnavailableSince: timestamp(r.Since),
+			LastError: r.LastError, Errors: r.Errors,
+		})
+	}
+	return out
 }
 
 // ListNodes returns every node the control plane knows or that has an agent
 // connected, sorted by name.
 func (s *Server) ListNodes(context.Context, *switchyardv1.ListNodesRequest) (*switchyardv1.ListNodesResponse, error) {
 	snaps := s.src.Snapshot()
-	resp := &switchyardv1.ListNodesResponse{Nodes: make([]*switchyardv1.NodeStatus, 0, len(snaps))}
+	resp := &switchyardv1.ListNodesResponse{Nodes: make([]*switchyardv1.NodeStatus, 0, len(snaps)), Api: s.apiWatch()}
 	for _, sn := range snaps {
 		resp.Nodes = append(resp.Nodes, nodeStatus(sn))
 	}
@@ -109,8 +137,9 @@ func (s *Server) GetNodeView(_ context.Context, req *switchyardv1.GetNodeViewReq
 		return nil, status.Errorf(codes.NotFound, "node %q has no view", req.GetNodeName())
 	}
 	resp := &switchyardv1.GetNodeViewResponse{
-		Version:   nv.Version(),
-		Resources: make([]*switchyardv1.Resource, 0, nv.Len()),
+		Version:         nv.Version(),
+		Resources:       make([]*switchyardv1.Resource, 0, nv.Len()),
+		ViewsMayBeStale: s.api != nil && !s.api.Outage().IsZero(),
 	}
 	nv.Range(func(v cache.View) bool {
 		resp.Resources = append(resp.Resources, cache.Raw(v))

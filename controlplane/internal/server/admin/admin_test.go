@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/apistatus"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache/cachetest"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/admin"
@@ -27,7 +28,7 @@ func TestMain(m *testing.M) {
 
 func serve(t *testing.T, c *cache.Cache) switchyardv1.AdminServiceClient {
 	t.Helper()
-	_, conn := servertest.Serve(t, func(g *grpc.Server) { switchyardv1.RegisterAdminServiceServer(g, admin.New(c)) }, nil)
+	_, conn := servertest.Serve(t, func(g *grpc.Server) { switchyardv1.RegisterAdminServiceServer(g, admin.New(c, nil)) }, nil)
 	return switchyardv1.NewAdminServiceClient(conn)
 }
 
@@ -218,5 +219,52 @@ func TestListNodesShowsAppliedMode(t *testing.T) {
 				t.Error("an earlier answer or the stream's Node was changed in place")
 			}
 		})
+	}
+}
+
+// fakeAPIWatch is an API watch in the middle of an outage.
+type fakeAPIWatch struct {
+	since time.Time
+	res   []apistatus.Status
+}
+
+func (f fakeAPIWatch) Snapshot() []apistatus.Status { return f.res }
+func (f fakeAPIWatch) Outage() time.Time            { return f.since }
+
+// TestAPIWatchReported: ListNodes says views may be stale, since when and
+// why per resource; GetNodeView flags its view.
+func TestAPIWatchReported(t *testing.T) {
+	c, f := setup(t)
+	since := f.now.Add(-time.Minute)
+	api := fakeAPIWatch{since: since, res: []apistatus.Status{
+		{Resource: "endpointslices", State: apistatus.Unavailable, Since: since, LastError: "connection refused", Errors: 7},
+		{Resource: "services", State: apistatus.Available, Errors: 2},
+	}}
+	_, conn := servertest.Serve(t, func(g *grpc.Server) { switchyardv1.RegisterAdminServiceServer(g, admin.New(c, api)) }, nil)
+	cl := switchyardv1.NewAdminServiceClient(conn)
+	resp, err := cl.ListNodes(t.Context(), &switchyardv1.ListNodesRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &switchyardv1.ApiWatchStatus{
+		ViewsMayBeStale: true, UnavailableSince: timestamppb.New(since),
+		Resources: []*switchyardv1.ApiResourceStatus{
+			{Resource: "endpointslices", State: "unavailable", UnavailableSince: timestamppb.New(since), LastError: "connection refused", Errors: 7},
+			{Resource: "services", State: "available", Errors: 2},
+		},
+	}
+	if d := cmp.Diff(want, resp.GetApi(), protocmp.Transform()); d != "" {
+		t.Errorf("ListNodes api (-want +got):\n%s", d)
+	}
+	nv, err := cl.GetNodeView(t.Context(), &switchyardv1.GetNodeViewRequest{NodeName: "node-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !nv.GetViewsMayBeStale() {
+		t.Error("GetNodeView during an outage: views_may_be_stale false")
+	}
+	// Without an API watch (nil), nothing is claimed either way.
+	if resp, err := serve(t, c).ListNodes(t.Context(), &switchyardv1.ListNodesRequest{}); err != nil || resp.GetApi() != nil {
+		t.Errorf("ListNodes without an API watch: api = %v, %v; want none", resp.GetApi(), err)
 	}
 }
