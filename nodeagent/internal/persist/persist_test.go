@@ -150,6 +150,26 @@ func TestLoadRejects(t *testing.T) {
 	}
 }
 
+// TestOlderAgentRejectsFormat2: an agent before format 2 decoded view.pb
+// as a bare StreamSnapshotsResponse and applied it; the header must make
+// that decode fail (a downgrade restores nothing), never yield an empty
+// view that it would apply.
+func TestOlderAgentRejectsFormat2(t *testing.T) {
+	for _, v := range []*view.View{
+		{SystemVersion: "s1", Resources: map[string]*switchyardv1.Resource{}},
+		{SystemVersion: "s1", Resources: map[string]*switchyardv1.Resource{"ns/a": svc("ns/a", "1")}},
+	} {
+		s := newStore(t, t.TempDir())
+		if err := s.Save(v); err != nil {
+			t.Fatal(err)
+		}
+		var msg switchyardv1.StreamSnapshotsResponse
+		if err := proto.Unmarshal(mustRead(t, s.Path()), &msg); err == nil {
+			t.Errorf("a format-2 file of %d resources decodes as format 1: %v", len(v.Resources), &msg)
+		}
+	}
+}
+
 // TestIntendBeforeCommit: a crash after Intend and before Save restores
 // the saved view with the intended resources added and its removals
 // ignored; a Save drops the record, and a leftover one is recognised.
