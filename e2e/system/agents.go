@@ -112,6 +112,10 @@ func (c *Cluster) RunAgentCleanup(ctx context.Context, i int, extra ...string) (
 	return c.Topo.Exec(ctx, a.node.NS, append([]string{"sh", "-c", `exec "$0" "$@" 2>&1`}, argv...)...)
 }
 
+// AgentExited is closed once node i's agent (its current process) has
+// exited and been reaped, however it died.
+func (c *Cluster) AgentExited(i int) <-chan struct{} { return c.agents[i].proc.Done() }
+
 // AgentPID returns the PID of node i's agent.
 func (c *Cluster) AgentPID(i int) int { return c.agents[i].proc.Pid() }
 

@@ -35,6 +35,10 @@
 // in one shared cluster (TestScenarios), each scenario with a Service and
 // namespace of its own; reliability_test.go starts its own clusters because
 // it kills processes (TestRestarts, TestControlPlaneFailover), and so do
+// restore_test.go (TestRestoreNeverRegresses: node-0's agent restarted
+// with an empty state file, another node's, and after a kill between its
+// kernel commit and its save — gdb's breakpoint on the save, 500 new
+// Services — each under a stream, iptables counters compared),
 // modes_test.go (TestModeChange: node-0 restarted in the other mode, both
 // directions, then every agent switched by NodeConfig, each under a stream
 // of connections, reading every iptables back end and nft back) and

@@ -122,14 +122,55 @@ func testHundredPorts(t *testing.T, e *env) {
 	}
 }
 
+// createNamespace creates namespace ns unless it exists.
+func (e *env) createNamespace(ctx context.Context, ns string) error {
+	_, err := e.c.API.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", ns, err)
+	}
+	return nil
+}
+
+// createServices creates n Services s-000… in namespace ns, the i-th on
+// vip(i) with one EndpointSlice (pod i modulo the pods), 32 API calls in
+// flight.
+func (e *env) createServices(ctx context.Context, ns string, n int, vip func(i int) netip.AddrPort) error {
+	cs := e.c.API.Client()
+	pods := e.c.Topo.Pods()
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(32)
+	for i := range n {
+		g.Go(func() error {
+			name := fmt.Sprintf("s-%03d", i)
+			svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.ServiceSpec{
+				ClusterIP: vip(i).Addr().String(),
+				Ports:     []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: int32(vip(i).Port())}},
+			}}
+			created, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
+			if err != nil {
+				return err
+			}
+			slice, err := eps.Build(created, eps.Slice{Namespace: ns, Service: name, Suffix: "a",
+				Ports: []eps.Port{eps.TCP("http", system.TargetPort)}, Endpoints: e.endpoints(pods[i%len(pods)])}, time.Now())
+			if err != nil {
+				return err
+			}
+			_, err = cs.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{})
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return fmt.Errorf("create services in %s: %w", ns, err)
+	}
+	return nil
+}
+
 // testFiveHundred: 500 Services, each with its own EndpointSlice (one pod),
 // written at once, 32 API calls in flight; every node programs all of them
 // and every cluster IP answers with its pod from every node.
 func testFiveHundred(t *testing.T, e *env) {
 	const n, ns = 500, "sc-many"
-	cs := e.c.API.Client()
-	if _, err := cs.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}},
-		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := e.createNamespace(t.Context(), ns); err != nil {
 		t.Fatal(err)
 	}
 	pods := e.c.Topo.Pods()
@@ -142,29 +183,7 @@ func testFiveHundred(t *testing.T, e *env) {
 	write := func(ctx context.Context) error {
 		start := time.Now()
 		defer func() { writes = time.Since(start) }()
-		g, ctx := errgroup.WithContext(ctx)
-		g.SetLimit(32)
-		for i := range n {
-			g.Go(func() error {
-				name := fmt.Sprintf("s-%03d", i)
-				svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Spec: corev1.ServiceSpec{
-					ClusterIP: targets[i].addr.Addr().String(),
-					Ports:     []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
-				}}
-				created, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{})
-				if err != nil {
-					return err
-				}
-				slice, err := eps.Build(created, eps.Slice{Namespace: ns, Service: name, Suffix: "a",
-					Ports: []eps.Port{eps.TCP("http", system.TargetPort)}, Endpoints: e.endpoints(pods[i%len(pods)])}, time.Now())
-				if err != nil {
-					return err
-				}
-				_, err = cs.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{})
-				return err
-			})
-		}
-		return g.Wait()
+		return e.createServices(ctx, ns, n, func(i int) netip.AddrPort { return targets[i].addr })
 	}
 	var sample []target
 	for i := 49; i < n; i += 50 {

@@ -66,7 +66,7 @@ func TestTLSLearntAddress(t *testing.T) {
 // learn writes the learnt control-plane addresses of a state dir.
 func learn(t *testing.T, stateDir string, addrs ...string) {
 	t.Helper()
-	store, err := persist.New(stateDir)
+	store, err := persist.New(stateDir, "node-a")
 	if err != nil {
 		t.Fatal(err)
 	}

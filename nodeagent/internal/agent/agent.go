@@ -142,7 +142,7 @@ func (a *Agent) syncerConfig() syncer.Config {
 		Mode:          a.o.Mode,
 		NewDataplane:  a.o.NewDataplane,
 		CleanOthers:   a.o.CleanOthers,
-		Saver:         a.store,
+		Journal:       a.store,
 		Metrics:       a.metrics,
 		Health:        a.health,
 		OnApplied: func(v *view.View) {
@@ -153,23 +153,37 @@ func (a *Agent) syncerConfig() syncer.Config {
 	}
 }
 
-// restore loads the persisted view. A corrupt file is logged and ignored:
-// the kernel keeps its rules and the control plane sends the whole view.
+// restore loads the persisted view. A file that cannot be trusted (see
+// persist.Load) is logged, counted and ignored: the kernel keeps its rules
+// as found and the control plane's first response, a whole view since
+// none is announced, is the first sync. A pending record (a crash between
+// a commit and its save) adds its resources to the restored view and
+// leaves its removals to the control plane, so the restore adds and
+// updates but removes nothing the kernel may hold.
 func (a *Agent) restore() (*view.View, bool, error) {
-	store, err := persist.New(a.o.StateDir)
+	store, err := persist.New(a.o.StateDir, a.o.NodeName)
 	if err != nil {
 		return nil, false, fmt.Errorf("agent: %w", err)
 	}
 	a.store = store
-	v, found, err := store.Load()
+	r, err := store.Load()
 	if err != nil {
-		a.o.Logger.Error("ignoring unreadable persisted view", "path", store.Path(), "err", err)
+		reason, _ := persist.IsRejected(err)
+		a.metrics.StateRejected(reason)
+		a.o.Logger.Warn("state file rejected; the kernel's rules are kept as found until the control plane answers",
+			"reason", reason, "err", err)
 		return nil, false, nil
 	}
-	if found {
-		a.o.Logger.Info("restored persisted view", "systemVersion", v.SystemVersion, "resources", len(v.Resources))
+	if !r.Found() {
+		return nil, false, nil
 	}
-	return v, found, nil
+	v := r.Merged()
+	if p := r.Pending; p != nil {
+		a.o.Logger.Info("restoring an update that may have been committed: its resources are added, its removals wait for the control plane",
+			"savedVersion", r.View.SystemVersion, "pendingVersion", p.SystemVersion, "resources", len(p.Resources), "removals", len(p.Removed))
+	}
+	a.o.Logger.Info("restored persisted view", "systemVersion", v.SystemVersion, "resources", len(v.Resources))
+	return v, true, nil
 }
 
 // learnt returns the control-plane addresses learnt earlier: the

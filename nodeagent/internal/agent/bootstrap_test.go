@@ -41,7 +41,7 @@ func nodeConfig(version string, addrs ...string) *switchyardv1.Resource {
 
 func loadControlPlanes(t *testing.T, dir string) []string {
 	t.Helper()
-	store, err := persist.New(dir)
+	store, err := persist.New(dir, "node-a")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestLearntControlPlanesAtStart(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			store, err := persist.New(dir)
+			store, err := persist.New(dir, "node-a")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,6 +9,15 @@
 // Invariants: the persisted view is applied (Full, never Cleanup) before
 // any stream opens, so a restarted agent forwards even without a control
 // plane; on shutdown the stream closes and the rules stay in place.
+// Restarts never go back in time: a state file that cannot be trusted
+// (empty, another node's, format 1, damaged; see package persist) is
+// logged ("state file rejected", reason), counted
+// (switchyard_agent_state_file_rejections_total) and not applied — the
+// kernel is adopted as found and the control plane's first response, a
+// whole view, is the first sync; an update recorded before a commit that
+// was not saved adds its resources to the restored view and leaves its
+// removals to the control plane, so the restore adds and updates but
+// removes nothing the kernel may hold.
 //
 // Bootstrap: the control-plane addresses of the last applied NodeConfig
 // are persisted next to the view (persist.ControlPlanesFileName) and

@@ -22,6 +22,11 @@
 //	switchyard_agent_nacks_total                NACKs sent
 //	switchyard_agent_control_plane_connected{address}
 //	switchyard_agent_mode_switches_total
+//	switchyard_agent_state_file_rejections_total{reason}  state files not restored (persist.Reason…)
+//	switchyard_agent_state_file_write_errors_total       failed pending-record or view writes
+//
+// kube-proxy persists nothing, so the state-file metrics have no upstream
+// name to follow.
 //
 // All methods are safe on a nil *Metrics (no-ops), so components work
 // without metrics in tests.

@@ -27,6 +27,8 @@ type Metrics struct {
 	nacks               prometheus.Counter
 	connected           *prometheus.GaugeVec
 	modeSwitches        prometheus.Counter
+	stateRejections     *prometheus.CounterVec
+	stateWriteErrors    prometheus.Counter
 }
 
 func programmingBuckets() []float64 {
@@ -71,10 +73,14 @@ func New() *Metrics {
 			Help: "1 while a stream to the control-plane address is open"}, []string{"address"}),
 		modeSwitches: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchyard_agent_mode_switches_total",
 			Help: "Dataplane mode switches"}),
+		stateRejections: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_agent_state_file_rejections_total",
+			Help: "State files not restored at start, by reason (empty, legacy, node, checksum, …); the kernel was adopted as found"}, []string{"reason"}),
+		stateWriteErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchyard_agent_state_file_write_errors_total",
+			Help: "Failed writes of the state file (the pending record before a commit, or the view after it)"}),
 	}
 	m.reg.MustRegister(m.syncDuration, m.syncFullDuration, m.syncPartialDuration, m.lastSync, m.lastQueued,
 		m.programming, m.endpointChanges, m.serviceChanges, m.appliedVersion, m.appliedResources,
-		m.syncErrors, m.nacks, m.connected, m.modeSwitches,
+		m.syncErrors, m.nacks, m.connected, m.modeSwitches, m.stateRejections, m.stateWriteErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -143,6 +149,22 @@ func (m *Metrics) ModeSwitched() {
 		return
 	}
 	m.modeSwitches.Inc()
+}
+
+// StateRejected counts a state file not restored, by reason.
+func (m *Metrics) StateRejected(reason string) {
+	if m == nil {
+		return
+	}
+	m.stateRejections.WithLabelValues(reason).Inc()
+}
+
+// StateWriteFailed counts a failed write of the state file.
+func (m *Metrics) StateWriteFailed() {
+	if m == nil {
+		return
+	}
+	m.stateWriteErrors.Inc()
 }
 
 // Nacked counts a NACK; it implements discovery.Observer.

@@ -18,6 +18,8 @@ func TestNames(t *testing.T) {
 	m.ProgrammingLatency(time.Second)
 	m.Connected("cp:18000", true)
 	m.Nacked()
+	m.StateRejected("empty")
+	m.StateWriteFailed()
 
 	if got := testutil.ToFloat64(m.appliedVersion.WithLabelValues("v2")); got != 1 {
 		t.Errorf("applied_version{v2} = %v", got)
@@ -40,6 +42,8 @@ func TestNames(t *testing.T) {
 		"switchyard_agent_applied_resources 4",
 		`switchyard_agent_control_plane_connected{address="cp:18000"} 1`,
 		"switchyard_agent_nacks_total 1",
+		`switchyard_agent_state_file_rejections_total{reason="empty"} 1`,
+		"switchyard_agent_state_file_write_errors_total 1",
 	} {
 		if !strings.Contains(body, name+"\n") {
 			t.Errorf("/metrics lacks %q", name)
@@ -57,4 +61,6 @@ func TestNilIsNoop(t *testing.T) {
 	m.ModeSwitched()
 	m.Nacked()
 	m.Connected("x", true)
+	m.StateRejected("empty")
+	m.StateWriteFailed()
 }

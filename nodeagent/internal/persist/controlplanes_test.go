@@ -19,7 +19,7 @@ func TestSaveLoadControlPlanes(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			s, err := New(dir)
+			s, err := New(dir, "node-a")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -64,7 +64,7 @@ func TestLoadControlPlanesFiles(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s, err := New(t.TempDir())
+			s, err := New(t.TempDir(), "node-a")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -9,11 +9,11 @@ import (
 	"strings"
 )
 
-// Remove deletes what a Store keeps in dir: the view, the learnt
-// control-plane addresses and temporary files an interrupted save left.
-// It creates nothing: a missing dir holds nothing. Other files, and dir
-// itself (a hostPath the DaemonSet owns), stay. It returns the paths it
-// removed.
+// Remove deletes what a Store keeps in dir: the view, its pending
+// record, the learnt control-plane addresses and temporary files an
+// interrupted save left. It creates nothing: a missing dir holds nothing.
+// Other files, and dir itself (a hostPath the DaemonSet owns), stay. It
+// returns the paths it removed.
 func Remove(dir string) ([]string, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -41,7 +41,7 @@ func Remove(dir string) ([]string, error) {
 // isStateFile reports the names a Store writes (writeAtomic's temporary
 // files are "." + name + ".tmp-*").
 func isStateFile(name string) bool {
-	for _, n := range []string{FileName, ControlPlanesFileName} {
+	for _, n := range []string{FileName, PendingFileName, ControlPlanesFileName} {
 		if name == n || strings.HasPrefix(name, "."+n+".tmp-") {
 			return true
 		}

@@ -20,8 +20,8 @@ func TestRemove(t *testing.T) {
 		{name: "empty dir", files: []string{}, wantLeft: []string{}},
 		{
 			name:        "state files and an interrupted save go, others stay",
-			files:       []string{FileName, ControlPlanesFileName, "." + FileName + ".tmp-123", "notes.txt", "view.pb.bak"},
-			wantRemoved: []string{"." + FileName + ".tmp-123", ControlPlanesFileName, FileName},
+			files:       []string{FileName, PendingFileName, ControlPlanesFileName, "." + FileName + ".tmp-123", "notes.txt", "view.pb.bak"},
+			wantRemoved: []string{"." + FileName + ".tmp-123", ControlPlanesFileName, PendingFileName, FileName},
 			wantLeft:    []string{"notes.txt", "view.pb.bak"},
 		},
 	}

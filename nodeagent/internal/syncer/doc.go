@@ -10,6 +10,9 @@
 //     ACK; on error the applied view is unchanged (the caller NACKs).
 //   - On start with a restored view, the first sync is a full Apply of that
 //     view; nothing of the mode in use is ever flushed on start.
+//   - Each batch is recorded (Journal.Intend) before its commit and the
+//     applied view saved after it, so a crash in between cannot make the
+//     next start restore a view older than the kernel's.
 //   - A NodeConfig whose mode differs from the active one switches modes:
 //     the new mode is programmed (Full) first, then the old one is cleaned
 //     up, so established flows keep a path.

@@ -22,6 +22,7 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 	for _, p := range pending {
 		next = next.With(p.u)
 	}
+	s.intend(pending)
 	full = full || !s.synced
 	start := s.cfg.Clock.Now()
 	switched, err := s.program(ctx, next, full)
@@ -46,10 +47,11 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 	s.cfg.Metrics.Synced(full, d, end, next.SystemVersion, len(next.Resources))
 	s.cfg.Health.Updated()
 	s.cfg.Logger.Debug("synced", "full", full, "systemVersion", next.SystemVersion, "resources", len(next.Resources), "duration", d)
-	if s.cfg.Saver != nil && len(pending) > 0 {
-		if err := s.cfg.Saver.Save(next); err != nil {
-			// The kernel is programmed; a restart would reconcile from an
-			// older view and the control plane sends the difference.
+	if s.cfg.Journal != nil && len(pending) > 0 {
+		if err := s.cfg.Journal.Save(next); err != nil {
+			// The kernel is programmed; the pending record still covers
+			// it, so a restart restores the older view plus this batch.
+			s.cfg.Metrics.StateWriteFailed()
 			s.cfg.Logger.Error("persisting the applied view failed", "err", err)
 		}
 	}
@@ -63,6 +65,25 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 	}
 	if switched || full {
 		s.cleanOthers(ctx)
+	}
+}
+
+// intend records the pending updates, merged, before their commit, so
+// that a crash after the commit cannot restore a view older than the
+// kernel's. A failure is logged and the commit goes on: the journal then
+// holds no view to restore (or says why it still does), and forwarding
+// matters more than a restart's shortcut.
+func (s *Syncer) intend(pending []*request) {
+	if s.cfg.Journal == nil || len(pending) == 0 {
+		return
+	}
+	var batch *view.Update
+	for _, p := range pending {
+		batch = view.Merge(batch, p.u)
+	}
+	if err := s.cfg.Journal.Intend(batch); err != nil {
+		s.cfg.Metrics.StateWriteFailed()
+		s.cfg.Logger.Error("recording the update before its commit failed", "systemVersion", batch.SystemVersion, "err", err)
 	}
 }
 

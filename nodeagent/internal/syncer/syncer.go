@@ -21,8 +21,13 @@ import (
 // ErrStopped is returned by Apply once Run has returned.
 var ErrStopped = errors.New("syncer stopped")
 
-// Saver persists an applied view.
-type Saver interface {
+// Journal persists what the kernel holds, so that a restart never
+// restores a view older than the kernel's (persist.Store implements it).
+type Journal interface {
+	// Intend records, before a commit, that the kernel may soon hold u's
+	// resources on top of the last saved view.
+	Intend(u *view.Update) error
+	// Save records v as the applied view, after its commit.
 	Save(v *view.View) error
 }
 
@@ -41,8 +46,9 @@ type Config struct {
 	Mode switchyardv1.DataplaneMode
 	// NewDataplane builds the dataplane of a mode.
 	NewDataplane func(mode switchyardv1.DataplaneMode) (dataplane.Dataplane, error)
-	// Saver persists each applied view; optional.
-	Saver Saver
+	// Journal records each update before its commit and each applied
+	// view after it; optional.
+	Journal Journal
 	// Metrics and Health are optional.
 	Metrics *metrics.Metrics
 	Health  *health.Tracker

@@ -49,6 +49,40 @@ func (v *View) With(u *Update) *View {
 	return &View{SystemVersion: u.SystemVersion, Resources: res}
 }
 
+// WithAdded returns v with u's resources added or updated and u's
+// removals ignored: what a restart restores when u may or may not have
+// reached the kernel (persist's pending record). The version stays v's.
+func (v *View) WithAdded(u *Update) *View {
+	res := make(map[string]*switchyardv1.Resource, len(v.Resources)+len(u.Resources))
+	maps.Copy(res, v.Resources)
+	maps.Copy(res, u.Resources)
+	return &View{SystemVersion: v.SystemVersion, Resources: res}
+}
+
+// Merge returns the union of a and b, b later: every resource either
+// carries (b's where both do; a later removal does not drop an earlier
+// resource) and the names either removes that neither carries, with b's
+// system version. It describes everything a and b may have put in the
+// kernel. a may be nil; neither is modified.
+func Merge(a, b *Update) *Update {
+	out := &Update{SystemVersion: b.SystemVersion, Resources: make(map[string]*switchyardv1.Resource, len(b.Resources))}
+	var removed []string
+	if a != nil {
+		maps.Copy(out.Resources, a.Resources)
+		removed = append(removed, a.Removed...)
+	}
+	maps.Copy(out.Resources, b.Resources)
+	seen := map[string]bool{}
+	for _, name := range append(removed, b.Removed...) {
+		if _, kept := out.Resources[name]; !kept && !seen[name] {
+			seen[name] = true
+			out.Removed = append(out.Removed, name)
+		}
+	}
+	sort.Strings(out.Removed)
+	return out
+}
+
 // Names returns the sorted resource names.
 func (v *View) Names() []string {
 	out := make([]string, 0, len(v.Resources))

@@ -59,3 +59,65 @@ func TestOldestTrigger(t *testing.T) {
 		t.Error("OldestTrigger of empty update reported one")
 	}
 }
+
+func TestWithAdded(t *testing.T) {
+	base := &View{SystemVersion: "s1", Resources: map[string]*switchyardv1.Resource{"ns/a": svc("ns/a", "1"), "ns/b": svc("ns/b", "1")}}
+	u := &Update{SystemVersion: "s2", Resources: map[string]*switchyardv1.Resource{"ns/a": svc("ns/a", "2"), "ns/c": svc("ns/c", "1")},
+		Removed: []string{"ns/b"}}
+	got := base.WithAdded(u)
+	if diff := cmp.Diff(map[string]string{"ns/a": "2", "ns/b": "1", "ns/c": "1"}, got.Versions()); diff != "" {
+		t.Errorf("WithAdded (-want +got):\n%s", diff)
+	}
+	if got.SystemVersion != "s1" {
+		t.Errorf("SystemVersion = %q, want the base's s1", got.SystemVersion)
+	}
+	if len(base.Resources) != 2 {
+		t.Errorf("base modified: %v", base.Versions())
+	}
+}
+
+func TestMerge(t *testing.T) {
+	res := func(kv ...string) map[string]*switchyardv1.Resource {
+		out := map[string]*switchyardv1.Resource{}
+		for i := 0; i < len(kv); i += 2 {
+			out[kv[i]] = svc(kv[i], kv[i+1])
+		}
+		return out
+	}
+	tests := []struct {
+		name        string
+		a, b        *Update
+		wantRes     map[string]string
+		wantRemoved []string
+	}{
+		{"nil a", nil, &Update{SystemVersion: "s2", Resources: res("ns/a", "1"), Removed: []string{"ns/x"}},
+			map[string]string{"ns/a": "1"}, []string{"ns/x"}},
+		{"b wins", &Update{SystemVersion: "s1", Resources: res("ns/a", "1", "ns/b", "1")},
+			&Update{SystemVersion: "s2", Resources: res("ns/a", "2")},
+			map[string]string{"ns/a": "2", "ns/b": "1"}, nil},
+		{"a later removal keeps the earlier resource", &Update{SystemVersion: "s1", Resources: res("ns/a", "1")},
+			&Update{SystemVersion: "s2", Removed: []string{"ns/a", "ns/y"}},
+			map[string]string{"ns/a": "1"}, []string{"ns/y"}},
+		{"removals of both, once", &Update{SystemVersion: "s1", Removed: []string{"ns/y", "ns/x"}},
+			&Update{SystemVersion: "s2", Removed: []string{"ns/x"}},
+			map[string]string{}, []string{"ns/x", "ns/y"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Merge(tt.a, tt.b)
+			gotRes := map[string]string{}
+			for name, r := range got.Resources {
+				gotRes[name] = r.GetVersion()
+			}
+			if diff := cmp.Diff(tt.wantRes, gotRes); diff != "" {
+				t.Errorf("resources (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.wantRemoved, got.Removed); diff != "" {
+				t.Errorf("removed (-want +got):\n%s", diff)
+			}
+			if got.SystemVersion != "s2" {
+				t.Errorf("SystemVersion = %q", got.SystemVersion)
+			}
+		})
+	}
+}
