@@ -160,13 +160,15 @@ func (c *Cluster) WaitSwitchyard(ctx context.Context) error {
 }
 
 // AdminConn dials the control-plane replica on node i from inside the
-// client namespace; with mTLS it presents a certificate for CN
-// system:node:<node-0> from the cluster CA and verifies the test CA.
+// client namespace; with mTLS it presents an operator certificate (O
+// switchyard:admins, the control plane's --admin-group) from the cluster
+// CA — a node's certificate is refused on AdminService — and verifies the
+// test CA.
 func (c *Cluster) AdminConn(i int) (*grpc.ClientConn, error) {
 	creds := insecure.NewCredentials()
 	if c.swydCA != nil {
-		certFile, keyFile, err := c.cp.ca.issue(leaf{name: "admin-client", cn: "system:node:" + NodeName(0),
-			orgs: []string{"system:nodes"}, client: true})
+		certFile, keyFile, err := c.cp.ca.issue(leaf{name: "admin-client", cn: "switchyard-e2e-admin",
+			orgs: []string{"switchyard:admins"}, client: true})
 		if err != nil {
 			return nil, err
 		}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -128,6 +130,15 @@ func TestDeployRBAC(t *testing.T) {
 		{"controlplane lists nodes", func() error { _, err := cpClient.CoreV1().Nodes().List(ctx, metav1.ListOptions{}); return err }, true},
 		{"controlplane lists servicecidrs", func() error {
 			_, err := cpClient.NetworkingV1().ServiceCIDRs().List(ctx, metav1.ListOptions{})
+			return err
+		}, true},
+		{"controlplane reviews tokens", func() error {
+			_, err := cpClient.AuthenticationV1().TokenReviews().Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: "x"}}, metav1.CreateOptions{})
+			return err
+		}, true},
+		{"controlplane reviews access", func() error {
+			_, err := cpClient.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+				User: "alice", NonResourceAttributes: &authzv1.NonResourceAttributes{Path: "/switchyard.v1.AdminService/ListNodes", Verb: "get"}}}, metav1.CreateOptions{})
 			return err
 		}, true},
 		{"controlplane cannot read secrets", func() error { _, err := cpClient.CoreV1().Secrets("").List(ctx, metav1.ListOptions{}); return err }, false},

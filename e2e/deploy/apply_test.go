@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
@@ -251,25 +253,31 @@ func checkAgent(t *testing.T, d *appsv1.DaemonSet) {
 
 // checkRBAC proves the control plane's ClusterRole grants only reads
 // (get/list/watch at most) on services, endpointslices, nodes and
-// servicecidrs.
+// servicecidrs, and create on tokenreviews and subjectaccessreviews (the
+// reviews of AdminService's bearer tokens, which read nothing); and that
+// switchyard-admin grants only get on AdminService's methods.
 func checkRBAC(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
 	t.Helper()
 	cr, err := cs.RbacV1().ClusterRoles().Get(ctx, "switchyard-controlplane", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	allowed := map[string]string{"services": "", "nodes": "", "endpointslices": "discovery.k8s.io", "servicecidrs": "networking.k8s.io"}
+	reads := map[string]string{"services": "", "nodes": "", "endpointslices": "discovery.k8s.io", "servicecidrs": "networking.k8s.io"}
+	reviews := map[string]string{"tokenreviews": "authentication.k8s.io", "subjectaccessreviews": "authorization.k8s.io"}
 	seen := map[string]bool{}
 	for _, r := range cr.Rules {
-		for _, v := range r.Verbs {
-			if v != "get" && v != "list" && v != "watch" {
-				t.Errorf("ClusterRole grants verb %q", v)
-			}
-		}
 		for _, res := range r.Resources {
-			group, ok := allowed[res]
-			if !ok || !slices.Equal(r.APIGroups, []string{group}) {
+			group, read := reads[res]
+			if !read {
+				group = reviews[res]
+			}
+			if _, review := reviews[res]; !read && !review || !slices.Equal(r.APIGroups, []string{group}) {
 				t.Errorf("ClusterRole grants %v in groups %v", res, r.APIGroups)
+			}
+			for _, v := range r.Verbs {
+				if read && v != "get" && v != "list" && v != "watch" || !read && v != "create" {
+					t.Errorf("ClusterRole grants verb %q on %s", v, res)
+				}
 			}
 			seen[res] = true
 		}
@@ -277,8 +285,16 @@ func checkRBAC(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
 			t.Errorf("unexpected rule %+v", r)
 		}
 	}
-	if len(seen) != len(allowed) {
-		t.Errorf("ClusterRole covers %v, want %v", seen, allowed)
+	if len(seen) != len(reads)+len(reviews) {
+		t.Errorf("ClusterRole covers %v, want %v and %v", seen, reads, reviews)
+	}
+	admin, err := cs.RbacV1().ClusterRoles().Get(ctx, "switchyard-admin", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []rbacv1.PolicyRule{{NonResourceURLs: []string{"/switchyard.v1.AdminService/*"}, Verbs: []string{"get"}}}
+	if !reflect.DeepEqual(admin.Rules, want) {
+		t.Errorf("switchyard-admin rules %+v, want %+v", admin.Rules, want)
 	}
 	crb, err := cs.RbacV1().ClusterRoleBindings().Get(ctx, "switchyard-controlplane", metav1.GetOptions{})
 	if err != nil {

@@ -53,7 +53,7 @@ func (c *Cluster) newControlPlane(i int) (*controlPlane, error) {
 	cp.target = "unix://" + cp.socket
 	creds := insecure.NewCredentials()
 	if c.PKI != nil {
-		admin, err := c.PKI.ClientCert("switchyard-e2e-admin")
+		admin, err := c.PKI.OperatorCert("switchyard-e2e-admin")
 		if err != nil {
 			return nil, err
 		}

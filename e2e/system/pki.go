@@ -105,6 +105,19 @@ func (p *PKI) ClientCert(cn string) (tls.Certificate, error) {
 	})
 }
 
+// AdminGroup is the certificate Organization the control plane's
+// AdminService accepts (its --admin-group default).
+const AdminGroup = "switchyard:admins"
+
+// OperatorCert returns a client key pair for the operator cn, in
+// AdminGroup.
+func (p *PKI) OperatorCert(cn string) (tls.Certificate, error) {
+	return p.Issue(&x509.Certificate{
+		Subject:     pkix.Name{CommonName: cn, Organization: []string{AdminGroup}},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+	})
+}
+
 // ClientTLS is the client configuration of an agent or operator presenting
 // cert (none when cert is nil).
 func (p *PKI) ClientTLS(cert *tls.Certificate) *tls.Config {

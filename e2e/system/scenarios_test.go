@@ -37,6 +37,7 @@ func TestScenarios(t *testing.T) {
 		{"DeletedServiceRulesGone", testDelete},
 		{"HundredPorts", testHundredPorts},
 		{"NodeIdentityEnforced", testNodeIdentity},
+		{"AdminIsForOperators", testAdminIdentity},
 		{"FiveHundredServices", testFiveHundred},
 	} {
 		if !t.Run(sc.name, func(t *testing.T) { sc.run(t, e) }) && t.Context().Err() != nil {

@@ -70,13 +70,15 @@ func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error
 	}
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "path to a kubeconfig; in-cluster configuration when empty")
 	fs.StringVar(&o.Listen, "listen", ":18000", "gRPC address for the discovery and admin services (host:port, or unix:///path for a unix socket)")
-	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":10263", "HTTP address for /metrics; empty disables")
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", "127.0.0.1:10263", "HTTP address for /metrics (loopback by default, as kube-proxy's; :10263 for every address); empty disables")
 	fs.StringVar(&o.HealthzAddr, "healthz-bind-address", ":10262", "HTTP address for /healthz and /readyz; empty disables")
 	fs.DurationVar(&o.CoalesceWindow, "coalesce-window", 100*time.Millisecond, "minimum time between two responses to a node: a change to an idle node goes out at once, later ones within the window are batched")
 	fs.IntVar(&o.MaxMessageBytes, "max-message-bytes", 4<<20, "largest gRPC message sent or received; larger batches are split")
 	fs.StringVar(&o.TLS.CertFile, "tls-cert-file", "", "PEM server certificate for gRPC")
 	fs.StringVar(&o.TLS.KeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file")
 	fs.StringVar(&o.TLS.ClientCAFile, "client-ca-file", "", "PEM CA for agent certificates: turns on mTLS, and a stream may only subscribe as the node its certificate names")
+	fs.StringVar(&o.AdminGroup, "admin-group", "switchyard:admins", "under TLS, AdminService (every node's view) answers only operators: a verified client certificate with this subject Organization, "+
+		"or a Kubernetes bearer token whose user may get the gRPC method as a non-resource URL (TokenReview + SubjectAccessReview, e.g. RBAC nonResourceURLs /switchyard.v1.AdminService/*); node certificates are refused. Plaintext (--insecure) leaves it open")
 	fs.BoolVar(&o.Insecure, "insecure", false, "serve plaintext gRPC (only when no TLS certificate is given; for tests and demos)")
 	fs.StringVar(&o.ID, "id", "", "name of this replica in responses; the hostname when empty")
 	fs.DurationVar(&o.Resync, "resync-period", 0, "informer resync period; 0 disables")

@@ -28,6 +28,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/nodeview"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/adminauth"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/translate"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/watch"
 )
@@ -62,6 +63,9 @@ type Options struct {
 	AdvertiseService model.ServiceKey
 	Resync           time.Duration
 	Logger           *slog.Logger
+	// AdminGroup is the client-certificate Organization that may call
+	// AdminService (adminauth.DefaultGroup when empty).
+	AdminGroup string
 	// Ready, if set, is called with the gRPC address once serving.
 	Ready func(grpcAddr string)
 }
@@ -103,10 +107,14 @@ func Run(ctx context.Context, o Options) error {
 	if err := metrics.RegisterAPIStatus(reg, api); err != nil {
 		return fmt.Errorf("register metrics: %w", err)
 	}
+	adminAuth := adminauth.New(adminauth.Config{Open: tlsCfg == nil, Group: o.AdminGroup, Reviewer: adminauth.NewKubeReviewer(client)})
+	if tlsCfg == nil {
+		log.Warn("plaintext gRPC (--insecure): AdminService, every node's view, is open to whoever reaches " + o.Listen)
+	}
 	c := cache.New()
 	srv := server.New(server.Config{
 		Listen: o.Listen, ControlPlaneID: id, CoalesceWindow: o.CoalesceWindow,
-		MaxMessageBytes: o.MaxMessageBytes, TLS: tlsCfg, API: api,
+		MaxMessageBytes: o.MaxMessageBytes, TLS: tlsCfg, API: api, AdminAuth: adminAuth,
 	}, c, log, m)
 	w := watch.New(watch.Config{
 		Client: client, Resync: o.Resync, Publisher: c, Logger: log, API: api,

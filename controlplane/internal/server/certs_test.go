@@ -51,7 +51,7 @@ func newPKI(t *testing.T) *pki {
 }
 
 // issue signs a leaf certificate.
-func (p *pki) issue(cn string, dns []string, ips []net.IP, usage x509.ExtKeyUsage) tls.Certificate {
+func (p *pki) issue(cn string, dns []string, ips []net.IP, usage x509.ExtKeyUsage, orgs ...string) tls.Certificate {
 	p.t.Helper()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -60,7 +60,7 @@ func (p *pki) issue(cn string, dns []string, ips []net.IP, usage x509.ExtKeyUsag
 	p.serial++
 	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(p.serial),
-		Subject:      pkix.Name{CommonName: cn},
+		Subject:      pkix.Name{CommonName: cn, Organization: orgs},
 		DNSNames:     dns,
 		IPAddresses:  ips,
 		NotBefore:    time.Now().Add(-time.Hour),
@@ -89,6 +89,16 @@ func (p *pki) serverTLS() *tls.Config {
 func (p *pki) clientTLS(cn string, dns ...string) *tls.Config {
 	return &tls.Config{
 		Certificates: []tls.Certificate{p.issue(cn, dns, nil, x509.ExtKeyUsageClientAuth)},
+		RootCAs:      p.pool,
+		MinVersion:   tls.VersionTLS13,
+	}
+}
+
+// operatorTLS is a client config presenting a certificate with cn in the
+// organizations orgs.
+func (p *pki) operatorTLS(cn string, orgs ...string) *tls.Config {
+	return &tls.Config{
+		Certificates: []tls.Certificate{p.issue(cn, nil, nil, x509.ExtKeyUsageClientAuth, orgs...)},
 		RootCAs:      p.pool,
 		MinVersion:   tls.VersionTLS13,
 	}

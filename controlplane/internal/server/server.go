@@ -12,6 +12,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/metrics"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/admin"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/adminauth"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/delta"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/sotw"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/stream"
@@ -60,6 +61,10 @@ type Config struct {
 	// API is the watch's reachability of the Kubernetes API, which
 	// AdminService reports; nil reports none.
 	API admin.APIWatch
+	// AdminAuth decides who may call AdminService. When nil: open in
+	// plaintext, else operators with a certificate in
+	// adminauth.DefaultGroup only (no token review).
+	AdminAuth *adminauth.Authorizer
 }
 
 // Keepalive is the connection policy, sized for thousands of agents that
@@ -92,6 +97,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
+	}
+	if c.AdminAuth == nil {
+		c.AdminAuth = adminauth.New(adminauth.Config{Open: c.TLS == nil})
 	}
 	if c.Authorizer == nil {
 		c.Authorizer = stream.AllowAll{}
@@ -186,6 +194,7 @@ func serverOptions(cfg Config) []grpc.ServerOption {
 		// buffer between writes.
 		grpc.SharedWriteBuffer(true),
 		grpc.WaitForHandlers(true),
+		grpc.ChainUnaryInterceptor(cfg.AdminAuth.Unary()),
 	}
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS)))

@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache/cachetest"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/metrics"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/adminauth"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
@@ -243,6 +244,41 @@ func TestMTLSNodeIdentity(t *testing.T) {
 			}
 			if tt.want == codes.PermissionDenied && !strings.Contains(status.Convert(err).Message(), tt.node) {
 				t.Errorf("denial does not name the node: %v", err)
+			}
+		})
+	}
+}
+
+// TestMTLSAdminIsForOperators: under mTLS a node's certificate streams its
+// own view but may not call AdminService, which would show it every
+// node's; a certificate in the admin group may.
+func TestMTLSAdminIsForOperators(t *testing.T) {
+	ca := newPKI(t)
+	c := cache.New()
+	c.Publish("node-a", cachetest.NewNodeView(), nil)
+	c.Publish("node-b", cachetest.NewNodeView(), nil)
+	srv := server.New(server.Config{TLS: ca.serverTLS()}, c, logger(t), nil)
+	addr, _ := run(t, srv)
+	tests := []struct {
+		name   string
+		client *tls.Config
+		want   codes.Code
+	}{
+		{"kubelet certificate", ca.operatorTLS("system:node:node-a", "system:nodes"), codes.PermissionDenied},
+		{"agent certificate by SAN", ca.clientTLS("agent", "node-a"), codes.PermissionDenied},
+		{"operator certificate", ca.operatorTLS("alice", adminauth.DefaultGroup), codes.OK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			conn := dial(t, addr, credentials.NewTLS(tt.client))
+			admin := switchyardv1.NewAdminServiceClient(conn)
+			_, err := admin.GetNodeView(t.Context(), &switchyardv1.GetNodeViewRequest{NodeName: "node-b"})
+			if got := status.Code(err); got != tt.want {
+				t.Errorf("GetNodeView(node-b): %v, want %v", err, tt.want)
+			}
+			_, err = admin.ListNodes(t.Context(), &switchyardv1.ListNodesRequest{})
+			if got := status.Code(err); got != tt.want {
+				t.Errorf("ListNodes: %v, want %v", err, tt.want)
 			}
 		})
 	}
