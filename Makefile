@@ -84,7 +84,8 @@ unit-test: ## go test -race over every module (root-only tests skip unless root;
 	@if [ -f $(BIN)/conformance-fast.txt ]; then echo "== upstream e2e.test, fast subset (e2e/conformance TestFastSubset):"; cat $(BIN)/conformance-fast.txt; fi
 
 fuzz: ## run each fuzz target for $(FUZZTIME)
-	@for spec in controlplane/internal/translate:FuzzTranslate; do \
+	@for spec in controlplane/internal/translate:FuzzTranslate controlplane/internal/server:FuzzDiscoveryRequests \
+	    nodeagent/internal/persist:FuzzLoad nodeagent/cmd/switchyard-agent:FuzzConfigFile; do \
 	  dir=$${spec%%:*}; fn=$${spec#*:}; \
 	  if grep -rqs "func $$fn(" $$dir; then \
 	    echo "fuzz $$dir $$fn ($(FUZZTIME))"; (cd $$dir && go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 1s .); fi; done

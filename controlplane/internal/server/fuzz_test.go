@@ -1,0 +1,122 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache/cachetest"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+// FuzzDiscoveryRequests sends arbitrary request sequences on both
+// discovery streams of one running server — any node name, nonces,
+// versions, initial_resource_versions, NACKs, reports — and then checks
+// that a well-behaved agent is still served its view: no input may crash
+// the server, wedge it, or poison what others get.
+func FuzzDiscoveryRequests(f *testing.F) {
+	seed := func(reqs ...proto.Message) []byte {
+		var b []byte
+		for _, r := range reqs {
+			m, err := proto.Marshal(r)
+			if err != nil {
+				f.Fatal(err)
+			}
+			b = append(append(b, m...), 0xff, 0xfe)
+		}
+		return b
+	}
+	f.Add(seed(&switchyardv1.DeltaSnapshotsRequest{Node: &switchyardv1.Node{Name: "node-a"}}), true)
+	f.Add(seed(&switchyardv1.DeltaSnapshotsRequest{Node: &switchyardv1.Node{Name: "node-a"},
+		InitialResourceVersions: map[string]string{"default/web": "x", "": ""}},
+		&switchyardv1.DeltaSnapshotsRequest{ResponseNonce: "bogus", AppliedVersion: "v9"}), true)
+	f.Add(seed(&switchyardv1.StreamSnapshotsRequest{Node: &switchyardv1.Node{Name: "node-a"}},
+		&switchyardv1.StreamSnapshotsRequest{ResponseNonce: "1", VersionInfo: "old"}), false)
+	f.Add(seed(&switchyardv1.StreamSnapshotsRequest{}), false)
+	f.Add([]byte{0x0a, 0xff, 0xff}, true)
+
+	c := cache.New()
+	c.Publish("node-a", cachetest.NewNodeView(cachetest.MustView(f, cachetest.Service("default", "web", "10.96.0.10", 80))), nil)
+	srv := server.New(server.Config{}, c, nil, nil)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		f.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, lis) }()
+	f.Cleanup(func() { cancel(); <-done })
+	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { conn.Close() })
+	client := switchyardv1.NewDiscoveryServiceClient(conn)
+
+	f.Fuzz(func(t *testing.T, data []byte, delta bool) {
+		sctx, scancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer scancel()
+		chunks := bytes.Split(data, []byte{0xff, 0xfe})
+		if len(chunks) > 8 {
+			chunks = chunks[:8]
+		}
+		if delta {
+			st, err := client.DeltaSnapshots(sctx)
+			if err != nil {
+				return
+			}
+			for _, ch := range chunks {
+				var req switchyardv1.DeltaSnapshotsRequest
+				if proto.Unmarshal(ch, &req) != nil || st.Send(&req) != nil {
+					break
+				}
+			}
+			for i := 0; i < 2; i++ { // read what the server answers, if anything
+				if _, err := st.Recv(); err != nil {
+					break
+				}
+			}
+		} else {
+			st, err := client.StreamSnapshots(sctx)
+			if err != nil {
+				return
+			}
+			for _, ch := range chunks {
+				var req switchyardv1.StreamSnapshotsRequest
+				if proto.Unmarshal(ch, &req) != nil || st.Send(&req) != nil {
+					break
+				}
+			}
+			for i := 0; i < 2; i++ {
+				if _, err := st.Recv(); err != nil {
+					break
+				}
+			}
+		}
+		scancel()
+
+		// A good agent is still served.
+		start := time.Now()
+		gctx, gcancel := context.WithTimeout(t.Context(), 2*time.Second)
+		defer gcancel()
+		st, err := client.DeltaSnapshots(gctx)
+		if err != nil {
+			t.Fatalf("after the input, a good agent cannot open a stream: %v", err)
+		}
+		if err := st.Send(&switchyardv1.DeltaSnapshotsRequest{Node: &switchyardv1.Node{Name: "node-a"}}); err != nil {
+			t.Fatalf("send: %v", err)
+		}
+		r, err := st.Recv()
+		if err != nil || len(r.GetResources()) != 1 || r.GetResources()[0].GetName() != "default/web" {
+			t.Fatalf("after the input, node-a's view is %v, %v after %v; want default/web", r, err, time.Since(start))
+		}
+	})
+}
