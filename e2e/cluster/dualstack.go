@@ -22,6 +22,12 @@ const (
 	// IPv6NoEndpointsSvc is SingleStack IPv6 selecting no pod: the proxy
 	// must refuse connections to it at once (REJECT), not drop them.
 	IPv6NoEndpointsSvc = "none-v6"
+	// IPv6LocalNodePortSvc is a SingleStack IPv6 NodePort Service with
+	// externalTrafficPolicy Local: a node port answers only from pods on
+	// that node.
+	IPv6LocalNodePortSvc = "echo-local6"
+	// IPv6UDPSvc is SingleStack IPv6 over UDP, for conntrack cleanup.
+	IPv6UDPSvc = "echo-udp6"
 )
 
 // DualStackWorkload is EchoWorkload's Deployment and client pod behind
@@ -43,7 +49,10 @@ spec:
 %s`, name, namespace, typ, policy, families, EchoPort, extra)
 	}
 	var b strings.Builder
-	b.WriteString(EchoWorkload(namespace, replicas, clientNode))
+	// The echo pods answer UDP on the same port too (serve-hostname
+	// --udp), for the UDP Service.
+	b.WriteString(strings.Replace(EchoWorkload(namespace, replicas, clientNode),
+		"args: [serve-hostname, --tcp,", "args: [serve-hostname, --tcp, --udp,", 1))
 	b.WriteString(service(DualStackSvc, "ClusterIP", "RequireDualStack", "IPv4, IPv6", ""))
 	b.WriteString(service(PreferDualStackNodePortSvc, "NodePort", "PreferDualStack", "IPv6, IPv4", ""))
 	b.WriteString(service(IPv6AffinitySvc, "ClusterIP", "SingleStack", "IPv6",
@@ -52,6 +61,9 @@ spec:
 	// empty slice.
 	b.WriteString(strings.Replace(service(IPv6NoEndpointsSvc, "ClusterIP", "SingleStack", "IPv6", ""),
 		"selector: {app: echo}", "selector: {app: nothing}", 1))
+	b.WriteString(service(IPv6LocalNodePortSvc, "NodePort", "SingleStack", "IPv6", "  externalTrafficPolicy: Local\n"))
+	b.WriteString(strings.Replace(service(IPv6UDPSvc, "ClusterIP", "SingleStack", "IPv6", ""),
+		"ports: [{port:", "ports: [{protocol: UDP, port:", 1))
 	return b.String()
 }
 
@@ -80,6 +92,23 @@ func (c *Cluster) ServiceAddrs(ctx context.Context, namespace, svc string) ([]ne
 		addrs = append(addrs, netip.AddrPortFrom(a, uint16(port)))
 	}
 	return addrs, nil
+}
+
+// PodsByNode maps each node to the names of the pods matching selector
+// in namespace that run on it.
+func (c *Cluster) PodsByNode(ctx context.Context, namespace, selector string) (map[string][]string, error) {
+	out, err := c.Kubectl(ctx, "-n", namespace, "get", "pods", "-l", selector, "-o",
+		`jsonpath={range .items[*]}{.spec.nodeName} {.metadata.name}{"\n"}{end}`)
+	if err != nil {
+		return nil, err
+	}
+	pods := map[string][]string{}
+	for line := range strings.Lines(string(out)) {
+		if f := strings.Fields(line); len(f) == 2 {
+			pods[f[0]] = append(pods[f[0]], f[1])
+		}
+	}
+	return pods, nil
 }
 
 // PodIPs is a pod's status.podIPs, in the order kubelet reports them.

@@ -3,6 +3,7 @@ package cluster
 import (
 	"encoding/json"
 	"net/netip"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -67,5 +68,26 @@ func TestDualStackArguments(t *testing.T) {
 				t.Errorf("routes (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestDualStackWorkload checks the edits DualStackWorkload makes to
+// EchoWorkload's text, which would otherwise fail silently: the echo pods
+// also serve UDP, the no-endpoint Service selects nothing, the UDP Service
+// is UDP.
+func TestDualStackWorkload(t *testing.T) {
+	m := DualStackWorkload("ns", 3, 0)
+	for _, want := range []string{
+		"args: [serve-hostname, --tcp, --udp, --http=false, --port=9376]",
+		"name: " + IPv6NoEndpointsSvc + ", namespace: ns}\nspec:\n  type: ClusterIP\n  ipFamilyPolicy: SingleStack\n  ipFamilies: [IPv6]\n  selector: {app: nothing}",
+		"name: " + IPv6UDPSvc + ", namespace: ns}\nspec:\n  type: ClusterIP\n  ipFamilyPolicy: SingleStack\n  ipFamilies: [IPv6]\n  selector: {app: echo}\n  ports: [{protocol: UDP, port: 80",
+		"  externalTrafficPolicy: Local\n",
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("workload lacks %q:\n%s", want, m)
+		}
+	}
+	if n := strings.Count(m, "kind: Service\n"); n != 8 {
+		t.Errorf("%d Services, want 8 (echo, echo-np and six dual-stack ones)", n)
 	}
 }

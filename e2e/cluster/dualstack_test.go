@@ -2,7 +2,10 @@ package cluster_test
 
 import (
 	"context"
+	"net"
 	"net/netip"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,6 +92,9 @@ func dualStack(t *testing.T, mode string) {
 
 	affinity(t, pod, serviceAddrs(t, c, cluster.IPv6AffinitySvc, 1)[0])
 	refused(t, pod, serviceAddrs(t, c, cluster.IPv6NoEndpointsSvc, 1)[0])
+	localNodePorts(t, c)
+	// Last: it deletes an echo pod.
+	udpFlowMoves(t, c, c.PodRunner(podNS), serviceAddrs(t, c, cluster.IPv6UDPSvc, 1)[0])
 }
 
 // serviceAddrs returns svc's cluster IPs, wanting n of them.
@@ -146,4 +152,97 @@ func refused(t *testing.T, pod *probe.Prober, vip netip.AddrPort) {
 		t.Fatalf("pod → no-endpoint ClusterIP %s: 10 refusals took %v (≥ the %v timeout)", vip, res.Elapsed, timeout)
 	}
 	t.Logf("pod → no-endpoint ClusterIP %s: 10 connections refused in %v", vip, res.Elapsed.Round(time.Microsecond))
+}
+
+// localNodePorts sends from the client namespace (outside the cluster: a
+// pod's own traffic to a node port is short-circuited to every endpoint,
+// as kube-proxy does) to the externalTrafficPolicy Local node port on each
+// node's IPv6 address: only that node's echo pods may answer, and a node
+// without one must not answer at all.
+func localNodePorts(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	ctx := t.Context()
+	port, err := c.NodePort(ctx, testNS, cluster.IPv6LocalNodePortSvc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	local, err := c.PodsByNode(ctx, testNS, "app=echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := probe.New(c.Topology(), c.ClientNS())
+	for i := range c.Nodes() {
+		np := netip.AddrPortFrom(cluster.NodeIP6(i), port)
+		pods := local[cluster.NodeName(i)]
+		what := "client → ETP Local NodePort on " + cluster.NodeName(i)
+		if len(pods) == 0 {
+			res, err := outside.TCP(ctx, np, probe.Options{Count: 3, Timeout: time.Second})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Succeeded() > 0 {
+				t.Fatalf("%s %s (no local endpoint): %s: want no answer", what, np, res)
+			}
+			t.Logf("%s %s (no local endpoint): %s", what, np, res)
+			continue
+		}
+		res := spread(t, outside, what, np, 40, len(pods))
+		for name := range res.Counts {
+			if !slices.ContainsFunc(pods, func(p string) bool { return strings.EqualFold(p, name) }) {
+				t.Fatalf("%s %s: %s answered; the node's pods are %v", what, np, name, pods)
+			}
+		}
+	}
+}
+
+// udpFlowMoves holds one UDP flow (one socket, one source port) from the
+// client pod to a UDP IPv6 cluster IP, deletes the pod it reached, and
+// wants the flow answered by another pod: the agent must delete the
+// conntrack entry that DNATs it to the deleted pod, which otherwise lives
+// as long as the client keeps sending.
+func udpFlowMoves(t *testing.T, c *cluster.Cluster, pod cluster.PodRunner, vip netip.AddrPort) {
+	t.Helper()
+	var conn net.Conn
+	var dialErr error
+	if err := pod.Do("", func() error {
+		conn, dialErr = net.Dial("udp", vip.String())
+		return nil
+	}); err != nil || dialErr != nil {
+		t.Fatalf("UDP socket in the client pod: %v %v", err, dialErr)
+	}
+	defer conn.Close()
+	exchange := func() (string, error) {
+		if err := conn.SetDeadline(time.Now().Add(time.Second)); err != nil {
+			return "", err
+		}
+		if _, err := conn.Write([]byte("probe")); err != nil {
+			return "", err
+		}
+		buf := make([]byte, 256)
+		n, err := conn.Read(buf)
+		return string(buf[:n]), err
+	}
+	var first string
+	waitFor(t, "UDP cluster IP answers", time.Minute, func() (bool, error) {
+		name, err := exchange()
+		first = name
+		return err == nil, err
+	})
+	for range 5 {
+		if name, err := exchange(); err != nil || name != first {
+			t.Fatalf("one UDP flow reached %s then %q (%v)", first, name, err)
+		}
+	}
+	deleted := time.Now()
+	kubectl(t, c, "-n", testNS, "delete", "pod", first, "--wait=false")
+	var timeouts int
+	moved := waitFor(t, "the UDP flow leaves the deleted pod", time.Minute, func() (bool, error) {
+		name, err := exchange()
+		if err != nil {
+			timeouts++
+		}
+		return err == nil && name != first, err
+	})
+	t.Logf("UDP flow to %s: %s deleted, the same socket answered by another pod %v later (%d exchanges without a reply meanwhile; %v since the delete)",
+		vip, first, moved.Round(time.Millisecond), timeouts, time.Since(deleted).Round(time.Millisecond))
 }
