@@ -1,6 +1,7 @@
 package cluster_test
 
 import (
+	"cmp"
 	"context"
 	"net"
 	"net/netip"
@@ -90,11 +91,36 @@ func dualStack(t *testing.T, mode string) {
 	node := probe.New(c.Topology(), c.NodeNS(1))
 	spread(t, node, "node-1 → PreferDualStack ClusterIP (IPv6)", np6[0], 60, 3)
 
+	hairpin(t, c, ds[1])
 	affinity(t, pod, serviceAddrs(t, c, cluster.IPv6AffinitySvc, 1)[0])
 	refused(t, pod, serviceAddrs(t, c, cluster.IPv6NoEndpointsSvc, 1)[0])
 	localNodePorts(t, c)
 	// Last: it deletes an echo pod.
 	udpFlowMoves(t, c, c.PodRunner(podNS), serviceAddrs(t, c, cluster.IPv6UDPSvc, 1)[0])
+}
+
+// hairpin connects from an echo pod to the IPv6 cluster IP it backs: the
+// connections it balances to itself only work if the node hairpins them
+// back onto cbr0 and masquerades them (else the reply would not be
+// un-DNATed), so its own name must be among the replies.
+func hairpin(t *testing.T, c *cluster.Cluster, vip netip.AddrPort) {
+	t.Helper()
+	local, err := c.PodsByNode(t.Context(), testNS, "app=echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var self string
+	for _, pods := range local {
+		self = cmp.Or(self, pods[0])
+	}
+	ns, err := c.PodNetNS(t.Context(), testNS, self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := spread(t, probe.New(c.PodRunner(ns), ""), "echo pod "+self+" → its own IPv6 ClusterIP", vip, 60, 2)
+	if res.Counts[self] == 0 {
+		t.Fatalf("echo pod %s → %s: %s: never reached itself (hairpin)", self, vip, res)
+	}
 }
 
 // serviceAddrs returns svc's cluster IPs, wanting n of them.
