@@ -65,11 +65,16 @@ func Up(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 			}
 		}
 	}()
-	c.topo, err = netns.Create(ctx, netns.Spec{
+	spec := netns.Spec{
 		Nodes: cfg.Nodes, NoPodBridge: true, Prefix: "swyd-",
 		NetworkCIDR: NetworkCIDR, FirstNodeHost: firstNodeHost, ControlHost: 3, ClientHost: 2,
 		ClusterCIDR: ClusterCIDR, NodeCIDRBits: 24, ServiceCIDR: ServiceCIDR,
-	}, netns.Options{Logger: c.log})
+	}
+	if cfg.DualStack {
+		spec.DualStack = true
+		spec.NetworkCIDR6, spec.ClusterCIDR6, spec.NodeCIDRBits6, spec.ServiceCIDR6 = NetworkCIDR6, ClusterCIDR6, 64, ServiceCIDR6
+	}
+	c.topo, err = netns.Create(ctx, spec, netns.Options{Logger: c.log})
 	if err != nil {
 		return c, err
 	}
@@ -109,6 +114,9 @@ func (c *Cluster) Stats() Stats { return c.stats }
 
 // Dir is the state directory.
 func (c *Cluster) Dir() string { return c.cfg.Dir }
+
+// DualStack reports whether the bed is IPv4/IPv6 (Config.DualStack).
+func (c *Cluster) DualStack() bool { return c.cfg.DualStack }
 
 // Topology is the cluster's network.
 func (c *Cluster) Topology() *netns.Topology { return c.topo }

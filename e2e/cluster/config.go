@@ -22,6 +22,15 @@ var (
 	// KubernetesVIP and DNSVIP are the first and tenth service addresses.
 	KubernetesVIP = netip.MustParseAddr("10.96.0.1")
 	DNSVIP        = netip.MustParseAddr("10.96.0.10")
+
+	// The IPv6 half of a Config.DualStack bed: unique local addresses
+	// shaped like the IPv4 plan (node i is fd00:201::(10+i), hexadecimal),
+	// which never leave the machine. The service range is a /112 because
+	// kube-apiserver refuses an IPv6 range wider than /108 and a /112 is
+	// what the netns topology plans by default.
+	NetworkCIDR6 = netip.MustParsePrefix("fd00:201::/64")
+	ClusterCIDR6 = netip.MustParsePrefix("fd00:244::/56")
+	ServiceCIDR6 = netip.MustParsePrefix("fd00:96::/112")
 )
 
 const (
@@ -52,6 +61,12 @@ type Config struct {
 	Aliases map[string][]string
 	// Logger receives progress (default: discard).
 	Logger *slog.Logger
+	// DualStack makes the bed IPv4/IPv6: every namespace and pod gets an
+	// IPv6 address too (NetworkCIDR6, ClusterCIDR6), kube-apiserver serves
+	// both service ranges (IPv4 primary, so existing single-stack Services
+	// stay IPv4), kubelets report both node addresses, and Switchyard is
+	// told both pod CIDRs. Without it the bed is IPv4 only, as CI runs it.
+	DualStack bool
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -96,6 +111,27 @@ func NodeName(i int) string { return fmt.Sprintf("node-%d", i) }
 // NodeIP is node i's address.
 func NodeIP(i int) netip.Addr {
 	return netip.AddrFrom4([4]byte{10, 201, 0, byte(firstNodeHost + i)})
+}
+
+// NodeIP6 is node i's IPv6 address on a dual-stack bed.
+func NodeIP6(i int) netip.Addr {
+	a := NetworkCIDR6.Addr().As16()
+	a[15] = byte(firstNodeHost + i)
+	return netip.AddrFrom16(a)
+}
+
+// serviceCIDRs is kube-apiserver's --service-cluster-ip-range: the IPv4
+// range first, so that it stays the primary family.
+func (c Config) serviceCIDRs() string { return c.joined(ServiceCIDR, ServiceCIDR6) }
+
+// clusterCIDRs is the pod CIDRs of the cluster, IPv4 first.
+func (c Config) clusterCIDRs() string { return c.joined(ClusterCIDR, ClusterCIDR6) }
+
+func (c Config) joined(v4, v6 netip.Prefix) string {
+	if c.DualStack {
+		return v4.String() + "," + v6.String()
+	}
+	return v4.String()
 }
 
 // PinnedVersion reads one KEY=VALUE of hack/versions.env.

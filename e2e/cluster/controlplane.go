@@ -116,7 +116,7 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		"--authorization-mode=Node,RBAC",
 		"--enable-admission-plugins=NodeRestriction",
 		"--allow-privileged=true",
-		"--service-cluster-ip-range=" + ServiceCIDR.String(),
+		"--service-cluster-ip-range=" + c.cfg.serviceCIDRs(),
 		"--kubelet-client-certificate=" + cp.kubeletCert,
 		"--kubelet-client-key=" + cp.kubeletKey,
 		"--kubelet-preferred-address-types=InternalIP",
@@ -140,8 +140,11 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		"--service-account-private-key-file=" + cp.saKey,
 		"--cluster-signing-cert-file=" + cp.ca.CertFile,
 		"--cluster-signing-key-file=" + cp.ca.KeyFile,
-		"--service-cluster-ip-range=" + ServiceCIDR.String(),
-		"--cluster-cidr=" + ClusterCIDR.String(),
+		"--service-cluster-ip-range=" + c.cfg.serviceCIDRs(),
+		// Without --allocate-node-cidrs the ranges are not cut into node
+		// pod CIDRs (each node's CNI configuration holds its own); they
+		// only have to agree with the API server's and the topology's.
+		"--cluster-cidr=" + c.cfg.clusterCIDRs(),
 		"--leader-elect=false", "--bind-address=127.0.0.1",
 	}
 	if err := c.startIn(ns, "kube-controller-manager", kcm); err != nil {

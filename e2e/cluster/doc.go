@@ -22,6 +22,13 @@
 // each holds a real, rotating client certificate — the identity the mTLS
 // overlay's agents present.
 //
+// The bed is IPv4 only unless Config.DualStack: then every namespace and
+// pod also has an IPv6 address (fd00:201::/64 network, fd00:244::/56 pods,
+// a /64 per node), kube-apiserver serves 10.96.0.0/16 and fd00:96::/112
+// (IPv4 primary), kubelets report both node addresses, the CNI hands out
+// one address of each family, and Switchyard's control plane is given
+// both pod CIDRs.
+//
 // Invariants:
 //   - The machine's own network namespace and sysctls are never changed:
 //     every process and client runs inside the bed's namespaces (package

@@ -59,7 +59,7 @@ func (c *Cluster) InstallKubeProxy(ctx context.Context, mode string) error {
 	if err != nil {
 		return fmt.Errorf("install kube-proxy: %w", err)
 	}
-	m := kubeProxyManifestFor(images.KubeProxyRef(version), mode)
+	m := kubeProxyManifestFor(images.KubeProxyRef(version), mode, c.cfg.clusterCIDRs())
 	if err := c.Apply(ctx, "kube-proxy-"+mode, m); err != nil {
 		return fmt.Errorf("install kube-proxy: %w", err)
 	}
@@ -70,12 +70,14 @@ func (c *Cluster) InstallKubeProxy(ctx context.Context, mode string) error {
 	return nil
 }
 
-// kubeProxyManifestFor fills in the manifest's placeholders.
-func kubeProxyManifestFor(image, mode string) string {
+// kubeProxyManifestFor fills in the manifest's placeholders; clusterCIDRs
+// is kube-proxy's clusterCIDR (comma-separated, one per family, on a
+// dual-stack bed).
+func kubeProxyManifestFor(image, mode, clusterCIDRs string) string {
 	return strings.NewReplacer(
 		"{{IMAGE}}", image,
 		"{{MODE}}", mode,
-		"{{CLUSTER_CIDR}}", ClusterCIDR.String(),
+		"{{CLUSTER_CIDR}}", clusterCIDRs,
 		"{{API_HOST}}", APIServerIP.String(),
 		"{{API_PORT}}", strconv.Itoa(apiServerPort),
 	).Replace(kubeProxyManifest)

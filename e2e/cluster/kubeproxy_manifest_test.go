@@ -19,7 +19,7 @@ import (
 func TestKubeProxyManifest(t *testing.T) {
 	for _, mode := range []string{KubeProxyIPTables, KubeProxyNFTables} {
 		t.Run(mode, func(t *testing.T) {
-			m := kubeProxyManifestFor("registry.k8s.io/kube-proxy:v1.37.2", mode)
+			m := kubeProxyManifestFor("registry.k8s.io/kube-proxy:v1.37.2", mode, Config{}.clusterCIDRs())
 			if strings.Contains(m, "{{") {
 				t.Fatalf("placeholder left in the manifest:\n%s", m)
 			}

@@ -25,9 +25,13 @@ type node struct {
 	ip      netip.Addr
 	podCIDR netip.Prefix
 	gateway netip.Addr
-	zone    string
-	dir     string
-	cgroup  string // kubelet's cgroupRoot, in every v1 hierarchy
+	// ip6, podCIDR6 and gateway6 are the IPv6 half on a dual-stack bed
+	// (invalid otherwise).
+	ip6, gateway6 netip.Addr
+	podCIDR6      netip.Prefix
+	zone          string
+	dir           string
+	cgroup        string // kubelet's cgroupRoot, in every v1 hierarchy
 
 	holder, containerd, kubelet *launch.Process
 }
@@ -36,6 +40,7 @@ func (c *Cluster) newNode(i int) *node {
 	tn := c.topo.Node(i)
 	return &node{
 		c: c, index: i, name: NodeName(i), ns: tn.NS, ip: tn.IP, podCIDR: tn.PodCIDR, gateway: tn.PodGateway,
+		ip6: tn.IP6, podCIDR6: tn.PodCIDR6, gateway6: tn.PodGateway6,
 		zone: c.cfg.Zones[i%len(c.cfg.Zones)], dir: filepath.Join(c.cfg.Dir, NodeName(i)),
 		cgroup: "/swyd-" + c.topo.ID() + "-" + NodeName(i),
 	}
@@ -88,7 +93,7 @@ func (n *node) start(ctx context.Context) error {
 		"--bootstrap-kubeconfig="+filepath.Join(n.dir, "bootstrap.kubeconfig"),
 		"--kubeconfig=/var/lib/kubelet/kubeconfig",
 		"--root-dir=/var/lib/kubelet", "--cert-dir=/var/lib/kubelet/pki",
-		"--hostname-override="+n.name, "--node-ip="+n.ip.String(),
+		"--hostname-override="+n.name, "--node-ip="+n.nodeIPs(),
 		"--node-labels=topology.kubernetes.io/zone="+n.zone,
 		"--v=1")
 	if err != nil {
@@ -96,6 +101,15 @@ func (n *node) start(ctx context.Context) error {
 	}
 	n.c.log.Info("node started", "node", n.name, "ip", n.ip, "zone", n.zone, "after", time.Since(begin).Round(time.Millisecond))
 	return nil
+}
+
+// nodeIPs is kubelet's --node-ip: IPv4 first, so the Node's first
+// InternalIP (the one kube-apiserver dials) stays the IPv4 one.
+func (n *node) nodeIPs() string {
+	if n.ip6.IsValid() {
+		return n.ip.String() + "," + n.ip6.String()
+	}
+	return n.ip.String()
 }
 
 // waitHolder waits until the holder has exec'd sleep, i.e. its mount and

@@ -100,17 +100,25 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
 }
 
 func (n *node) cniConfig() string {
+	// One host-local range set per family: on a dual-stack bed every pod
+	// gets an address of each, and a default route of each via cbr0.
+	ranges := fmt.Sprintf(`[{"subnet": %q, "gateway": %q}]`, n.podCIDR, n.gateway)
+	routes := `{"dst": "0.0.0.0/0"}`
+	if n.podCIDR6.IsValid() {
+		ranges += fmt.Sprintf(`, [{"subnet": %q, "gateway": %q}]`, n.podCIDR6, n.gateway6)
+		routes += `, {"dst": "::/0"}`
+	}
 	return fmt.Sprintf(`{
   "cniVersion": "0.4.0",
   "name": "bed",
   "plugins": [
     {"type": "bridge", "bridge": "cbr0", "isGateway": true, "ipMasq": false, "hairpinMode": true,
-     "ipam": {"type": "host-local", "ranges": [[{"subnet": %q, "gateway": %q}]],
-              "routes": [{"dst": "0.0.0.0/0"}], "dataDir": "/var/lib/cni/networks"}},
+     "ipam": {"type": "host-local", "ranges": [%s],
+              "routes": [%s], "dataDir": "/var/lib/cni/networks"}},
     {"type": "portmap", "capabilities": {"portMappings": true}}
   ]
 }
-`, n.podCIDR.String(), n.gateway.String())
+`, ranges, routes)
 }
 
 func (n *node) kubeletConfig() string {

@@ -60,7 +60,8 @@ func (c *Cluster) InstallSwitchyard(ctx context.Context, overlay, mode string) e
 		}
 	}
 	dir := filepath.Join(root, "e2e", "cluster", "overlays", overlay)
-	if mode == "" || mode == "iptables" {
+	iptables := mode == "" || mode == "iptables"
+	if iptables && !c.cfg.DualStack {
 		if _, err := c.Kubectl(ctx, "apply", "-k", dir); err != nil {
 			return fmt.Errorf("install switchyard (%s): %w", overlay, err)
 		}
@@ -71,18 +72,42 @@ func (c *Cluster) InstallSwitchyard(ctx context.Context, overlay, mode string) e
 			return fmt.Errorf("install switchyard (%s): %w", overlay, err)
 		}
 	}
-	// Another mode: what an operator does, the agent ConfigMap's mode line
-	// changed before the DaemonSet starts.
 	rendered, err := c.Kubectl(ctx, "kustomize", dir)
 	if err != nil {
 		return fmt.Errorf("install switchyard (%s): %w", overlay, err)
 	}
-	const line = "\n    mode: iptables\n"
-	if strings.Count(string(rendered), line) != 1 {
-		return fmt.Errorf("install switchyard (%s): the agent config has no single %q line", overlay, strings.TrimSpace(line))
+	manifest, name := string(rendered), "switchyard-"+overlay+"-"+mode
+	if iptables {
+		name = "switchyard-" + overlay + "-iptables"
 	}
-	manifest := strings.Replace(string(rendered), line, "\n    mode: "+mode+"\n", 1)
-	return c.Apply(ctx, "switchyard-"+overlay+"-"+mode, manifest)
+	// Another mode: what an operator does, the agent ConfigMap's mode line
+	// changed before the DaemonSet starts.
+	if !iptables {
+		if manifest, err = replaceOnce(manifest, "\n    mode: iptables\n", "\n    mode: "+mode+"\n"); err != nil {
+			return fmt.Errorf("install switchyard (%s): the agent config: %w", overlay, err)
+		}
+	}
+	// Dual-stack: the control plane is told both pod CIDRs, as an
+	// operator's kustomization would, so that IPv6 service traffic from
+	// outside the IPv6 pod range is masqueraded like IPv4's.
+	if c.cfg.DualStack {
+		if manifest, err = replaceOnce(manifest, "--cluster-cidr="+ClusterCIDR.String()+"\n",
+			"--cluster-cidr="+c.cfg.clusterCIDRs()+"\n"); err != nil {
+			return fmt.Errorf("install switchyard (%s): the control plane's arguments: %w", overlay, err)
+		}
+		name += "-dualstack"
+	}
+	return c.Apply(ctx, name, manifest)
+}
+
+// replaceOnce replaces old in s, which must hold it exactly once: a
+// rendered install that changed shape fails loudly instead of silently
+// keeping the old value.
+func replaceOnce(s, old, new string) (string, error) {
+	if n := strings.Count(s, old); n != 1 {
+		return "", fmt.Errorf("%d occurrences of %q, want 1", n, strings.TrimSpace(old))
+	}
+	return strings.Replace(s, old, new, 1), nil
 }
 
 func (c *Cluster) createTLSSecrets(ctx context.Context) error {

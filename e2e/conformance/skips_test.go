@@ -40,18 +40,59 @@ func TestBedSkips(t *testing.T) {
 		{"[sig-network] DNS should work with a service name that starts with a digit [FeatureGate:RelaxedServiceNameValidation]", ""},
 	}
 	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { checkSkip(t, rules, all, tt.name, tt.want) })
+	}
+}
+
+// checkSkip wants the spec name skipped by rules with a reason containing
+// want (run when want is ""), and the joined regexp all to agree.
+func checkSkip(t *testing.T, rules []SkipRule, all *regexp.Regexp, name, want string) {
+	t.Helper()
+	reason, ok, err := SkipReason(rules, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok != (want != "") || !strings.Contains(reason, want) {
+		t.Errorf("SkipReason = %q, %v; want one containing %q", reason, ok, want)
+	}
+	if all.MatchString(name) != ok {
+		t.Errorf("SkipRegexp matches %v, the table %v", all.MatchString(name), ok)
+	}
+}
+
+// TestDualStackBedSkips: on a dual-stack bed the [Feature:IPv6DualStack]
+// specs run (unless another rule, such as SCTP, holds), everything else is
+// skipped as on the IPv4 bed, and the IPv4 table keeps skipping them.
+func TestDualStackBedSkips(t *testing.T) {
+	ds, v4 := DualStackBedSkips(), BedSkips()
+	tests := []struct {
+		name string
+		want string // a word of the dual-stack reason; "" when the spec runs
+	}{
+		{"[sig-network] [Feature:IPv6DualStack] should have at least one dual-stack node", ""},
+		{"[sig-network] [Feature:IPv6DualStack] should create service with ipv6,v4 cluster ip", ""},
+		{"[sig-network] [Feature:IPv6DualStack] Granular Checks: Services Secondary IP Family [LinuxOnly] should function for client IP based session affinity: udp [LinuxOnly]", ""},
+		{"[sig-network] [Feature:IPv6DualStack] Granular Checks: Services Secondary IP Family [LinuxOnly] should function for pod-Service: sctp [Feature:SCTPConnectivity]", "SCTP"},
+		{"[sig-network] Networking should provide Internet connection for containers [Feature:Networking-IPv6] [Experimental][LinuxOnly]", "Internet"},
+		{"[sig-network] Networking should provide Internet connection for containers [Feature:Networking-IPv4]", "Internet"},
+		{"[sig-network] Something [Feature:SomethingNew] works", "opt-in [Feature"},
+		{"[sig-network] Something [Feature:IPv6Other] works", "opt-in [Feature"},
+		{"[sig-network] Something [Feature:I] works", "opt-in [Feature"},
+		{"[sig-network] Services should be able to create a functioning NodePort service [Conformance]", ""},
+	}
+	all := regexp.MustCompile(SkipRegexp(ds))
+	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			reason, ok, err := SkipReason(rules, tt.name)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ok != (tt.want != "") || !strings.Contains(reason, tt.want) {
-				t.Errorf("SkipReason = %q, %v; want one containing %q", reason, ok, tt.want)
-			}
-			if all.MatchString(tt.name) != ok {
-				t.Errorf("SkipRegexp matches %v, the table %v", all.MatchString(tt.name), ok)
+			checkSkip(t, ds, all, tt.name, tt.want)
+			if strings.Contains(tt.name, "IPv6DualStack") {
+				if reason, _, _ := SkipReason(v4, tt.name); !strings.Contains(reason, "IPv4-only") {
+					t.Errorf("IPv4 bed: SkipReason = %q, want IPv4-only", reason)
+				}
 			}
 		})
+	}
+	if len(ds) != len(v4) {
+		t.Errorf("%d dual-stack rules, %d IPv4 ones: only the family rule should differ", len(ds), len(v4))
 	}
 }
 

@@ -61,7 +61,7 @@ func (h *harness) buildImages(ctx context.Context) error {
 	if _, err := os.Stat(filepath.Join(bin, "e2e.test")); err != nil {
 		return fmt.Errorf("e2e.test not built (make testbed, or BUILD_E2E=1 hack/testbed-build.sh): %w", err)
 	}
-	h.base = cluster.Config{Nodes: h.cfg.nodes, BinDir: bin, KeepDir: h.cfg.keepDir, Logger: h.log}
+	h.base = cluster.Config{Nodes: h.cfg.nodes, BinDir: bin, KeepDir: h.cfg.keepDir, Logger: h.log, DualStack: h.cfg.dualStack}
 	archives, err := cluster.BuildImages(ctx, h.base)
 	if err != nil {
 		return err
@@ -117,10 +117,13 @@ func (h *harness) runProxy(ctx context.Context, name string) (err error) {
 	if err != nil {
 		return err
 	}
-	if _, err := conformance.RecordSkips(&res, conformance.BedSkips()); err != nil {
+	if _, err := conformance.RecordSkips(&res, h.cfg.skipRules()); err != nil {
 		return err
 	}
 	res.Versions = map[string]string{"nodes": strconv.Itoa(c.Nodes()), "parallel": strconv.Itoa(max(h.cfg.parallel, 1))}
+	if h.cfg.dualStack {
+		res.Versions["dualStack"] = "true"
+	}
 	if p.kind == "switchyard" {
 		res.Versions["overlay"] = h.cfg.overlay
 	}

@@ -2,7 +2,7 @@
 // each service proxy on a fresh real-cluster bed (e2e/cluster), one bed at
 // a time, and keeps the outcome as data (make conformance):
 //
-//	switchyard-conformance [-proxies switchyard-iptables,…,kube-proxy-nftables] [-focus RE] [-skip RE] [-nodes 3] [-parallel 3]
+//	switchyard-conformance [-proxies switchyard-iptables,…,kube-proxy-nftables] [-focus RE] [-skip RE] [-nodes 3] [-parallel 3] [-dual-stack]
 //	switchyard-conformance -markdown-only
 //
 // For each proxy: bring up a bed (-nodes, zones zone-a/b/c), install CoreDNS
@@ -60,6 +60,22 @@ type config struct {
 	keepDir      bool
 	overlay      string // Switchyard's install (e2e/cluster/overlays)
 	parallel     int    // ginkgo processes
+	// dualStack runs each proxy on an IPv4/IPv6 bed (cluster.Config
+	// DualStack) with conformance.DualStackBedSkips. Its results go to
+	// their own directory (default <out>/dualstack) and CONFORMANCE.md is
+	// left alone: its table is the IPv4 bed's, one column per proxy.
+	dualStack bool
+}
+
+// dualStackDir is where a dual-stack run's results go, under -out.
+const dualStackDir = "dualstack"
+
+// skipRules is the skip table of the bed the config asks for.
+func (c config) skipRules() []conformance.SkipRule {
+	if c.dualStack {
+		return conformance.DualStackBedSkips()
+	}
+	return conformance.BedSkips()
 }
 
 func main() {
@@ -68,9 +84,28 @@ func main() {
 		fmt.Fprintln(os.Stderr, "switchyard-conformance:", err)
 		os.Exit(1)
 	}
+	c, err := parseFlags(root, os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "switchyard-conformance:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if err := run(ctx, os.Stdout, log, root, c); err != nil {
+		fmt.Fprintln(os.Stderr, "switchyard-conformance:", err)
+		os.Exit(1)
+	}
+}
+
+// parseFlags reads the command line; root is the repository's root.
+func parseFlags(root string, args []string) (config, error) {
 	var c config
 	var proxies string
-	fs := flag.NewFlagSet("switchyard-conformance", flag.ExitOnError)
+	fs := flag.NewFlagSet("switchyard-conformance", flag.ContinueOnError)
 	fs.StringVar(&proxies, "proxies", strings.Join(defaultProxies, ","), "comma-separated proxies to run, each switchyard-<iptables|nftables|userspace|ipvs> or kube-proxy-<iptables|nftables>")
 	fs.IntVar(&c.nodes, "nodes", defaultNodes, "kubelet nodes per bed (1..6; zones zone-a, zone-b, zone-c round-robin: 6 gives the Traffic Distribution specs their 3 zones of 2 nodes)")
 	fs.StringVar(&c.focus, "focus", `\[sig-network\]`, "ginkgo focus regexp")
@@ -83,23 +118,31 @@ func main() {
 	fs.StringVar(&c.overlay, "switchyard-overlay", "kube-system", "Switchyard's install: kube-system (deploy/ in kube-system with the agents labelled k8s-app=kube-proxy, so the specs that restart kube-proxy by that label restart Switchyard's agents) or plain (deploy/ as shipped, in switchyard-system)")
 	fs.IntVar(&c.parallel, "parallel", defaultParallel, "ginkgo processes running specs at once (1: e2e.test alone; more: through the ginkgo CLI, [Serial] specs still alone at the end)")
 	fs.BoolVar(&c.keepDir, "keep-dir", false, "keep each bed's state directory (every component's log) after teardown")
-	_ = fs.Parse(os.Args[1:])
+	fs.BoolVar(&c.dualStack, "dual-stack", false, "run on a dual-stack IPv4/IPv6 bed: the [Feature:IPv6DualStack] specs run too (default -skip: conformance.DualStackBedSkips); results in <out>/"+dualStackDir+" unless -out is given; CONFORMANCE.md is not regenerated")
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	// A dual-stack run's defaults follow -dual-stack unless given.
+	if c.dualStack && !set["skip"] {
+		c.skip = conformance.SkipRegexp(c.skipRules())
+	}
+	if c.dualStack && !set["out"] {
+		c.out = filepath.Join(c.out, dualStackDir)
+	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "switchyard-conformance: unexpected arguments %q\n", fs.Args())
-		os.Exit(2)
+		return c, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	c.proxies = strings.Split(proxies, ",")
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	if err := run(ctx, os.Stdout, log, root, c); err != nil {
-		fmt.Fprintln(os.Stderr, "switchyard-conformance:", err)
-		os.Exit(1)
-	}
+	return c, nil
 }
 
 func run(ctx context.Context, stdout io.Writer, log *slog.Logger, root string, c config) error {
 	if c.markdownOnly {
+		if c.dualStack {
+			return errors.New("-markdown-only regenerates CONFORMANCE.md, the IPv4 bed's table: drop -dual-stack")
+		}
 		return writeMarkdown(stdout, c)
 	}
 	for _, p := range c.proxies {
@@ -127,6 +170,10 @@ func run(ctx context.Context, stdout io.Writer, log *slog.Logger, root string, c
 			log.Error("proxy run failed; next proxy", "proxy", p, "err", err)
 			errs = append(errs, fmt.Errorf("%s: %w", p, err))
 		}
+	}
+	if c.dualStack {
+		fmt.Fprintf(stdout, "dual-stack results in %s; %s not regenerated (its table is the IPv4 bed's)\n", c.out, c.markdown)
+		return errors.Join(errs...)
 	}
 	errs = append(errs, writeMarkdown(stdout, c))
 	return errors.Join(errs...)
@@ -171,7 +218,12 @@ func runCommand(r conformance.Results) string {
 	if n := cmp.Or(r.Versions["parallel"], "1"); n != fmt.Sprint(defaultParallel) {
 		cmd += " -parallel " + n
 	}
-	if r.Skip != conformance.SkipRegexp(conformance.BedSkips()) {
+	skips := conformance.BedSkips()
+	if r.Versions["dualStack"] == "true" {
+		cmd += " -dual-stack"
+		skips = conformance.DualStackBedSkips()
+	}
+	if r.Skip != conformance.SkipRegexp(skips) {
 		cmd += " -skip " + shellQuote(r.Skip)
 	}
 	return cmd

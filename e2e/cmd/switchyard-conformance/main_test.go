@@ -36,6 +36,38 @@ func TestParseProxy(t *testing.T) {
 	}
 }
 
+// TestParseFlags: -dual-stack switches the skip table and the results
+// directory unless -skip or -out say otherwise; without it nothing moves.
+func TestParseFlags(t *testing.T) {
+	v4, ds := conformance.SkipRegexp(conformance.BedSkips()), conformance.SkipRegexp(conformance.DualStackBedSkips())
+	results := filepath.Join("/repo", "conformance", "results")
+	tests := []struct {
+		name      string
+		args      []string
+		skip, out string
+		dualStack bool
+	}{
+		{"defaults", nil, v4, results, false},
+		{"dual-stack", []string{"-dual-stack"}, ds, filepath.Join(results, "dualstack"), true},
+		{"dual-stack, own skip and out", []string{"-dual-stack", "-skip", "SCTP", "-out", "/o"}, "SCTP", "/o", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := parseFlags("/repo", tt.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.skip != tt.skip || c.out != tt.out || c.dualStack != tt.dualStack {
+				t.Errorf("parseFlags(%q) = skip %q, out %q, dualStack %v; want %q, %q, %v",
+					tt.args, c.skip, c.out, c.dualStack, tt.skip, tt.out, tt.dualStack)
+			}
+		})
+	}
+	if _, err := parseFlags("/repo", []string{"extra"}); err == nil {
+		t.Error("parseFlags accepted a stray argument")
+	}
+}
+
 func TestRunCommand(t *testing.T) {
 	tests := []struct {
 		name string
@@ -48,6 +80,9 @@ func TestRunCommand(t *testing.T) {
 		{"other nodes and skip", conformance.Results{Proxy: "kube-proxy-iptables", Focus: `it's`, Skip: "SCTP",
 			Versions: map[string]string{"nodes": "2"}},
 			`go run ./e2e/cmd/switchyard-conformance -proxies kube-proxy-iptables -focus 'it'\''s' -nodes 2 -parallel 1 -skip 'SCTP'`},
+		{"dual-stack with its default skips", conformance.Results{Proxy: "switchyard-iptables", Focus: `\[sig-network\]`,
+			Skip: conformance.SkipRegexp(conformance.DualStackBedSkips()), Versions: map[string]string{"nodes": "6", "parallel": "3", "dualStack": "true"}},
+			`go run ./e2e/cmd/switchyard-conformance -proxies switchyard-iptables -focus '\[sig-network\]' -dual-stack`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
