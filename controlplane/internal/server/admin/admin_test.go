@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 
 func serve(t *testing.T, c *cache.Cache) switchyardv1.AdminServiceClient {
 	t.Helper()
-	_, conn := servertest.Serve(t, func(g *grpc.Server) { switchyardv1.RegisterAdminServiceServer(g, admin.New(c, nil)) }, nil)
+	_, conn := servertest.Serve(t, func(g *grpc.Server) { switchyardv1.RegisterAdminServiceServer(g, admin.New(c, nil, nil)) }, nil)
 	return switchyardv1.NewAdminServiceClient(conn)
 }
 
@@ -240,7 +240,7 @@ func TestAPIWatchReported(t *testing.T) {
 		{Resource: "endpointslices", State: apistatus.Unavailable, Since: since, LastError: "connection refused", Errors: 7},
 		{Resource: "services", State: apistatus.Available, Errors: 2},
 	}}
-	_, conn := servertest.Serve(t, func(g *grpc.Server) { switchyardv1.RegisterAdminServiceServer(g, admin.New(c, api)) }, nil)
+	_, conn := servertest.Serve(t, func(g *grpc.Server) { switchyardv1.RegisterAdminServiceServer(g, admin.New(c, api, nil)) }, nil)
 	cl := switchyardv1.NewAdminServiceClient(conn)
 	resp, err := cl.ListNodes(t.Context(), &switchyardv1.ListNodesRequest{})
 	if err != nil {
