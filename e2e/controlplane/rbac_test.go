@@ -74,6 +74,20 @@ func create(ctx context.Context, cs kubernetes.Interface, kind string, doc []byt
 		}
 		_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &o, metav1.CreateOptions{})
 		return err
+	case "Role":
+		var o rbacv1.Role
+		if err := yaml.UnmarshalStrict(doc, &o); err != nil {
+			return err
+		}
+		_, err := cs.RbacV1().Roles(systemNS).Create(ctx, &o, metav1.CreateOptions{})
+		return err
+	case "RoleBinding":
+		var o rbacv1.RoleBinding
+		if err := yaml.UnmarshalStrict(doc, &o); err != nil {
+			return err
+		}
+		_, err := cs.RbacV1().RoleBindings(systemNS).Create(ctx, &o, metav1.CreateOptions{})
+		return err
 	}
 	return fmt.Errorf("unexpected kind %q in controlplane-rbac.yaml", kind)
 }
@@ -141,6 +155,25 @@ func TestDeployRBAC(t *testing.T) {
 				User: "alice", NonResourceAttributes: &authzv1.NonResourceAttributes{Path: "/switchyard.v1.AdminService/ListNodes", Verb: "get"}}}, metav1.CreateOptions{})
 			return err
 		}, true},
+		{"controlplane lists its settings ConfigMap by name", func() error {
+			_, err := cpClient.CoreV1().ConfigMaps(systemNS).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=switchyard-controlplane"})
+			return err
+		}, true},
+		{"controlplane watches its settings ConfigMap by name", func() error {
+			w, err := cpClient.CoreV1().ConfigMaps(systemNS).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=switchyard-controlplane"})
+			if err == nil {
+				w.Stop()
+			}
+			return err
+		}, true},
+		{"controlplane cannot list every ConfigMap of its namespace", func() error {
+			_, err := cpClient.CoreV1().ConfigMaps(systemNS).List(ctx, metav1.ListOptions{})
+			return err
+		}, false},
+		{"controlplane cannot list ConfigMaps elsewhere", func() error {
+			_, err := cpClient.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=switchyard-controlplane"})
+			return err
+		}, false},
 		{"controlplane cannot read secrets", func() error { _, err := cpClient.CoreV1().Secrets("").List(ctx, metav1.ListOptions{}); return err }, false},
 		{"controlplane cannot delete services", func() error {
 			return cpClient.CoreV1().Services(ns).Delete(ctx, "front", metav1.DeleteOptions{})
@@ -167,7 +200,14 @@ func TestDeployRBAC(t *testing.T) {
 
 	// The real binary, with nothing but its ServiceAccount token, syncs and
 	// serves the fixture's service.
-	cp := startControlPlane(t, api, "--kubeconfig", writeKubeconfig(t, cpCfg, api.CAFile()))
+	// --config-map as deploy/ sets it: the settings ConfigMap is read
+	// under the Role.
+	putSettings(ctx, t, api, "mode: nftables\n")
+	cp := startControlPlane(t, api, "--kubeconfig", writeKubeconfig(t, cpCfg, api.CAFile()),
+		"--config-map", systemNS+"/switchyard-controlplane")
+	if s := listNodes(ctx, t, cp).GetSettings(); s.GetSource() != "configmap" {
+		t.Errorf("control plane under its own RBAC: settings %v, want them from the ConfigMap", s)
+	}
 	out := nodeResourceNames(ctx, t, cp.grpc)
 	if !strings.Contains(out, "web/front") {
 		t.Errorf("control plane under its own RBAC does not serve web/front:\n%s", out)
