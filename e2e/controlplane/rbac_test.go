@@ -52,44 +52,41 @@ func applyRBAC(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
 }
 
 func create(ctx context.Context, cs kubernetes.Interface, kind string, doc []byte) error {
+	opts := metav1.CreateOptions{}
 	switch kind {
 	case "ServiceAccount":
-		var o corev1.ServiceAccount
-		if err := yaml.UnmarshalStrict(doc, &o); err != nil {
+		return createFrom(doc, func(o *corev1.ServiceAccount) error {
+			_, err := cs.CoreV1().ServiceAccounts(systemNS).Create(ctx, o, opts)
 			return err
-		}
-		_, err := cs.CoreV1().ServiceAccounts(systemNS).Create(ctx, &o, metav1.CreateOptions{})
-		return err
+		})
 	case "ClusterRole":
-		var o rbacv1.ClusterRole
-		if err := yaml.UnmarshalStrict(doc, &o); err != nil {
+		return createFrom(doc, func(o *rbacv1.ClusterRole) error {
+			_, err := cs.RbacV1().ClusterRoles().Create(ctx, o, opts)
 			return err
-		}
-		_, err := cs.RbacV1().ClusterRoles().Create(ctx, &o, metav1.CreateOptions{})
-		return err
+		})
 	case "ClusterRoleBinding":
-		var o rbacv1.ClusterRoleBinding
-		if err := yaml.UnmarshalStrict(doc, &o); err != nil {
+		return createFrom(doc, func(o *rbacv1.ClusterRoleBinding) error {
+			_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, o, opts)
 			return err
-		}
-		_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &o, metav1.CreateOptions{})
-		return err
+		})
 	case "Role":
-		var o rbacv1.Role
-		if err := yaml.UnmarshalStrict(doc, &o); err != nil {
-			return err
-		}
-		_, err := cs.RbacV1().Roles(systemNS).Create(ctx, &o, metav1.CreateOptions{})
-		return err
+		return createFrom(doc, func(o *rbacv1.Role) error { _, err := cs.RbacV1().Roles(systemNS).Create(ctx, o, opts); return err })
 	case "RoleBinding":
-		var o rbacv1.RoleBinding
-		if err := yaml.UnmarshalStrict(doc, &o); err != nil {
+		return createFrom(doc, func(o *rbacv1.RoleBinding) error {
+			_, err := cs.RbacV1().RoleBindings(systemNS).Create(ctx, o, opts)
 			return err
-		}
-		_, err := cs.RbacV1().RoleBindings(systemNS).Create(ctx, &o, metav1.CreateOptions{})
-		return err
+		})
 	}
 	return fmt.Errorf("unexpected kind %q in controlplane-rbac.yaml", kind)
+}
+
+// createFrom decodes doc strictly into a new T and hands it to create.
+func createFrom[T any](doc []byte, create func(*T) error) error {
+	var o T
+	if err := yaml.UnmarshalStrict(doc, &o); err != nil {
+		return err
+	}
+	return create(&o)
 }
 
 // writeKubeconfig writes a token kubeconfig for cfg.

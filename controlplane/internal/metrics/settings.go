@@ -1,8 +1,6 @@
 package metrics
 
 import (
-	"errors"
-	"fmt"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -39,14 +37,8 @@ func RegisterSettings(reg prometheus.Registerer) (*Settings, error) {
 			Help: "Agents that connected programming NodeConfig settings with another hash than this replica's (set by a replica with other settings, or before they changed).",
 		}),
 	}
-	var errs []error
-	for _, c := range []prometheus.Collector{s.Info, s.Rejected, s.AgentsDiffer} {
-		if err := reg.Register(c); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("register settings metrics: %w", err)
+	if err := registerAll(reg, "settings", s.Info, s.Rejected, s.AgentsDiffer); err != nil {
+		return nil, err
 	}
 	return s, nil
 }

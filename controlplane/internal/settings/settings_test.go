@@ -92,7 +92,9 @@ func TestResolve(t *testing.T) {
 	obs := &countingObserver{}
 	s := New(Config{Flags: flags, Namespace: "ns", Name: "cm", Observer: obs, Clock: clk, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	nft := switchyardv1.DataplaneMode_DATAPLANE_MODE_NFTABLES
-	cm := func(rv, yaml string) Input { return Input{Exists: true, ResourceVersion: rv, Data: map[string]string{Key: yaml}} }
+	cm := func(rv, yaml string) Input {
+		return Input{Exists: true, ResourceVersion: rv, Data: map[string]string{Key: yaml}}
+	}
 	steps := []struct {
 		name       string
 		in         Input

@@ -288,7 +288,8 @@ func (x *ApiWatchStatus) GetResources() []*ApiResourceStatus {
 // ApiResourceStatus is one watched resource.
 type ApiResourceStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The API resource: "services", "endpointslices", "nodes", "servicecidrs".
+	// The API resource: "services", "endpointslices", "nodes", "servicecidrs",
+	// "configmaps" (the settings ConfigMap, with --config-map).
 	Resource string `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
 	// "pending" (no list or watch finished yet), "available" or "unavailable".
 	State string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
