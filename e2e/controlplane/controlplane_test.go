@@ -78,13 +78,17 @@ func dial(t *testing.T, addr string) *grpc.ClientConn {
 
 func openDelta(ctx context.Context, t *testing.T, conn *grpc.ClientConn, node string, initial map[string]string) *deltaClient {
 	t.Helper()
+	return openDeltaAs(ctx, t, conn, &switchyardv1.Node{Name: node, AgentVersion: "e2e"}, initial)
+}
+
+// openDeltaAs opens a stream whose first request names node as given.
+func openDeltaAs(ctx context.Context, t *testing.T, conn *grpc.ClientConn, node *switchyardv1.Node, initial map[string]string) *deltaClient {
+	t.Helper()
 	st, err := switchyardv1.NewDiscoveryServiceClient(conn).DeltaSnapshots(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = st.Send(&switchyardv1.DeltaSnapshotsRequest{
-		Node: &switchyardv1.Node{Name: node, AgentVersion: "e2e"}, InitialResourceVersions: initial,
-	})
+	err = st.Send(&switchyardv1.DeltaSnapshotsRequest{Node: node, InitialResourceVersions: initial})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,30 +52,41 @@ func applyRBAC(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
 }
 
 func create(ctx context.Context, cs kubernetes.Interface, kind string, doc []byte) error {
+	opts := metav1.CreateOptions{}
 	switch kind {
 	case "ServiceAccount":
-		var o corev1.ServiceAccount
-		if err := yaml.UnmarshalStrict(doc, &o); err != nil {
+		return createFrom(doc, func(o *corev1.ServiceAccount) error {
+			_, err := cs.CoreV1().ServiceAccounts(systemNS).Create(ctx, o, opts)
 			return err
-		}
-		_, err := cs.CoreV1().ServiceAccounts(systemNS).Create(ctx, &o, metav1.CreateOptions{})
-		return err
+		})
 	case "ClusterRole":
-		var o rbacv1.ClusterRole
-		if err := yaml.UnmarshalStrict(doc, &o); err != nil {
+		return createFrom(doc, func(o *rbacv1.ClusterRole) error {
+			_, err := cs.RbacV1().ClusterRoles().Create(ctx, o, opts)
 			return err
-		}
-		_, err := cs.RbacV1().ClusterRoles().Create(ctx, &o, metav1.CreateOptions{})
-		return err
+		})
 	case "ClusterRoleBinding":
-		var o rbacv1.ClusterRoleBinding
-		if err := yaml.UnmarshalStrict(doc, &o); err != nil {
+		return createFrom(doc, func(o *rbacv1.ClusterRoleBinding) error {
+			_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, o, opts)
 			return err
-		}
-		_, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, &o, metav1.CreateOptions{})
-		return err
+		})
+	case "Role":
+		return createFrom(doc, func(o *rbacv1.Role) error { _, err := cs.RbacV1().Roles(systemNS).Create(ctx, o, opts); return err })
+	case "RoleBinding":
+		return createFrom(doc, func(o *rbacv1.RoleBinding) error {
+			_, err := cs.RbacV1().RoleBindings(systemNS).Create(ctx, o, opts)
+			return err
+		})
 	}
 	return fmt.Errorf("unexpected kind %q in controlplane-rbac.yaml", kind)
+}
+
+// createFrom decodes doc strictly into a new T and hands it to create.
+func createFrom[T any](doc []byte, create func(*T) error) error {
+	var o T
+	if err := yaml.UnmarshalStrict(doc, &o); err != nil {
+		return err
+	}
+	return create(&o)
 }
 
 // writeKubeconfig writes a token kubeconfig for cfg.
@@ -141,6 +152,25 @@ func TestDeployRBAC(t *testing.T) {
 				User: "alice", NonResourceAttributes: &authzv1.NonResourceAttributes{Path: "/switchyard.v1.AdminService/ListNodes", Verb: "get"}}}, metav1.CreateOptions{})
 			return err
 		}, true},
+		{"controlplane lists its settings ConfigMap by name", func() error {
+			_, err := cpClient.CoreV1().ConfigMaps(systemNS).List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=switchyard-controlplane"})
+			return err
+		}, true},
+		{"controlplane watches its settings ConfigMap by name", func() error {
+			w, err := cpClient.CoreV1().ConfigMaps(systemNS).Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=switchyard-controlplane"})
+			if err == nil {
+				w.Stop()
+			}
+			return err
+		}, true},
+		{"controlplane cannot list every ConfigMap of its namespace", func() error {
+			_, err := cpClient.CoreV1().ConfigMaps(systemNS).List(ctx, metav1.ListOptions{})
+			return err
+		}, false},
+		{"controlplane cannot list ConfigMaps elsewhere", func() error {
+			_, err := cpClient.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{FieldSelector: "metadata.name=switchyard-controlplane"})
+			return err
+		}, false},
 		{"controlplane cannot read secrets", func() error { _, err := cpClient.CoreV1().Secrets("").List(ctx, metav1.ListOptions{}); return err }, false},
 		{"controlplane cannot delete services", func() error {
 			return cpClient.CoreV1().Services(ns).Delete(ctx, "front", metav1.DeleteOptions{})
@@ -167,7 +197,14 @@ func TestDeployRBAC(t *testing.T) {
 
 	// The real binary, with nothing but its ServiceAccount token, syncs and
 	// serves the fixture's service.
-	cp := startControlPlane(t, api, "--kubeconfig", writeKubeconfig(t, cpCfg, api.CAFile()))
+	// --config-map as deploy/ sets it: the settings ConfigMap is read
+	// under the Role.
+	putSettings(ctx, t, api, "mode: nftables\n")
+	cp := startControlPlane(t, api, "--kubeconfig", writeKubeconfig(t, cpCfg, api.CAFile()),
+		"--config-map", systemNS+"/switchyard-controlplane")
+	if s := listNodes(ctx, t, cp).GetSettings(); s.GetSource() != "configmap" {
+		t.Errorf("control plane under its own RBAC: settings %v, want them from the ConfigMap", s)
+	}
 	out := nodeResourceNames(ctx, t, cp.grpc)
 	if !strings.Contains(out, "web/front") {
 		t.Errorf("control plane under its own RBAC does not serve web/front:\n%s", out)

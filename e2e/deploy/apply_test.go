@@ -296,12 +296,40 @@ func checkRBAC(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
 	if !reflect.DeepEqual(admin.Rules, want) {
 		t.Errorf("switchyard-admin rules %+v, want %+v", admin.Rules, want)
 	}
+	checkSettingsRole(ctx, t, cs)
 	crb, err := cs.RbacV1().ClusterRoleBindings().Get(ctx, "switchyard-controlplane", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(crb.Subjects) != 1 || crb.Subjects[0].Namespace != systemNS || crb.Subjects[0].Name != "switchyard-controlplane" {
 		t.Errorf("ClusterRoleBinding subjects %+v", crb.Subjects)
+	}
+}
+
+// checkSettingsRole proves the control plane's Role in its namespace
+// grants only list and watch of its own settings ConfigMap, by name, and
+// that the RoleBinding gives it to the control plane's ServiceAccount.
+func checkSettingsRole(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
+	t.Helper()
+	role, err := cs.RbacV1().Roles(systemNS).Get(ctx, "switchyard-controlplane", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
+		ResourceNames: []string{"switchyard-controlplane"}, Verbs: []string{"list", "watch"}}}
+	if !reflect.DeepEqual(role.Rules, want) {
+		t.Errorf("Role rules %+v, want %+v", role.Rules, want)
+	}
+	rb, err := cs.RbacV1().RoleBindings(systemNS).Get(ctx, "switchyard-controlplane", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rb.RoleRef.Kind != "Role" || rb.RoleRef.Name != "switchyard-controlplane" ||
+		len(rb.Subjects) != 1 || rb.Subjects[0].Namespace != systemNS || rb.Subjects[0].Name != "switchyard-controlplane" {
+		t.Errorf("RoleBinding %+v / %+v", rb.RoleRef, rb.Subjects)
+	}
+	if _, err := cs.CoreV1().ConfigMaps(systemNS).Get(ctx, "switchyard-controlplane", metav1.GetOptions{}); err != nil {
+		t.Errorf("the settings ConfigMap: %v", err)
 	}
 }
 

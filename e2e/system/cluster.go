@@ -59,6 +59,14 @@ type Config struct {
 	// every agent must use, sent in NodeConfig (agents start with
 	// --mode iptables and follow it).
 	Mode string
+	// ReplicaModes, when set, is each replica's --mode (replica i gets
+	// ReplicaModes[i]; replicas beyond it get Mode), as replicas started
+	// with different flags.
+	ReplicaModes []string
+	// Settings, when set, is the config.yaml of the settings ConfigMap
+	// (SettingsConfigMap), created before the control planes start; every
+	// replica then reads it (--config-map).
+	Settings string
 }
 
 // Cluster is a running API server, control plane, agents and pods.
@@ -71,16 +79,19 @@ type Cluster struct {
 	// PKI is the certificate authority of a TLS cluster; nil without TLS.
 	PKI *PKI
 
-	log     *slog.Logger
-	mode    string
-	dir     string
-	bin     launch.Binaries
-	cps     []*controlPlane
-	agents  []*agent
-	life    context.Context // lifetime of pods and agents
-	cancel  context.CancelFunc
-	closeMu sync.Once
-	nodeIDs []string
+	log   *slog.Logger
+	mode  string
+	modes []string
+	// settings: the replicas read SettingsConfigMap.
+	settings bool
+	dir      string
+	bin      launch.Binaries
+	cps      []*controlPlane
+	agents   []*agent
+	life     context.Context // lifetime of pods and agents
+	cancel   context.CancelFunc
+	closeMu  sync.Once
+	nodeIDs  []string
 }
 
 // Start builds the binaries and starts everything. ctx bounds only the
@@ -99,7 +110,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	life, cancel := context.WithCancel(context.Background())
-	c := &Cluster{log: cfg.Logger, mode: cfg.Mode, life: life, cancel: cancel}
+	c := &Cluster{log: cfg.Logger, mode: cfg.Mode, modes: cfg.ReplicaModes, settings: cfg.Settings != "", life: life, cancel: cancel}
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, c.Close())
@@ -133,6 +144,11 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 	}
 	if err = c.createObjects(ctx); err != nil {
 		return nil, err
+	}
+	if c.settings {
+		if err = c.PutSettings(ctx, cfg.Settings); err != nil {
+			return nil, err
+		}
 	}
 	for i := range cfg.ControlPlanes {
 		cp, err := c.newControlPlane(i)

@@ -21,6 +21,7 @@ import (
 
 // controlPlane is one switchyard-controlplane replica.
 type controlPlane struct {
+	index   int
 	id      string
 	socket  string           // unix socket path
 	target  string           // unix:// + socket
@@ -44,6 +45,7 @@ func (c *Cluster) newControlPlane(i int) (*controlPlane, error) {
 	}
 	id := "cp-" + strconv.Itoa(i)
 	cp := &controlPlane{
+		index:   i,
 		id:      id,
 		socket:  filepath.Join(c.dir, id+".sock"),
 		healthz: addrs[0],
@@ -70,8 +72,15 @@ func (c *Cluster) controlPlaneArgs(cp *controlPlane) []string {
 	args := []string{"--kubeconfig", c.API.KubeconfigPath(), "--listen", cp.target,
 		"--healthz-bind-address", cp.healthz, "--metrics-bind-address", cp.metrics,
 		"--coalesce-window", "20ms", "--id", cp.id, "--cluster-cidr", clusterCIDR}
-	if c.mode != "" {
-		args = append(args, "--mode", c.mode)
+	mode := c.mode
+	if cp.index < len(c.modes) {
+		mode = c.modes[cp.index]
+	}
+	if mode != "" {
+		args = append(args, "--mode", mode)
+	}
+	if c.settings {
+		args = append(args, "--config-map", SettingsNamespace+"/"+SettingsConfigMap)
 	}
 	if c.PKI == nil {
 		return append(args, "--insecure")

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -21,7 +20,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/daemon"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
-	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/settings"
 )
 
 func main() {
@@ -59,6 +58,7 @@ func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error
 		lo                  logOptions
 		mode, cidrs, adv    string
 		nodePorts           string
+		configMap           string
 		minSync, syncPeriod time.Duration
 		fs                  = flag.NewFlagSet("switchyard-controlplane", flag.ContinueOnError)
 	)
@@ -95,6 +95,9 @@ func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error
 	fs.StringVar(&adv, "advertise-service", "", "namespace/name of the control plane's own Service: the ready endpoints of its EndpointSlices, on the slice port named grpc (or its only TCP port), "+
 		"are sent to every agent (NodeConfig control_plane_addresses), which persists them and dials them before its configured addresses, so agents restart without a Service VIP. "+
 		"The control plane must run on the host network (endpoints are then node addresses) and the Service must not be headless; empty advertises nothing")
+	fs.StringVar(&configMap, "config-map", "", "namespace/name (or name, in the pod's namespace POD_NAMESPACE) of a ConfigMap whose "+settings.Key+" sets the NodeConfig settings every replica sends: "+
+		"mode, minSyncPeriod, syncPeriod, ipvsScheduler, clusterCIDRs, masqueradeAll, nodePortAddresses. A field it sets overrides the flag of the same name, which is only its default, so replicas agree whatever their flags; "+
+		"a ConfigMap that does not parse keeps the settings in use (reported in logs, metrics and ListNodes), an absent one means the flags. Empty reads none")
 	fs.StringVar(&lo.level, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&lo.format, "log-format", "text", "text or json")
 	if err := fs.Parse(args); err != nil {
@@ -104,43 +107,26 @@ func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error
 		return o, lo, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	var err error
-	if o.Views.Mode, err = parseMode(mode); err != nil {
-		return o, lo, err
+	if o.Views.Mode, err = settings.ParseMode(mode); err != nil {
+		return o, lo, fmt.Errorf("--mode %w", err)
 	}
 	o.Views.MinSyncPeriod, o.Views.SyncPeriod = minSync, syncPeriod
-	switch o.Views.IPVSScheduler {
-	case "", "rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq":
-	default:
-		return o, lo, fmt.Errorf("--ipvs-scheduler %q: want rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed or nq", o.Views.IPVSScheduler)
+	if err := settings.CheckScheduler(o.Views.IPVSScheduler); err != nil {
+		return o, lo, fmt.Errorf("--ipvs-scheduler %w", err)
 	}
-	if o.Views.ClusterCIDRs, err = parseCIDRs(cidrs); err != nil {
-		return o, lo, err
+	if o.Views.ClusterCIDRs, err = settings.ParseCIDRs(list(cidrs)); err != nil {
+		return o, lo, fmt.Errorf("--cluster-cidr: %w", err)
 	}
-	if o.Views.NodePortAddresses, err = parseNodePortAddresses(nodePorts); err != nil {
-		return o, lo, err
+	if o.Views.NodePortAddresses, err = settings.ParseNodePortAddresses(list(nodePorts)); err != nil {
+		return o, lo, fmt.Errorf("--nodeport-addresses: %w", err)
+	}
+	if o.ConfigMapNamespace, o.ConfigMapName, err = settings.ParseRef(configMap, os.Getenv("POD_NAMESPACE")); err != nil {
+		return o, lo, fmt.Errorf("--config-map %w", err)
 	}
 	if o.AdvertiseService, err = parseServiceKey(adv); err != nil {
 		return o, lo, err
 	}
 	return o, lo, nil
-}
-
-func parseMode(s string) (switchyardv1.DataplaneMode, error) {
-	switch s {
-	case "":
-		return switchyardv1.DataplaneMode_DATAPLANE_MODE_UNSPECIFIED, nil
-	case "iptables":
-		return switchyardv1.DataplaneMode_DATAPLANE_MODE_IPTABLES, nil
-	case "ipvs":
-		return switchyardv1.DataplaneMode_DATAPLANE_MODE_IPVS, nil
-	case "nftables":
-		return switchyardv1.DataplaneMode_DATAPLANE_MODE_NFTABLES, nil
-	case "userspace":
-		return switchyardv1.DataplaneMode_DATAPLANE_MODE_USERSPACE, nil
-	case "dry-run":
-		return switchyardv1.DataplaneMode_DATAPLANE_MODE_DRY_RUN, nil
-	}
-	return 0, fmt.Errorf("--mode %q: want iptables, ipvs, nftables, userspace or dry-run", s)
 }
 
 // parseServiceKey reads "namespace/name"; empty is the zero key.
@@ -160,19 +146,12 @@ func parseServiceKey(s string) (model.ServiceKey, error) {
 	return model.ServiceKey{Namespace: ns, Name: name}, nil
 }
 
-func parseCIDRs(s string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for f := range strings.SplitSeq(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		p, err := netip.ParsePrefix(f)
-		if err != nil {
-			return nil, fmt.Errorf("--cluster-cidr: %w", err)
-		}
-		out = append(out, p.Masked())
+// list splits a comma-separated flag value.
+func list(s string) []string {
+	if s == "" {
+		return nil
 	}
-	return out, nil
+	return strings.Split(s, ",")
 }
 
 func newLogger(w io.Writer, o logOptions) (*slog.Logger, error) {

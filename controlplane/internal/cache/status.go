@@ -80,12 +80,19 @@ func (a *ackState) acked(view NodeView, r *switchyardv1.ApplyReport, now time.Ti
 		a.applyDuration = r.GetApplyDuration().AsDuration()
 		a.programmingLatency = r.GetProgrammingLatency().AsDuration()
 	}
-	// The mode the agent programs now: a NodeConfig may have switched it
-	// since the stream's first request named one. A copy, because
-	// snapshots already handed out share the old message.
-	if m := r.GetMode(); m != switchyardv1.DataplaneMode_DATAPLANE_MODE_UNSPECIFIED && a.agent != nil && a.agent.GetMode() != m {
+	// The mode and settings the agent programs now: a NodeConfig may have
+	// switched them since the stream's first request named them. A copy,
+	// because snapshots already handed out share the old message.
+	m, h := r.GetMode(), r.GetSettingsHash()
+	if m == switchyardv1.DataplaneMode_DATAPLANE_MODE_UNSPECIFIED {
+		m = a.agent.GetMode()
+	}
+	if h == "" {
+		h = a.agent.GetSettingsHash()
+	}
+	if a.agent != nil && (a.agent.GetMode() != m || a.agent.GetSettingsHash() != h) {
 		agent := proto.CloneOf(a.agent)
-		agent.Mode = m
+		agent.Mode, agent.SettingsHash = m, h
 		a.agent = agent
 	}
 }

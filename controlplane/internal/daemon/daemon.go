@@ -29,6 +29,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/nodeview"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/adminauth"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/settings"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/translate"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/watch"
 )
@@ -54,8 +55,13 @@ type Options struct {
 	TLS             TLSFiles
 	// Insecure serves plaintext gRPC; required when TLS files are absent.
 	Insecure bool
-	// Views holds the NodeConfig defaults sent to every agent.
+	// Views holds the NodeConfig settings sent to every agent: the
+	// defaults of the ConfigMap's fields when one is named.
 	Views nodeview.Defaults
+	// ConfigMapNamespace and ConfigMapName name the ConfigMap whose
+	// settings override Views (package settings); an empty name reads
+	// none.
+	ConfigMapNamespace, ConfigMapName string
 	// AdvertiseService is the control plane's own Service, whose ready
 	// endpoints every NodeConfig advertises to agents as the replicas to
 	// dial (nodeview.Options.AdvertiseService); the zero key advertises
@@ -111,13 +117,18 @@ func Run(ctx context.Context, o Options) error {
 	if tlsCfg == nil {
 		log.Warn("plaintext gRPC (--insecure): AdminService, every node's view, is open to whoever reaches " + o.Listen)
 	}
+	sm, err := metrics.RegisterSettings(reg)
+	if err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
+	set := settings.New(settings.Config{Flags: o.Views, Namespace: o.ConfigMapNamespace, Name: o.ConfigMapName, Observer: sm, Logger: log})
 	c := cache.New()
 	srv := server.New(server.Config{
 		Listen: o.Listen, ControlPlaneID: id, CoalesceWindow: o.CoalesceWindow,
-		MaxMessageBytes: o.MaxMessageBytes, TLS: tlsCfg, API: api, AdminAuth: adminAuth,
+		MaxMessageBytes: o.MaxMessageBytes, TLS: tlsCfg, API: api, AdminAuth: adminAuth, Settings: set,
 	}, c, log, m)
 	w := watch.New(watch.Config{
-		Client: client, Resync: o.Resync, Publisher: c, Logger: log, API: api,
+		Client: client, Resync: o.Resync, Publisher: c, Logger: log, API: api, Settings: set,
 		Views:    nodeview.Options{Defaults: o.Views, AdvertiseService: o.AdvertiseService},
 		Recorder: observer{m}, Observer: observer{m},
 	})

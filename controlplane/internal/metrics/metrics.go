@@ -108,20 +108,29 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}),
 	}
-	var errs []error
-	for _, c := range []prometheus.Collector{
+	if err := registerAll(reg, "control plane",
 		m.ConnectedAgents, m.ResponsesSent, m.BytesSent, m.AckLatency, m.Nacks,
 		m.ComputeDuration, m.InformerEvents, m.SkippedInput, m.DeltaInitialResources,
 		m.NetworkProgrammingLatency, m.AgentApplyDuration,
-	} {
+	); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// registerAll registers every collector on reg and reports all that
+// failed, as what's metrics.
+func registerAll(reg prometheus.Registerer, what string, cs ...prometheus.Collector) error {
+	var errs []error
+	for _, c := range cs {
 		if err := reg.Register(c); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("register control plane metrics: %w", err)
+		return fmt.Errorf("register %s metrics: %w", what, err)
 	}
-	return m, nil
+	return nil
 }
 
 // StreamOpened counts an agent stream of kind rpc.

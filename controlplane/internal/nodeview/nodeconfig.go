@@ -2,10 +2,13 @@ package nodeview
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"net/netip"
 	"slices"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
@@ -43,6 +46,9 @@ type configBase struct {
 	cidrs     []string
 	masqAll   bool
 	nodePorts []string
+	// hash is the settings hash of the fields above
+	// (NodeConfig.settings_hash).
+	hash string
 	// controlPlanes are the advertised control-plane addresses
 	// (controlPlaneAddresses), shared by every node's NodeConfig.
 	controlPlanes []string
@@ -52,7 +58,7 @@ type configBase struct {
 }
 
 func newConfigBase(d Defaults) configBase {
-	return configBase{
+	c := configBase{
 		mode:      d.Mode,
 		minSync:   d.MinSyncPeriod,
 		sync:      d.SyncPeriod,
@@ -61,23 +67,31 @@ func newConfigBase(d Defaults) configBase {
 		masqAll:   d.MasqueradeAll,
 		nodePorts: slices.Clone(d.NodePortAddresses),
 	}
+	c.hash = c.settingsHash()
+	return c
 }
 
-// nodeConfig builds the NodeConfig resource of a node. node is nil for a
-// node the state does not know yet: its config carries the name, the
-// defaults and the control-plane addresses, and no zone or node
-// addresses.
-func (c configBase) nodeConfig(name string, node *model.Node) *View {
+// settingsHash hashes the deterministic encoding of a NodeConfig holding
+// only the settings: the same settings give the same hash on every
+// replica and in every release that encodes them the same way.
+func (c configBase) settingsHash() string {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(c.settings())
+	if err != nil { // a NodeConfig of strings, bools and durations always encodes
+		return ""
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:versionBytes])
+}
+
+// settings is a NodeConfig with only the cluster-wide settings set.
+func (c configBase) settings() *switchyardv1.NodeConfig {
 	nc := &switchyardv1.NodeConfig{
-		NodeName:      text(name),
 		Mode:          c.mode,
 		IpvsScheduler: c.scheduler,
 		ClusterCidrs:  c.cidrs,
 		MasqueradeAll: c.masqAll,
 		// Shared, never modified: every NodeConfig points at one slice.
-		ControlPlaneAddresses: c.controlPlanes,
-		NodePortAddresses:     c.nodePorts,
-		ServiceCidrs:          c.serviceCIDRs,
+		NodePortAddresses: c.nodePorts,
 	}
 	if c.minSync > 0 || c.sync > 0 {
 		nc.Sync = &switchyardv1.SyncSettings{}
@@ -88,6 +102,41 @@ func (c configBase) nodeConfig(name string, node *model.Node) *View {
 			nc.Sync.SyncPeriod = durationpb.New(c.sync)
 		}
 	}
+	return nc
+}
+
+// SettingsHash is the NodeConfig.settings_hash of every NodeConfig the
+// Index hands out.
+func (ix *Index) SettingsHash() string { return ix.config.hash }
+
+// WithDefaults returns an Index whose NodeConfigs carry d, and whether
+// that changed every node's NodeConfig (Changes.AllConfigs). Defaults
+// equal to the Index's (same settings hash) return ix itself: a ConfigMap
+// rewritten with the same values re-sends nothing. The service views are
+// shared with ix, which stays valid and unchanged.
+func (ix *Index) WithDefaults(d Defaults) (*Index, bool) {
+	base := newConfigBase(d)
+	if base.hash == ix.config.hash {
+		return ix, false
+	}
+	base.controlPlanes, base.serviceCIDRs = ix.config.controlPlanes, ix.config.serviceCIDRs
+	next := *ix
+	next.config = base
+	u := &updater{old: ix, config: base}
+	next.nodes = u.rebuildConfigs(ix.nodes)
+	return &next, true
+}
+
+// nodeConfig builds the NodeConfig resource of a node. node is nil for a
+// node the state does not know yet: its config carries the name, the
+// defaults and the control-plane addresses, and no zone or node
+// addresses.
+func (c configBase) nodeConfig(name string, node *model.Node) *View {
+	nc := c.settings()
+	nc.NodeName, nc.SettingsHash = text(name), c.hash
+	// Shared, never modified: every NodeConfig points at one slice.
+	nc.ControlPlaneAddresses = c.controlPlanes
+	nc.ServiceCidrs = c.serviceCIDRs
 	if node != nil {
 		nc.Zone = text(node.Zone)
 		nc.NodeIps = addrStrings(node.Addresses)

@@ -59,8 +59,8 @@ func TestVersionPinned(t *testing.T) {
 		got[name] = version
 	}
 	want := map[string]string{
-		"system": "e487216a595e3f80",
-		"n1":     "55688d16beb49714",
+		"system": "d9a28df026d33aa9",
+		"n1":     "633f921c3b9d38b8",
 		"ns/web": "4a3482e2f57598ad",
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

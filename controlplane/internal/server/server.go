@@ -65,6 +65,17 @@ type Config struct {
 	// plaintext, else operators with a certificate in
 	// adminauth.DefaultGroup only (no token review).
 	AdminAuth *adminauth.Authorizer
+	// Settings is where the NodeConfig settings come from, which
+	// AdminService reports and streams compare agents' with; nil does
+	// neither.
+	Settings Settings
+}
+
+// Settings is the NodeConfig settings' source; *settings.Source
+// implements it.
+type Settings interface {
+	admin.Settings
+	stream.SettingsChecker
 }
 
 // Keepalive is the connection policy, sized for thousands of agents that
@@ -154,6 +165,10 @@ func New(cfg Config, c *cache.Cache, logger *slog.Logger, m *metrics.Metrics) *S
 		Clock:           cfg.Clock,
 		Logger:          logger,
 	}
+	var adminSettings admin.Settings
+	if cfg.Settings != nil {
+		opts.Settings, adminSettings = cfg.Settings, cfg.Settings
+	}
 	s := &Server{
 		cfg:    cfg,
 		log:    logger,
@@ -163,7 +178,7 @@ func New(cfg Config, c *cache.Cache, logger *slog.Logger, m *metrics.Metrics) *S
 		sotw:   sotw.New(c, opts),
 	}
 	switchyardv1.RegisterDiscoveryServiceServer(s.grpc, discovery{delta: s.delta, sotw: s.sotw})
-	switchyardv1.RegisterAdminServiceServer(s.grpc, admin.New(c, cfg.API))
+	switchyardv1.RegisterAdminServiceServer(s.grpc, admin.New(c, cfg.API, adminSettings))
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	s.SetReady(false)

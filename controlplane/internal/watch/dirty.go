@@ -16,7 +16,9 @@ type dirty struct {
 	nodes    map[string]struct{}
 	// serviceCIDRs are ServiceCIDR object names.
 	serviceCIDRs map[string]struct{}
-	wake         chan struct{}
+	// configMap: the settings ConfigMap changed (there is only one).
+	configMap bool
+	wake      chan struct{}
 }
 
 func newDirty() *dirty {
@@ -30,6 +32,7 @@ func (d *dirty) reset() {
 	d.slices = map[model.SliceKey]struct{}{}
 	d.nodes = map[string]struct{}{}
 	d.serviceCIDRs = map[string]struct{}{}
+	d.configMap = false
 }
 
 func (d *dirty) addService(k model.ServiceKey) { d.add(func() { d.services[k] = struct{}{} }) }
@@ -38,6 +41,8 @@ func (d *dirty) addNode(name string)           { d.add(func() { d.nodes[name] = 
 func (d *dirty) addServiceCIDR(name string) {
 	d.add(func() { d.serviceCIDRs[name] = struct{}{} })
 }
+
+func (d *dirty) addConfigMap() { d.add(func() { d.configMap = true }) }
 
 func (d *dirty) add(f func()) {
 	d.mu.Lock()
@@ -55,16 +60,17 @@ type batch struct {
 	slices       map[model.SliceKey]struct{}
 	nodes        map[string]struct{}
 	serviceCIDRs map[string]struct{}
+	configMap    bool
 }
 
 func (b batch) empty() bool {
-	return len(b.services) == 0 && len(b.slices) == 0 && len(b.nodes) == 0 && len(b.serviceCIDRs) == 0
+	return len(b.services) == 0 && len(b.slices) == 0 && len(b.nodes) == 0 && len(b.serviceCIDRs) == 0 && !b.configMap
 }
 
 func (d *dirty) take() batch {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	b := batch{services: d.services, slices: d.slices, nodes: d.nodes, serviceCIDRs: d.serviceCIDRs}
+	b := batch{services: d.services, slices: d.slices, nodes: d.nodes, serviceCIDRs: d.serviceCIDRs, configMap: d.configMap}
 	d.reset()
 	return b
 }

@@ -4,6 +4,9 @@
 // (package nodeview) and published to the cache that the gRPC servers
 // stream from. ServiceCIDRs are watched only where the API serves them
 // (discovery.go): an informer of an unserved resource never syncs.
+// With a settings.Source naming a ConfigMap, that one object is watched
+// too (settings.go): the first views wait for it, and a change of it
+// goes through nodeview.Index.WithDefaults, one new NodeConfig per node.
 //
 //	informers ──events──▶ dirty keys ──batch──▶ translate ──▶ model.State
 //	                                                         │ Index.Update(changed)

@@ -10,6 +10,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -36,15 +37,20 @@ type informerSet struct {
 	nodes    cache.SharedIndexInformer
 	// serviceCIDRs is nil when the API serves no ServiceCIDRs.
 	serviceCIDRs cache.SharedIndexInformer
-	wg           sync.WaitGroup
+	// configMap is nil when no settings ConfigMap is read.
+	configMap cache.SharedIndexInformer
+	wg        sync.WaitGroup
 }
 
 // newInformers makes the informers, each list and watch reporting to api
 // (which also keeps an outage from becoming client-go's long backoff);
-// the ServiceCIDR one only with serviceCIDRs (the API serves them).
+// the ServiceCIDR one only with serviceCIDRs (the API serves them), the
+// ConfigMap one only for a settings ConfigMap (cm.name set): it lists and
+// watches that one object (a field selector on its name), which is what
+// an RBAC rule with resourceNames allows.
 // Informers are built here rather than by a SharedInformerFactory because
 // the factory offers no seam around its ListerWatchers.
-func newInformers(client kubernetes.Interface, resync time.Duration, serviceCIDRs bool, api *apistatus.Tracker) (*informerSet, error) {
+func newInformers(client kubernetes.Interface, resync time.Duration, serviceCIDRs bool, api *apistatus.Tracker, cm configMapRef) (*informerSet, error) {
 	core, disc, netw := client.CoreV1(), client.DiscoveryV1(), client.NetworkingV1()
 	s := &informerSet{}
 	var err error
@@ -64,6 +70,21 @@ func newInformers(client kubernetes.Interface, resync time.Duration, serviceCIDR
 	if serviceCIDRs {
 		s.serviceCIDRs = mk("servicecidrs", &networkingv1.ServiceCIDR{},
 			selected("", netw.ServiceCIDRs().List, netw.ServiceCIDRs().Watch))
+	}
+	if cm.name != "" {
+		cms := core.ConfigMaps(cm.namespace)
+		lw := selected("", cms.List, cms.Watch)
+		byName := fields.OneTermEqualSelector(metav1.ObjectNameField, cm.name).String()
+		list, watchFn := lw.ListWithContextFunc, lw.WatchFuncWithContext
+		lw.ListWithContextFunc = func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = byName
+			return list(ctx, o)
+		}
+		lw.WatchFuncWithContext = func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = byName
+			return watchFn(ctx, o)
+		}
+		s.configMap = mk("configmaps", &corev1.ConfigMap{}, lw)
 	}
 	return s, err
 }
@@ -102,7 +123,20 @@ func (s *informerSet) synced() []cache.InformerSynced {
 	if s.serviceCIDRs != nil {
 		out = append(out, s.serviceCIDRs.HasSynced)
 	}
+	// The settings ConfigMap too: the first views must carry its settings,
+	// or every node would get the flags' and then switch.
+	if s.configMap != nil {
+		out = append(out, s.configMap.HasSynced)
+	}
 	return out
+}
+
+// configMapStore is the settings ConfigMap informer's store, nil without one.
+func (s *informerSet) configMapStore() cache.Store {
+	if s.configMap == nil {
+		return nil
+	}
+	return s.configMap.GetStore()
 }
 
 // serviceCIDRStore is the ServiceCIDR informer's store, nil without one.
@@ -128,6 +162,9 @@ func stripObject(obj any) (any, error) {
 		stripMeta(&o.ObjectMeta, false)
 		o.Spec = corev1.NodeSpec{}
 		o.Status = corev1.NodeStatus{Addresses: o.Status.Addresses}
+	case *corev1.ConfigMap:
+		stripMeta(&o.ObjectMeta, false)
+		o.BinaryData = nil
 	case *networkingv1.ServiceCIDR:
 		stripMeta(&o.ObjectMeta, false)
 		o.Status = networkingv1.ServiceCIDRStatus{}

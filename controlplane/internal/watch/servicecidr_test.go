@@ -1,10 +1,8 @@
 package watch
 
 import (
-	"context"
 	"slices"
 	"testing"
-	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,23 +28,7 @@ func servingServiceCIDRs(c *fake.Clientset) {
 // and waits for it to be ready.
 func runWatcher(t *testing.T, client *fake.Clientset, views nodeview.Options) *recorder {
 	t.Helper()
-	rec := newRecorder()
-	w := New(Config{Client: client, Publisher: rec, Views: views})
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && ctx.Err() == nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	select {
-	case <-w.Ready():
-	case <-time.After(10 * time.Second):
-		t.Fatal("watcher never became ready")
-	}
-	return rec
+	return runWatcherWith(t, Config{Client: client, Views: views})
 }
 
 func TestWatcherFollowsServiceCIDRs(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/apistatus"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/nodeview"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/settings"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/translate"
 )
 
@@ -32,8 +33,12 @@ type Config struct {
 	Client kubernetes.Interface
 	// Resync is the informers' resync period; 0 disables it.
 	Resync time.Duration
-	// Views configures view computation (NodeConfig defaults).
+	// Views configures view computation. Views.Defaults are the
+	// NodeConfig settings unless Settings is set.
 	Views nodeview.Options
+	// Settings, when set, decides the NodeConfig settings: the watch
+	// reads its ConfigMap (when it names one) and hands it every change.
+	Settings *settings.Source
 	// Publisher receives every node's newest view (a *cache.Cache).
 	Publisher Publisher
 	// Recorder counts skipped and clamped input (may be nil).
@@ -84,7 +89,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if !withCIDRs {
 		w.cfg.Logger.Info("the API serves no ServiceCIDRs (networking.k8s.io/v1): NodeConfigs carry no service ranges")
 	}
-	inf, err := newInformers(w.cfg.Client, w.cfg.Resync, withCIDRs, w.cfg.API)
+	inf, err := newInformers(w.cfg.Client, w.cfg.Resync, withCIDRs, w.cfg.API, w.configMap())
 	if err != nil {
 		return err
 	}
@@ -104,10 +109,15 @@ func (w *Watcher) Run(ctx context.Context) error {
 		services: inf.services.GetStore(), slices: inf.slices.GetStore(), nodes: inf.nodes.GetStore(),
 		serviceCIDRs: inf.serviceCIDRStore(),
 	}
+	set := newSettingsFeed(w.cfg.Settings, inf.configMapStore(), w.configMap())
 	pub := newPublisher(w.cfg.Publisher)
 	start := time.Now()
-	st.apply(w.dirty.take())
-	ix := nodeview.NewIndex(st.st, w.cfg.Views)
+	b := w.dirty.take()
+	st.apply(b)
+	views := w.cfg.Views
+	views.Defaults = set.initial(views.Defaults)
+	ix := nodeview.NewIndex(st.st, views)
+	set.inUse(ix)
 	pub.all(ix, st.st)
 	w.cfg.Observer.Computed(time.Since(start), len(st.st.Services))
 	w.cfg.Logger.Info("initial views published", "services", len(st.st.Services),
@@ -128,6 +138,11 @@ func (w *Watcher) Run(ctx context.Context) error {
 		ch := st.apply(b)
 		var changed nodeview.Changes
 		ix, changed = ix.Update(st.st, ch.services, ch.nodes)
+		if b.configMap {
+			var all bool
+			ix, all = set.update(ix)
+			changed.AllConfigs = changed.AllConfigs || all
+		}
 		pub.changed(ix, st.st, changed, ch.nodes)
 		w.cfg.Observer.Computed(time.Since(start), len(ch.services))
 	}
@@ -143,6 +158,7 @@ func (w *Watcher) register(inf *informerSet) error {
 		{"EndpointSlice", inf.slices, func(ns, name string) { w.dirty.addSlice(model.SliceKey{Namespace: ns, Name: name}) }},
 		{"Node", inf.nodes, func(_, name string) { w.dirty.addNode(name) }},
 		{"ServiceCIDR", inf.serviceCIDRs, func(_, name string) { w.dirty.addServiceCIDR(name) }},
+		{"ConfigMap", inf.configMap, func(string, string) { w.dirty.addConfigMap() }},
 	}
 	for _, r := range regs {
 		if r.inf == nil {

@@ -122,6 +122,9 @@ func New(o Options) (*Agent, error) {
 		Clock:             o.Clock,
 		Observer:          a.metrics,
 		CurrentMode:       a.syncer.Mode,
+		// The restored view's settings on the first stream: a replica
+		// with other settings than the one that sent them reports it.
+		CurrentSettingsHash: a.syncer.SettingsHash,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)

@@ -80,6 +80,10 @@ type Config struct {
 	// CurrentMode, when set, gives the mode sent in Node.mode on each new
 	// stream (the mode the agent programs right now); optional.
 	CurrentMode func() switchyardv1.DataplaneMode
+	// CurrentSettingsHash, when set, gives the NodeConfig settings hash
+	// the agent programs right now, sent in Node.settings_hash on each new
+	// stream and in every ACK report; optional.
+	CurrentSettingsHash func() string
 }
 
 // Client holds one DeltaSnapshots stream at a time.
@@ -194,6 +198,9 @@ func (c *Client) runStream(ctx context.Context, t target) (received bool, err er
 	if c.cfg.CurrentMode != nil {
 		node.Mode = c.cfg.CurrentMode()
 	}
+	if c.cfg.CurrentSettingsHash != nil {
+		node.SettingsHash = c.cfg.CurrentSettingsHash()
+	}
 	first := &switchyardv1.DeltaSnapshotsRequest{
 		Node:                    node,
 		InitialResourceVersions: c.cfg.Applier.Versions(),
@@ -266,6 +273,9 @@ func (c *Client) handle(ctx context.Context, b *batch, resp *switchyardv1.DeltaS
 	}
 	req.AppliedVersion = u.SystemVersion
 	req.Report = &switchyardv1.ApplyReport{ApplyDuration: durationpb.New(applied.Duration), Mode: applied.Mode}
+	if c.cfg.CurrentSettingsHash != nil {
+		req.Report.SettingsHash = c.cfg.CurrentSettingsHash()
+	}
 	if applied.HasLatency {
 		req.Report.ProgrammingLatency = durationpb.New(applied.ProgrammingLatency)
 	}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -73,6 +74,12 @@ func svc(name, version string) *switchyardv1.Resource {
 
 func start(t *testing.T, a discovery.Applier, clk *clocktesting.FakeClock, addrs ...string) {
 	t.Helper()
+	startWith(t, a, clk, nil, addrs...)
+}
+
+// startWith is start with edit applied to the client's Config (nil: none).
+func startWith(t *testing.T, a discovery.Applier, clk *clocktesting.FakeClock, edit func(*discovery.Config), addrs ...string) {
+	t.Helper()
 	cfg := discovery.Config{
 		Addresses:   addrs,
 		Node:        &switchyardv1.Node{Name: "node-a", AgentVersion: "test"},
@@ -84,6 +91,9 @@ func start(t *testing.T, a discovery.Applier, clk *clocktesting.FakeClock, addrs
 	}
 	if clk != nil {
 		cfg.Clock = clk
+	}
+	if edit != nil {
+		edit(&cfg)
 	}
 	c, err := discovery.New(cfg)
 	if err != nil {
@@ -98,6 +108,26 @@ func start(t *testing.T, a discovery.Applier, clk *clocktesting.FakeClock, addrs
 			t.Errorf("Run: %v", err)
 		}
 	})
+}
+
+// TestSettingsHashReported: the settings hash the agent programs goes in
+// the first request's Node (what it restored) and in each ACK report
+// (what the apply left it programming).
+func TestSettingsHashReported(t *testing.T) {
+	cp := cptest.New(t)
+	var hash atomic.Value
+	hash.Store("restored")
+	startWith(t, newApplier(), nil, func(c *discovery.Config) {
+		c.CurrentSettingsHash = func() string { return hash.Load().(string) }
+	}, cp.Addr())
+	if got := cp.Next().GetNode().GetSettingsHash(); got != "restored" {
+		t.Fatalf("first request settings_hash %q, want restored", got)
+	}
+	hash.Store("applied")
+	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s1", Nonce: "n1", Resources: []*switchyardv1.Resource{svc("ns/a", "1")}})
+	if got := cp.Next().GetReport().GetSettingsHash(); got != "applied" {
+		t.Errorf("ACK report settings_hash %q, want applied", got)
+	}
 }
 
 func TestAckAfterApplyAndNack(t *testing.T) {

@@ -137,6 +137,16 @@ func (s *Syncer) Mode() switchyardv1.DataplaneMode {
 	return s.mode
 }
 
+// SettingsHash is the settings_hash of the applied view's NodeConfig,
+// empty without one: the agent reports it so the control plane sees which
+// replica's settings it programs.
+func (s *Syncer) SettingsHash() string {
+	if v := s.Applied(); v != nil {
+		return v.NodeConfig().GetSettingsHash()
+	}
+	return ""
+}
+
 // Applied returns the applied view.
 func (s *Syncer) Applied() *view.View {
 	s.mu.Lock()

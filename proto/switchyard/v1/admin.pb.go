@@ -67,7 +67,11 @@ type ListNodesResponse struct {
 	// api.views_may_be_stale, changes in the cluster reach no node: each
 	// desired_version is the newest view the control plane could compute,
 	// not necessarily the cluster's state.
-	Api           *ApiWatchStatus `protobuf:"bytes,2,opt,name=api,proto3" json:"api,omitempty"`
+	Api *ApiWatchStatus `protobuf:"bytes,2,opt,name=api,proto3" json:"api,omitempty"`
+	// The NodeConfig settings this replica sends, and where they come from.
+	// Compare settings.hash across replicas, and with each node's
+	// settings_hash.
+	Settings      *ControlPlaneSettings `protobuf:"bytes,3,opt,name=settings,proto3" json:"settings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -116,6 +120,106 @@ func (x *ListNodesResponse) GetApi() *ApiWatchStatus {
 	return nil
 }
 
+func (x *ListNodesResponse) GetSettings() *ControlPlaneSettings {
+	if x != nil {
+		return x.Settings
+	}
+	return nil
+}
+
+// ControlPlaneSettings is where one replica's cluster-wide NodeConfig
+// settings come from.
+type ControlPlaneSettings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// NodeConfig.settings_hash of every NodeConfig this replica sends.
+	Hash string `protobuf:"bytes,1,opt,name=hash,proto3" json:"hash,omitempty"`
+	// "configmap" (read from config_map) or "flags" (no ConfigMap is
+	// configured or it does not exist: this replica's own flags).
+	Source string `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`
+	// namespace/name of the ConfigMap watched; empty when none is.
+	ConfigMap string `protobuf:"bytes,3,opt,name=config_map,json=configMap,proto3" json:"config_map,omitempty"`
+	// resourceVersion of the ConfigMap the settings were read from.
+	ResourceVersion string `protobuf:"bytes,4,opt,name=resource_version,json=resourceVersion,proto3" json:"resource_version,omitempty"`
+	// Set while the ConfigMap cannot be used (it does not parse, or a value
+	// is invalid): the replica keeps the settings it had before.
+	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	ErrorSince    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=error_since,json=errorSince,proto3" json:"error_since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ControlPlaneSettings) Reset() {
+	*x = ControlPlaneSettings{}
+	mi := &file_switchyard_v1_admin_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ControlPlaneSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ControlPlaneSettings) ProtoMessage() {}
+
+func (x *ControlPlaneSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_v1_admin_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ControlPlaneSettings.ProtoReflect.Descriptor instead.
+func (*ControlPlaneSettings) Descriptor() ([]byte, []int) {
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ControlPlaneSettings) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
+func (x *ControlPlaneSettings) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *ControlPlaneSettings) GetConfigMap() string {
+	if x != nil {
+		return x.ConfigMap
+	}
+	return ""
+}
+
+func (x *ControlPlaneSettings) GetResourceVersion() string {
+	if x != nil {
+		return x.ResourceVersion
+	}
+	return ""
+}
+
+func (x *ControlPlaneSettings) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *ControlPlaneSettings) GetErrorSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ErrorSince
+	}
+	return nil
+}
+
 // ApiWatchStatus is whether the control plane's lists and watches reach
 // the Kubernetes API.
 type ApiWatchStatus struct {
@@ -132,7 +236,7 @@ type ApiWatchStatus struct {
 
 func (x *ApiWatchStatus) Reset() {
 	*x = ApiWatchStatus{}
-	mi := &file_switchyard_v1_admin_proto_msgTypes[2]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -144,7 +248,7 @@ func (x *ApiWatchStatus) String() string {
 func (*ApiWatchStatus) ProtoMessage() {}
 
 func (x *ApiWatchStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_admin_proto_msgTypes[2]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -157,7 +261,7 @@ func (x *ApiWatchStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApiWatchStatus.ProtoReflect.Descriptor instead.
 func (*ApiWatchStatus) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{2}
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ApiWatchStatus) GetViewsMayBeStale() bool {
@@ -184,7 +288,8 @@ func (x *ApiWatchStatus) GetResources() []*ApiResourceStatus {
 // ApiResourceStatus is one watched resource.
 type ApiResourceStatus struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// The API resource: "services", "endpointslices", "nodes", "servicecidrs".
+	// The API resource: "services", "endpointslices", "nodes", "servicecidrs",
+	// "configmaps" (the settings ConfigMap, with --config-map).
 	Resource string `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"`
 	// "pending" (no list or watch finished yet), "available" or "unavailable".
 	State string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
@@ -200,7 +305,7 @@ type ApiResourceStatus struct {
 
 func (x *ApiResourceStatus) Reset() {
 	*x = ApiResourceStatus{}
-	mi := &file_switchyard_v1_admin_proto_msgTypes[3]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -212,7 +317,7 @@ func (x *ApiResourceStatus) String() string {
 func (*ApiResourceStatus) ProtoMessage() {}
 
 func (x *ApiResourceStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_admin_proto_msgTypes[3]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -225,7 +330,7 @@ func (x *ApiResourceStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApiResourceStatus.ProtoReflect.Descriptor instead.
 func (*ApiResourceStatus) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{3}
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ApiResourceStatus) GetResource() string {
@@ -288,14 +393,19 @@ type NodeStatus struct {
 	// When the agent last acknowledged a version.
 	LastAckTime *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=last_ack_time,json=lastAckTime,proto3" json:"last_ack_time,omitempty"`
 	// The stream the agent uses: "delta" or "sotw".
-	Rpc           string `protobuf:"bytes,14,opt,name=rpc,proto3" json:"rpc,omitempty"`
+	Rpc string `protobuf:"bytes,14,opt,name=rpc,proto3" json:"rpc,omitempty"`
+	// NodeConfig.settings_hash the agent programs, from its latest ACK
+	// report or, before one, from its stream's Node; empty when unknown.
+	// It differs from ListNodesResponse.settings.hash while the agent runs
+	// settings another replica sent.
+	SettingsHash  string `protobuf:"bytes,15,opt,name=settings_hash,json=settingsHash,proto3" json:"settings_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_switchyard_v1_admin_proto_msgTypes[4]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -307,7 +417,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_admin_proto_msgTypes[4]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -320,7 +430,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{4}
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *NodeStatus) GetName() string {
@@ -421,6 +531,13 @@ func (x *NodeStatus) GetRpc() string {
 	return ""
 }
 
+func (x *NodeStatus) GetSettingsHash() string {
+	if x != nil {
+		return x.SettingsHash
+	}
+	return ""
+}
+
 type GetNodeViewRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	NodeName      string                 `protobuf:"bytes,1,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
@@ -430,7 +547,7 @@ type GetNodeViewRequest struct {
 
 func (x *GetNodeViewRequest) Reset() {
 	*x = GetNodeViewRequest{}
-	mi := &file_switchyard_v1_admin_proto_msgTypes[5]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -442,7 +559,7 @@ func (x *GetNodeViewRequest) String() string {
 func (*GetNodeViewRequest) ProtoMessage() {}
 
 func (x *GetNodeViewRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_admin_proto_msgTypes[5]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -455,7 +572,7 @@ func (x *GetNodeViewRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeViewRequest.ProtoReflect.Descriptor instead.
 func (*GetNodeViewRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{5}
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *GetNodeViewRequest) GetNodeName() string {
@@ -478,7 +595,7 @@ type GetNodeViewResponse struct {
 
 func (x *GetNodeViewResponse) Reset() {
 	*x = GetNodeViewResponse{}
-	mi := &file_switchyard_v1_admin_proto_msgTypes[6]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -490,7 +607,7 @@ func (x *GetNodeViewResponse) String() string {
 func (*GetNodeViewResponse) ProtoMessage() {}
 
 func (x *GetNodeViewResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_admin_proto_msgTypes[6]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -503,7 +620,7 @@ func (x *GetNodeViewResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetNodeViewResponse.ProtoReflect.Descriptor instead.
 func (*GetNodeViewResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{6}
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetNodeViewResponse) GetVersion() string {
@@ -537,7 +654,7 @@ type GetServiceRequest struct {
 
 func (x *GetServiceRequest) Reset() {
 	*x = GetServiceRequest{}
-	mi := &file_switchyard_v1_admin_proto_msgTypes[7]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -549,7 +666,7 @@ func (x *GetServiceRequest) String() string {
 func (*GetServiceRequest) ProtoMessage() {}
 
 func (x *GetServiceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_admin_proto_msgTypes[7]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -562,7 +679,7 @@ func (x *GetServiceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceRequest.ProtoReflect.Descriptor instead.
 func (*GetServiceRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{7}
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetServiceRequest) GetNamespace() string {
@@ -590,7 +707,7 @@ type GetServiceResponse struct {
 
 func (x *GetServiceResponse) Reset() {
 	*x = GetServiceResponse{}
-	mi := &file_switchyard_v1_admin_proto_msgTypes[8]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -602,7 +719,7 @@ func (x *GetServiceResponse) String() string {
 func (*GetServiceResponse) ProtoMessage() {}
 
 func (x *GetServiceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_admin_proto_msgTypes[8]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -615,7 +732,7 @@ func (x *GetServiceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetServiceResponse.ProtoReflect.Descriptor instead.
 func (*GetServiceResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{8}
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetServiceResponse) GetNodes() []*ServiceNodeStatus {
@@ -641,7 +758,7 @@ type ServiceNodeStatus struct {
 
 func (x *ServiceNodeStatus) Reset() {
 	*x = ServiceNodeStatus{}
-	mi := &file_switchyard_v1_admin_proto_msgTypes[9]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -653,7 +770,7 @@ func (x *ServiceNodeStatus) String() string {
 func (*ServiceNodeStatus) ProtoMessage() {}
 
 func (x *ServiceNodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_admin_proto_msgTypes[9]
+	mi := &file_switchyard_v1_admin_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -666,7 +783,7 @@ func (x *ServiceNodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServiceNodeStatus.ProtoReflect.Descriptor instead.
 func (*ServiceNodeStatus) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{9}
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ServiceNodeStatus) GetNodeName() string {
@@ -702,10 +819,20 @@ var File_switchyard_v1_admin_proto protoreflect.FileDescriptor
 const file_switchyard_v1_admin_proto_rawDesc = "" +
 	"\n" +
 	"\x19switchyard/v1/admin.proto\x12\rswitchyard.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x1dswitchyard/v1/discovery.proto\x1a switchyard/v1/service_view.proto\"\x12\n" +
-	"\x10ListNodesRequest\"u\n" +
+	"\x10ListNodesRequest\"\xb6\x01\n" +
 	"\x11ListNodesResponse\x12/\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x19.switchyard.v1.NodeStatusR\x05nodes\x12/\n" +
-	"\x03api\x18\x02 \x01(\v2\x1d.switchyard.v1.ApiWatchStatusR\x03api\"\xc6\x01\n" +
+	"\x03api\x18\x02 \x01(\v2\x1d.switchyard.v1.ApiWatchStatusR\x03api\x12?\n" +
+	"\bsettings\x18\x03 \x01(\v2#.switchyard.v1.ControlPlaneSettingsR\bsettings\"\xdf\x01\n" +
+	"\x14ControlPlaneSettings\x12\x12\n" +
+	"\x04hash\x18\x01 \x01(\tR\x04hash\x12\x16\n" +
+	"\x06source\x18\x02 \x01(\tR\x06source\x12\x1d\n" +
+	"\n" +
+	"config_map\x18\x03 \x01(\tR\tconfigMap\x12)\n" +
+	"\x10resource_version\x18\x04 \x01(\tR\x0fresourceVersion\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\x12;\n" +
+	"\verror_since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"errorSince\"\xc6\x01\n" +
 	"\x0eApiWatchStatus\x12+\n" +
 	"\x12views_may_be_stale\x18\x01 \x01(\bR\x0fviewsMayBeStale\x12G\n" +
 	"\x11unavailable_since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x10unavailableSince\x12>\n" +
@@ -716,7 +843,7 @@ const file_switchyard_v1_admin_proto_rawDesc = "" +
 	"\x11unavailable_since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x10unavailableSince\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x04 \x01(\tR\tlastError\x12\x16\n" +
-	"\x06errors\x18\x05 \x01(\x04R\x06errors\"\x9c\x05\n" +
+	"\x06errors\x18\x05 \x01(\x04R\x06errors\"\xc1\x05\n" +
 	"\n" +
 	"NodeStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -733,7 +860,8 @@ const file_switchyard_v1_admin_proto_rawDesc = "" +
 	"\x18last_programming_latency\x18\v \x01(\v2\x19.google.protobuf.DurationR\x16lastProgrammingLatency\x12%\n" +
 	"\x0eresource_count\x18\f \x01(\rR\rresourceCount\x12>\n" +
 	"\rlast_ack_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vlastAckTime\x12\x10\n" +
-	"\x03rpc\x18\x0e \x01(\tR\x03rpc\"1\n" +
+	"\x03rpc\x18\x0e \x01(\tR\x03rpc\x12#\n" +
+	"\rsettings_hash\x18\x0f \x01(\tR\fsettingsHash\"1\n" +
 	"\x12GetNodeViewRequest\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\"\x93\x01\n" +
 	"\x13GetNodeViewResponse\x12\x18\n" +
@@ -768,52 +896,55 @@ func file_switchyard_v1_admin_proto_rawDescGZIP() []byte {
 	return file_switchyard_v1_admin_proto_rawDescData
 }
 
-var file_switchyard_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_switchyard_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_switchyard_v1_admin_proto_goTypes = []any{
 	(*ListNodesRequest)(nil),      // 0: switchyard.v1.ListNodesRequest
 	(*ListNodesResponse)(nil),     // 1: switchyard.v1.ListNodesResponse
-	(*ApiWatchStatus)(nil),        // 2: switchyard.v1.ApiWatchStatus
-	(*ApiResourceStatus)(nil),     // 3: switchyard.v1.ApiResourceStatus
-	(*NodeStatus)(nil),            // 4: switchyard.v1.NodeStatus
-	(*GetNodeViewRequest)(nil),    // 5: switchyard.v1.GetNodeViewRequest
-	(*GetNodeViewResponse)(nil),   // 6: switchyard.v1.GetNodeViewResponse
-	(*GetServiceRequest)(nil),     // 7: switchyard.v1.GetServiceRequest
-	(*GetServiceResponse)(nil),    // 8: switchyard.v1.GetServiceResponse
-	(*ServiceNodeStatus)(nil),     // 9: switchyard.v1.ServiceNodeStatus
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(*Node)(nil),                  // 11: switchyard.v1.Node
-	(*status.Status)(nil),         // 12: google.rpc.Status
-	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
-	(*Resource)(nil),              // 14: switchyard.v1.Resource
-	(*ServiceView)(nil),           // 15: switchyard.v1.ServiceView
+	(*ControlPlaneSettings)(nil),  // 2: switchyard.v1.ControlPlaneSettings
+	(*ApiWatchStatus)(nil),        // 3: switchyard.v1.ApiWatchStatus
+	(*ApiResourceStatus)(nil),     // 4: switchyard.v1.ApiResourceStatus
+	(*NodeStatus)(nil),            // 5: switchyard.v1.NodeStatus
+	(*GetNodeViewRequest)(nil),    // 6: switchyard.v1.GetNodeViewRequest
+	(*GetNodeViewResponse)(nil),   // 7: switchyard.v1.GetNodeViewResponse
+	(*GetServiceRequest)(nil),     // 8: switchyard.v1.GetServiceRequest
+	(*GetServiceResponse)(nil),    // 9: switchyard.v1.GetServiceResponse
+	(*ServiceNodeStatus)(nil),     // 10: switchyard.v1.ServiceNodeStatus
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*Node)(nil),                  // 12: switchyard.v1.Node
+	(*status.Status)(nil),         // 13: google.rpc.Status
+	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
+	(*Resource)(nil),              // 15: switchyard.v1.Resource
+	(*ServiceView)(nil),           // 16: switchyard.v1.ServiceView
 }
 var file_switchyard_v1_admin_proto_depIdxs = []int32{
-	4,  // 0: switchyard.v1.ListNodesResponse.nodes:type_name -> switchyard.v1.NodeStatus
-	2,  // 1: switchyard.v1.ListNodesResponse.api:type_name -> switchyard.v1.ApiWatchStatus
-	10, // 2: switchyard.v1.ApiWatchStatus.unavailable_since:type_name -> google.protobuf.Timestamp
-	3,  // 3: switchyard.v1.ApiWatchStatus.resources:type_name -> switchyard.v1.ApiResourceStatus
-	10, // 4: switchyard.v1.ApiResourceStatus.unavailable_since:type_name -> google.protobuf.Timestamp
-	11, // 5: switchyard.v1.NodeStatus.agent:type_name -> switchyard.v1.Node
-	10, // 6: switchyard.v1.NodeStatus.connected_since:type_name -> google.protobuf.Timestamp
-	12, // 7: switchyard.v1.NodeStatus.last_nack:type_name -> google.rpc.Status
-	10, // 8: switchyard.v1.NodeStatus.last_nack_time:type_name -> google.protobuf.Timestamp
-	13, // 9: switchyard.v1.NodeStatus.last_apply_duration:type_name -> google.protobuf.Duration
-	13, // 10: switchyard.v1.NodeStatus.last_programming_latency:type_name -> google.protobuf.Duration
-	10, // 11: switchyard.v1.NodeStatus.last_ack_time:type_name -> google.protobuf.Timestamp
-	14, // 12: switchyard.v1.GetNodeViewResponse.resources:type_name -> switchyard.v1.Resource
-	9,  // 13: switchyard.v1.GetServiceResponse.nodes:type_name -> switchyard.v1.ServiceNodeStatus
-	15, // 14: switchyard.v1.ServiceNodeStatus.view:type_name -> switchyard.v1.ServiceView
-	0,  // 15: switchyard.v1.AdminService.ListNodes:input_type -> switchyard.v1.ListNodesRequest
-	5,  // 16: switchyard.v1.AdminService.GetNodeView:input_type -> switchyard.v1.GetNodeViewRequest
-	7,  // 17: switchyard.v1.AdminService.GetService:input_type -> switchyard.v1.GetServiceRequest
-	1,  // 18: switchyard.v1.AdminService.ListNodes:output_type -> switchyard.v1.ListNodesResponse
-	6,  // 19: switchyard.v1.AdminService.GetNodeView:output_type -> switchyard.v1.GetNodeViewResponse
-	8,  // 20: switchyard.v1.AdminService.GetService:output_type -> switchyard.v1.GetServiceResponse
-	18, // [18:21] is the sub-list for method output_type
-	15, // [15:18] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	5,  // 0: switchyard.v1.ListNodesResponse.nodes:type_name -> switchyard.v1.NodeStatus
+	3,  // 1: switchyard.v1.ListNodesResponse.api:type_name -> switchyard.v1.ApiWatchStatus
+	2,  // 2: switchyard.v1.ListNodesResponse.settings:type_name -> switchyard.v1.ControlPlaneSettings
+	11, // 3: switchyard.v1.ControlPlaneSettings.error_since:type_name -> google.protobuf.Timestamp
+	11, // 4: switchyard.v1.ApiWatchStatus.unavailable_since:type_name -> google.protobuf.Timestamp
+	4,  // 5: switchyard.v1.ApiWatchStatus.resources:type_name -> switchyard.v1.ApiResourceStatus
+	11, // 6: switchyard.v1.ApiResourceStatus.unavailable_since:type_name -> google.protobuf.Timestamp
+	12, // 7: switchyard.v1.NodeStatus.agent:type_name -> switchyard.v1.Node
+	11, // 8: switchyard.v1.NodeStatus.connected_since:type_name -> google.protobuf.Timestamp
+	13, // 9: switchyard.v1.NodeStatus.last_nack:type_name -> google.rpc.Status
+	11, // 10: switchyard.v1.NodeStatus.last_nack_time:type_name -> google.protobuf.Timestamp
+	14, // 11: switchyard.v1.NodeStatus.last_apply_duration:type_name -> google.protobuf.Duration
+	14, // 12: switchyard.v1.NodeStatus.last_programming_latency:type_name -> google.protobuf.Duration
+	11, // 13: switchyard.v1.NodeStatus.last_ack_time:type_name -> google.protobuf.Timestamp
+	15, // 14: switchyard.v1.GetNodeViewResponse.resources:type_name -> switchyard.v1.Resource
+	10, // 15: switchyard.v1.GetServiceResponse.nodes:type_name -> switchyard.v1.ServiceNodeStatus
+	16, // 16: switchyard.v1.ServiceNodeStatus.view:type_name -> switchyard.v1.ServiceView
+	0,  // 17: switchyard.v1.AdminService.ListNodes:input_type -> switchyard.v1.ListNodesRequest
+	6,  // 18: switchyard.v1.AdminService.GetNodeView:input_type -> switchyard.v1.GetNodeViewRequest
+	8,  // 19: switchyard.v1.AdminService.GetService:input_type -> switchyard.v1.GetServiceRequest
+	1,  // 20: switchyard.v1.AdminService.ListNodes:output_type -> switchyard.v1.ListNodesResponse
+	7,  // 21: switchyard.v1.AdminService.GetNodeView:output_type -> switchyard.v1.GetNodeViewResponse
+	9,  // 22: switchyard.v1.AdminService.GetService:output_type -> switchyard.v1.GetServiceResponse
+	20, // [20:23] is the sub-list for method output_type
+	17, // [17:20] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_v1_admin_proto_init() }
@@ -829,7 +960,7 @@ func file_switchyard_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_v1_admin_proto_rawDesc), len(file_switchyard_v1_admin_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -31,7 +31,12 @@ type Node struct {
 	// Build version of the agent, for the admin view.
 	AgentVersion string `protobuf:"bytes,2,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
 	// Mode the agent programs right now.
-	Mode          DataplaneMode `protobuf:"varint,3,opt,name=mode,proto3,enum=switchyard.v1.DataplaneMode" json:"mode,omitempty"`
+	Mode DataplaneMode `protobuf:"varint,3,opt,name=mode,proto3,enum=switchyard.v1.DataplaneMode" json:"mode,omitempty"`
+	// settings_hash of the NodeConfig the agent programs right now
+	// (restored from disk or received on an earlier stream); empty when it
+	// has none. A replica whose own hash differs reports it: the agent was
+	// last configured by a replica with other settings.
+	SettingsHash  string `protobuf:"bytes,4,opt,name=settings_hash,json=settingsHash,proto3" json:"settings_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -85,6 +90,13 @@ func (x *Node) GetMode() DataplaneMode {
 		return x.Mode
 	}
 	return DataplaneMode_DATAPLANE_MODE_UNSPECIFIED
+}
+
+func (x *Node) GetSettingsHash() string {
+	if x != nil {
+		return x.SettingsHash
+	}
+	return ""
 }
 
 // Resource is one named, versioned item of a node's view.
@@ -199,7 +211,10 @@ type ApplyReport struct {
 	// Mode the agent programs once this apply is done: a NodeConfig may
 	// have switched it since the stream opened (Node.mode tells only the
 	// mode at that time). UNSPECIFIED from agents that predate the field.
-	Mode          DataplaneMode `protobuf:"varint,3,opt,name=mode,proto3,enum=switchyard.v1.DataplaneMode" json:"mode,omitempty"`
+	Mode DataplaneMode `protobuf:"varint,3,opt,name=mode,proto3,enum=switchyard.v1.DataplaneMode" json:"mode,omitempty"`
+	// settings_hash of the NodeConfig the agent programs once this apply is
+	// done; empty without a NodeConfig or from agents that predate it.
+	SettingsHash  string `protobuf:"bytes,4,opt,name=settings_hash,json=settingsHash,proto3" json:"settings_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -253,6 +268,13 @@ func (x *ApplyReport) GetMode() DataplaneMode {
 		return x.Mode
 	}
 	return DataplaneMode_DATAPLANE_MODE_UNSPECIFIED
+}
+
+func (x *ApplyReport) GetSettingsHash() string {
+	if x != nil {
+		return x.SettingsHash
+	}
+	return ""
 }
 
 type DeltaSnapshotsRequest struct {
@@ -585,22 +607,24 @@ var File_switchyard_v1_discovery_proto protoreflect.FileDescriptor
 
 const file_switchyard_v1_discovery_proto_rawDesc = "" +
 	"\n" +
-	"\x1dswitchyard/v1/discovery.proto\x12\rswitchyard.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x17google/rpc/status.proto\x1a\x1fswitchyard/v1/node_config.proto\x1a switchyard/v1/service_view.proto\"q\n" +
+	"\x1dswitchyard/v1/discovery.proto\x12\rswitchyard.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x17google/rpc/status.proto\x1a\x1fswitchyard/v1/node_config.proto\x1a switchyard/v1/service_view.proto\"\x96\x01\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\tR\fagentVersion\x120\n" +
-	"\x04mode\x18\x03 \x01(\x0e2\x1c.switchyard.v1.DataplaneModeR\x04mode\"\xb6\x01\n" +
+	"\x04mode\x18\x03 \x01(\x0e2\x1c.switchyard.v1.DataplaneModeR\x04mode\x12#\n" +
+	"\rsettings_hash\x18\x04 \x01(\tR\fsettingsHash\"\xb6\x01\n" +
 	"\bResource\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\tR\aversion\x126\n" +
 	"\aservice\x18\x03 \x01(\v2\x1a.switchyard.v1.ServiceViewH\x00R\aservice\x12<\n" +
 	"\vnode_config\x18\x04 \x01(\v2\x19.switchyard.v1.NodeConfigH\x00R\n" +
 	"nodeConfigB\x06\n" +
-	"\x04body\"\xcd\x01\n" +
+	"\x04body\"\xf2\x01\n" +
 	"\vApplyReport\x12@\n" +
 	"\x0eapply_duration\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\rapplyDuration\x12J\n" +
 	"\x13programming_latency\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x12programmingLatency\x120\n" +
-	"\x04mode\x18\x03 \x01(\x0e2\x1c.switchyard.v1.DataplaneModeR\x04mode\"\xc6\x03\n" +
+	"\x04mode\x18\x03 \x01(\x0e2\x1c.switchyard.v1.DataplaneModeR\x04mode\x12#\n" +
+	"\rsettings_hash\x18\x04 \x01(\tR\fsettingsHash\"\xc6\x03\n" +
 	"\x15DeltaSnapshotsRequest\x12'\n" +
 	"\x04node\x18\x01 \x01(\v2\x13.switchyard.v1.NodeR\x04node\x12}\n" +
 	"\x19initial_resource_versions\x18\x02 \x03(\v2A.switchyard.v1.DeltaSnapshotsRequest.InitialResourceVersionsEntryR\x17initialResourceVersions\x12%\n" +

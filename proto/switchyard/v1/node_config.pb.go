@@ -136,7 +136,14 @@ type NodeConfig struct {
 	// them that is no cluster IP (and rejects traffic to a cluster IP on a
 	// port it does not serve), as kube-proxy's nftables mode does. Empty
 	// when the API serves no ServiceCIDRs (the agent then checks nothing).
-	ServiceCidrs  []string `protobuf:"bytes,11,rep,name=service_cidrs,json=serviceCidrs,proto3" json:"service_cidrs,omitempty"`
+	ServiceCidrs []string `protobuf:"bytes,11,rep,name=service_cidrs,json=serviceCidrs,proto3" json:"service_cidrs,omitempty"`
+	// Hash of the cluster-wide settings above (mode, sync, ipvs_scheduler,
+	// cluster_cidrs, masquerade_all, node_port_addresses): the same on every
+	// control-plane replica that has the same settings, different otherwise.
+	// Agents report it back (Node.settings_hash, ApplyReport.settings_hash)
+	// so a replica sees an agent that another replica, configured
+	// differently, programmed. Empty from control planes that predate it.
+	SettingsHash  string `protobuf:"bytes,12,opt,name=settings_hash,json=settingsHash,proto3" json:"settings_hash,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -248,6 +255,13 @@ func (x *NodeConfig) GetServiceCidrs() []string {
 	return nil
 }
 
+func (x *NodeConfig) GetSettingsHash() string {
+	if x != nil {
+		return x.SettingsHash
+	}
+	return ""
+}
+
 // SyncSettings tune the agent's sync loop, as kube-proxy's config does.
 type SyncSettings struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -307,7 +321,7 @@ var File_switchyard_v1_node_config_proto protoreflect.FileDescriptor
 
 const file_switchyard_v1_node_config_proto_rawDesc = "" +
 	"\n" +
-	"\x1fswitchyard/v1/node_config.proto\x12\rswitchyard.v1\x1a\x1egoogle/protobuf/duration.proto\"\xbb\x03\n" +
+	"\x1fswitchyard/v1/node_config.proto\x12\rswitchyard.v1\x1a\x1egoogle/protobuf/duration.proto\"\xe0\x03\n" +
 	"\n" +
 	"NodeConfig\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x12\n" +
@@ -321,7 +335,8 @@ const file_switchyard_v1_node_config_proto_rawDesc = "" +
 	"\x17control_plane_addresses\x18\t \x03(\tR\x15controlPlaneAddresses\x12.\n" +
 	"\x13node_port_addresses\x18\n" +
 	" \x03(\tR\x11nodePortAddresses\x12#\n" +
-	"\rservice_cidrs\x18\v \x03(\tR\fserviceCidrs\"\x8d\x01\n" +
+	"\rservice_cidrs\x18\v \x03(\tR\fserviceCidrs\x12#\n" +
+	"\rsettings_hash\x18\f \x01(\tR\fsettingsHash\"\x8d\x01\n" +
 	"\fSyncSettings\x12A\n" +
 	"\x0fmin_sync_period\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\rminSyncPeriod\x12:\n" +
 	"\vsync_period\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\n" +

@@ -6,6 +6,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/apistatus"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/settings"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -30,19 +31,40 @@ type APIWatch interface {
 
 var _ APIWatch = (*apistatus.Tracker)(nil)
 
+// Settings is where this replica's NodeConfig settings come from;
+// *settings.Source implements it.
+type Settings interface {
+	Status() settings.Status
+}
+
+var _ Settings = (*settings.Source)(nil)
+
 // Server implements AdminService.
 type Server struct {
 	switchyardv1.UnimplementedAdminServiceServer
-	src Source
-	api APIWatch
+	src      Source
+	api      APIWatch
+	settings Settings
 }
 
 var _ switchyardv1.AdminServiceServer = (*Server)(nil)
 
-// New returns an admin server reading src and, unless api is nil, the
-// state of the API watch.
-func New(src Source, api APIWatch) *Server {
-	return &Server{src: src, api: api}
+// New returns an admin server reading src and, unless they are nil, the
+// state of the API watch and the settings' source.
+func New(src Source, api APIWatch, st Settings) *Server {
+	return &Server{src: src, api: api, settings: st}
+}
+
+// settingsStatus is the settings' source for responses; nil without one.
+func (s *Server) settingsStatus() *switchyardv1.ControlPlaneSettings {
+	if s.settings == nil {
+		return nil
+	}
+	st := s.settings.Status()
+	return &switchyardv1.ControlPlaneSettings{
+		Hash: st.Hash, Source: st.Source, ConfigMap: st.ConfigMap, ResourceVersion: st.ResourceVersion,
+		Error: st.Error, ErrorSince: timestamp(st.ErrorSince),
+	}
 }
 
 // apiWatch is the API watch's status for responses; nil without one.
@@ -65,7 +87,8 @@ func (s *Server) apiWatch() *switchyardv1.ApiWatchStatus {
 // connected, sorted by name.
 func (s *Server) ListNodes(context.Context, *switchyardv1.ListNodesRequest) (*switchyardv1.ListNodesResponse, error) {
 	snaps := s.src.Snapshot()
-	resp := &switchyardv1.ListNodesResponse{Nodes: make([]*switchyardv1.NodeStatus, 0, len(snaps)), Api: s.apiWatch()}
+	resp := &switchyardv1.ListNodesResponse{Nodes: make([]*switchyardv1.NodeStatus, 0, len(snaps)),
+		Api: s.apiWatch(), Settings: s.settingsStatus()}
 	for _, sn := range snaps {
 		resp.Nodes = append(resp.Nodes, nodeStatus(sn))
 	}
@@ -89,6 +112,7 @@ func nodeStatus(sn cache.NodeSnapshot) *switchyardv1.NodeStatus {
 		ResourceCount:          uint32(st.Resources),
 		LastAckTime:            timestamp(st.LastAck),
 		Rpc:                    st.RPC,
+		SettingsHash:           st.Agent.GetSettingsHash(),
 	}
 	if !st.Connected {
 		out.ConnectedSince = nil

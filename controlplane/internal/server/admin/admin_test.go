@@ -28,7 +28,7 @@ func TestMain(m *testing.M) {
 
 func serve(t *testing.T, c *cache.Cache) switchyardv1.AdminServiceClient {
 	t.Helper()
-	_, conn := servertest.Serve(t, func(g *grpc.Server) { switchyardv1.RegisterAdminServiceServer(g, admin.New(c, nil)) }, nil)
+	_, conn := servertest.Serve(t, func(g *grpc.Server) { switchyardv1.RegisterAdminServiceServer(g, admin.New(c, nil, nil)) }, nil)
 	return switchyardv1.NewAdminServiceClient(conn)
 }
 
@@ -178,8 +178,8 @@ func TestGetService(t *testing.T) {
 }
 
 // TestListNodesShowsAppliedMode: after a NodeConfig switched an agent's
-// mode, ListNodes shows the mode of its latest ACK report, not the one its
-// stream opened with.
+// mode or settings, ListNodes shows those of its latest ACK report, not
+// the ones its stream opened with.
 func TestListNodesShowsAppliedMode(t *testing.T) {
 	iptables := switchyardv1.DataplaneMode_DATAPLANE_MODE_IPTABLES
 	nftables := switchyardv1.DataplaneMode_DATAPLANE_MODE_NFTABLES
@@ -187,19 +187,23 @@ func TestListNodesShowsAppliedMode(t *testing.T) {
 		name    string
 		reports []*switchyardv1.ApplyReport
 		want    switchyardv1.DataplaneMode
+		// wantHash is the settings hash shown; empty: the stream's h1.
+		wantHash string
 	}{
 		{name: "no ACK yet: the stream's", want: iptables},
 		{name: "ACK without a report", reports: []*switchyardv1.ApplyReport{nil}, want: iptables},
 		{name: "report from an agent without the field", reports: []*switchyardv1.ApplyReport{{}}, want: iptables},
 		{name: "switched by a NodeConfig", reports: []*switchyardv1.ApplyReport{{Mode: iptables}, {Mode: nftables}}, want: nftables},
 		{name: "a later report without the field keeps it", reports: []*switchyardv1.ApplyReport{{Mode: nftables}, {}}, want: nftables},
+		{name: "settings only: the mode stays", reports: []*switchyardv1.ApplyReport{{SettingsHash: "h2"}}, want: iptables, wantHash: "h2"},
+		{name: "settings switched with the mode", reports: []*switchyardv1.ApplyReport{{Mode: nftables, SettingsHash: "h2"}, {}}, want: nftables, wantHash: "h2"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c := cache.New()
 			nv := cachetest.NewNodeView(cachetest.MustView(t, cachetest.NodeConfig("node-a", "zone-1")))
 			c.Publish("node-a", nv, nil)
-			agent := &switchyardv1.Node{Name: "node-a", Mode: iptables}
+			agent := &switchyardv1.Node{Name: "node-a", Mode: iptables, SettingsHash: "h1"}
 			w := c.Watch("node-a", agent, "delta")
 			before, err := serve(t, c).ListNodes(t.Context(), &switchyardv1.ListNodesRequest{})
 			if err != nil {
@@ -215,7 +219,14 @@ func TestListNodesShowsAppliedMode(t *testing.T) {
 			if m := got.GetNodes()[0].GetAgent().GetMode(); m != tc.want {
 				t.Errorf("agent.mode = %v, want %v", m, tc.want)
 			}
-			if agent.GetMode() != iptables || before.GetNodes()[0].GetAgent().GetMode() != iptables {
+			wantHash := tc.wantHash
+			if wantHash == "" {
+				wantHash = "h1"
+			}
+			if h := got.GetNodes()[0].GetSettingsHash(); h != wantHash {
+				t.Errorf("settings_hash = %q, want %q", h, wantHash)
+			}
+			if agent.GetMode() != iptables || agent.GetSettingsHash() != "h1" || before.GetNodes()[0].GetAgent().GetMode() != iptables {
 				t.Error("an earlier answer or the stream's Node was changed in place")
 			}
 		})
@@ -240,7 +251,7 @@ func TestAPIWatchReported(t *testing.T) {
 		{Resource: "endpointslices", State: apistatus.Unavailable, Since: since, LastError: "connection refused", Errors: 7},
 		{Resource: "services", State: apistatus.Available, Errors: 2},
 	}}
-	_, conn := servertest.Serve(t, func(g *grpc.Server) { switchyardv1.RegisterAdminServiceServer(g, admin.New(c, api)) }, nil)
+	_, conn := servertest.Serve(t, func(g *grpc.Server) { switchyardv1.RegisterAdminServiceServer(g, admin.New(c, api, nil)) }, nil)
 	cl := switchyardv1.NewAdminServiceClient(conn)
 	resp, err := cl.ListNodes(t.Context(), &switchyardv1.ListNodesRequest{})
 	if err != nil {

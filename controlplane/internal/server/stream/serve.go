@@ -73,6 +73,16 @@ type Options struct {
 	Logger *slog.Logger
 	// Closing, once closed, ends every session with codes.Unavailable.
 	Closing <-chan struct{}
+	// Settings, when set, is shown the settings hash each agent reports
+	// on its first request.
+	Settings SettingsChecker
+}
+
+// SettingsChecker compares the NodeConfig settings an agent programs
+// with this replica's, and reports when they differ;
+// *settings.Source implements it.
+type SettingsChecker interface {
+	CheckAgent(node, agentHash string) bool
 }
 
 // WithDefaults returns o with zero fields set to their defaults.
@@ -131,7 +141,11 @@ func Serve[Req Request, Resp proto.Message](
 	defer o.Observer.StreamClosed(o.RPC)
 
 	log := o.Logger.With("node", name, "rpc", o.RPC)
-	log.Info("agent connected", "agentVersion", agent.GetAgentVersion(), "mode", agent.GetMode().String())
+	log.Info("agent connected", "agentVersion", agent.GetAgentVersion(), "mode", agent.GetMode().String(),
+		"settingsHash", agent.GetSettingsHash())
+	if o.Settings != nil {
+		o.Settings.CheckAgent(name, agent.GetSettingsHash())
+	}
 	s := &session[Req, Resp]{
 		o:       o,
 		log:     log,

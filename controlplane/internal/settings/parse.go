@@ -1,0 +1,183 @@
+package settings
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/nodeview"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+// Key is the ConfigMap data key that holds the settings.
+const Key = "config.yaml"
+
+// File is config.yaml. Every field is optional: a field present
+// overrides the flag of the same name, an absent one leaves the flag's
+// value. Durations are Go durations ("1s", "1h"); lists are YAML lists.
+type File struct {
+	Mode              *string   `json:"mode,omitempty"`
+	MinSyncPeriod     *string   `json:"minSyncPeriod,omitempty"`
+	SyncPeriod        *string   `json:"syncPeriod,omitempty"`
+	IPVSScheduler     *string   `json:"ipvsScheduler,omitempty"`
+	ClusterCIDRs      *[]string `json:"clusterCIDRs,omitempty"`
+	MasqueradeAll     *bool     `json:"masqueradeAll,omitempty"`
+	NodePortAddresses *[]string `json:"nodePortAddresses,omitempty"`
+}
+
+// Parse reads config.yaml strictly (an unknown field is an error: a typo
+// must not silently leave a flag in force) and returns base with the
+// file's fields over it. Every value is checked as its flag is.
+func Parse(data []byte, base nodeview.Defaults) (nodeview.Defaults, error) {
+	var f File
+	if err := yaml.UnmarshalStrict(data, &f); err != nil {
+		return base, fmt.Errorf("%s: %w", Key, err)
+	}
+	d, err := f.over(base)
+	if err != nil {
+		return base, fmt.Errorf("%s: %w", Key, err)
+	}
+	return d, nil
+}
+
+func (f File) over(d nodeview.Defaults) (nodeview.Defaults, error) {
+	var errs []error
+	set := func(field string, err error) {
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", field, err))
+		}
+	}
+	var err error
+	if f.Mode != nil {
+		d.Mode, err = ParseMode(*f.Mode)
+		set("mode", err)
+	}
+	if f.MinSyncPeriod != nil {
+		d.MinSyncPeriod, err = parsePeriod(*f.MinSyncPeriod)
+		set("minSyncPeriod", err)
+	}
+	if f.SyncPeriod != nil {
+		d.SyncPeriod, err = parsePeriod(*f.SyncPeriod)
+		set("syncPeriod", err)
+	}
+	if f.IPVSScheduler != nil {
+		d.IPVSScheduler = *f.IPVSScheduler
+		set("ipvsScheduler", CheckScheduler(d.IPVSScheduler))
+	}
+	if f.ClusterCIDRs != nil {
+		d.ClusterCIDRs, err = ParseCIDRs(*f.ClusterCIDRs)
+		set("clusterCIDRs", err)
+	}
+	if f.MasqueradeAll != nil {
+		d.MasqueradeAll = *f.MasqueradeAll
+	}
+	if f.NodePortAddresses != nil {
+		d.NodePortAddresses, err = ParseNodePortAddresses(*f.NodePortAddresses)
+		set("nodePortAddresses", err)
+	}
+	return d, errors.Join(errs...)
+}
+
+func parsePeriod(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, err
+	}
+	if d < 0 {
+		return 0, fmt.Errorf("%s is negative", s)
+	}
+	return d, nil
+}
+
+// modes are the dataplane modes by name; "" leaves each agent's --mode.
+var modes = map[string]switchyardv1.DataplaneMode{
+	"":          switchyardv1.DataplaneMode_DATAPLANE_MODE_UNSPECIFIED,
+	"iptables":  switchyardv1.DataplaneMode_DATAPLANE_MODE_IPTABLES,
+	"ipvs":      switchyardv1.DataplaneMode_DATAPLANE_MODE_IPVS,
+	"nftables":  switchyardv1.DataplaneMode_DATAPLANE_MODE_NFTABLES,
+	"userspace": switchyardv1.DataplaneMode_DATAPLANE_MODE_USERSPACE,
+	"dry-run":   switchyardv1.DataplaneMode_DATAPLANE_MODE_DRY_RUN,
+}
+
+// ParseMode reads a dataplane mode name; empty is UNSPECIFIED.
+func ParseMode(s string) (switchyardv1.DataplaneMode, error) {
+	if m, ok := modes[s]; ok {
+		return m, nil
+	}
+	return 0, fmt.Errorf("%q: want iptables, ipvs, nftables, userspace or dry-run", s)
+}
+
+// CheckScheduler accepts the IPVS schedulers agents program; empty is rr.
+func CheckScheduler(s string) error {
+	switch s {
+	case "", "rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq":
+		return nil
+	}
+	return fmt.Errorf("%q: want rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed or nq", s)
+}
+
+// ParseCIDRs reads pod CIDRs, masked; empty entries are skipped.
+func ParseCIDRs(list []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range list {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
+}
+
+// nodePortLoopback are the loopback ranges, which never serve node ports.
+var nodePortLoopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+
+// ParseNodePortAddresses reads a node port address list as kube-proxy
+// validates its --nodeport-addresses: CIDRs and the keywords "primary"
+// and "all", each keyword once. CIDRs come back in canonical form (host
+// bits cleared), each once. Loopback ("localhost", or a CIDR inside a
+// loopback range) is refused: loopback node ports need route_localnet,
+// which Switchyard never sets, so they could not answer.
+func ParseNodePortAddresses(list []string) ([]string, error) {
+	var out []string
+	for _, f := range list {
+		f = strings.TrimSpace(f)
+		switch f {
+		case "":
+			continue
+		case "primary", "all":
+			if slices.Contains(out, f) {
+				return nil, fmt.Errorf("%q given twice", f)
+			}
+			out = append(out, f)
+			continue
+		case "localhost":
+			return nil, fmt.Errorf("%q: loopback node ports need route_localnet, which Switchyard never sets", f)
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil {
+			return nil, fmt.Errorf("%q: want a CIDR, primary or all: %w", f, err)
+		}
+		p = p.Masked()
+		for _, lo := range nodePortLoopback {
+			if lo.Bits() <= p.Bits() && lo.Contains(p.Addr()) {
+				return nil, fmt.Errorf("%s is loopback: loopback node ports need route_localnet, which Switchyard never sets", p)
+			}
+		}
+		if !slices.Contains(out, p.String()) {
+			out = append(out, p.String())
+		}
+	}
+	return out, nil
+}
