@@ -146,7 +146,7 @@ images: ## OCI archives (no Docker, no registry) -> out/images; IMAGES_ARGS="-on
 
 CONFORMANCE_ARGS ?=
 
-conformance: apt-deps testbed ## upstream e2e.test [sig-network] against each proxy (Switchyard's modes, kube-proxy's), a fresh 6-node bed each (3 zones), 3 ginkgo processes, one proxy at a time -> conformance/results/*.json + CONFORMANCE.md (root; ~25 min per proxy, ~2 h 15 min for all five; CONFORMANCE_ARGS="-proxies ... -focus ..." or -markdown-only)
+conformance: apt-deps testbed ## upstream e2e.test [sig-network] against each proxy (Switchyard's modes, kube-proxy's), a fresh 6-node bed each (3 zones), 3 ginkgo processes, one proxy at a time -> conformance/results/*.json + CONFORMANCE.md (root; ~25–31 min per proxy, ~2 h 25 min for all five; CONFORMANCE_ARGS="-proxies ... -focus ..." or -markdown-only)
 	$(NOCGO) go run -trimpath ./e2e/cmd/switchyard-conformance $(CONFORMANCE_ARGS)
 
 clean:
