@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -103,15 +104,7 @@ func (t *Tracker) Snapshot() []Status {
 	for _, s := range t.res {
 		out = append(out, *s)
 	}
-	slices.SortFunc(out, func(a, b Status) int {
-		if a.Resource < b.Resource {
-			return -1
-		}
-		if a.Resource > b.Resource {
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b Status) int { return strings.Compare(a.Resource, b.Resource) })
 	return out
 }
 

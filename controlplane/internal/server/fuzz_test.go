@@ -69,37 +69,11 @@ func FuzzDiscoveryRequests(f *testing.F) {
 			chunks = chunks[:8]
 		}
 		if delta {
-			st, err := client.DeltaSnapshots(sctx)
-			if err != nil {
-				return
+			if st, err := client.DeltaSnapshots(sctx); err == nil {
+				drive[switchyardv1.DeltaSnapshotsRequest, *switchyardv1.DeltaSnapshotsRequest](st, chunks)
 			}
-			for _, ch := range chunks {
-				var req switchyardv1.DeltaSnapshotsRequest
-				if proto.Unmarshal(ch, &req) != nil || st.Send(&req) != nil {
-					break
-				}
-			}
-			for i := 0; i < 2; i++ { // read what the server answers, if anything
-				if _, err := st.Recv(); err != nil {
-					break
-				}
-			}
-		} else {
-			st, err := client.StreamSnapshots(sctx)
-			if err != nil {
-				return
-			}
-			for _, ch := range chunks {
-				var req switchyardv1.StreamSnapshotsRequest
-				if proto.Unmarshal(ch, &req) != nil || st.Send(&req) != nil {
-					break
-				}
-			}
-			for i := 0; i < 2; i++ {
-				if _, err := st.Recv(); err != nil {
-					break
-				}
-			}
+		} else if st, err := client.StreamSnapshots(sctx); err == nil {
+			drive[switchyardv1.StreamSnapshotsRequest, *switchyardv1.StreamSnapshotsRequest](st, chunks)
 		}
 		scancel()
 
@@ -119,4 +93,24 @@ func FuzzDiscoveryRequests(f *testing.F) {
 			t.Fatalf("after the input, node-a's view is %v, %v after %v; want default/web", r, err, time.Since(start))
 		}
 	})
+}
+
+// drive sends each chunk that decodes as a request on st, stopping at the
+// first that does not or the first send error, then reads up to two
+// answers.
+func drive[Req any, PReq interface {
+	*Req
+	proto.Message
+}, Resp any](st grpc.BidiStreamingClient[Req, Resp], chunks [][]byte) {
+	for _, ch := range chunks {
+		req := PReq(new(Req))
+		if proto.Unmarshal(ch, req) != nil || st.Send(req) != nil {
+			break
+		}
+	}
+	for range 2 { // read what the server answers, if anything
+		if _, err := st.Recv(); err != nil {
+			break
+		}
+	}
 }
