@@ -82,6 +82,12 @@ func TestKubeProxyOnBed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The API's ready endpoints reach the kernel at kube-proxy's next
+	// sync; until then its rules REJECT. Wait for that, as for the
+	// kubernetes VIP above, before counting.
+	waitFor(t, "kube-proxy programs the echo ClusterIP", time.Minute, func() (bool, error) {
+		return dialFrom(runner, vip) == nil, nil
+	})
 	pod := probe.New(runner, "")
 	spread(t, pod, "pod → ClusterIP", vip, 60, 3)
 	port, err := c.NodePort(ctx, kubeProxyNS, "echo-np")
