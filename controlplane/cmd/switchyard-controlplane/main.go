@@ -20,6 +20,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/daemon"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/stream"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/settings"
 )
 
@@ -74,6 +75,8 @@ func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error
 	fs.StringVar(&o.HealthzAddr, "healthz-bind-address", ":10262", "HTTP address for /healthz and /readyz; empty disables")
 	fs.DurationVar(&o.CoalesceWindow, "coalesce-window", 100*time.Millisecond, "minimum time between two responses to a node: a change to an idle node goes out at once, later ones within the window are batched")
 	fs.IntVar(&o.MaxMessageBytes, "max-message-bytes", 4<<20, "largest gRPC message sent or received; larger batches are split")
+	fs.IntVar(&o.MaxUnknownNodeStreams, "max-unknown-node-streams", stream.DefaultMaxStrangers,
+		"discovery streams open at once for names that are not Nodes (an agent that connects before the watch saw its Node, or a name nobody runs); more are refused with RESOURCE_EXHAUSTED. Nodes never count; negative refuses every such stream")
 	fs.StringVar(&o.TLS.CertFile, "tls-cert-file", "", "PEM server certificate for gRPC")
 	fs.StringVar(&o.TLS.KeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file")
 	fs.StringVar(&o.TLS.ClientCAFile, "client-ca-file", "", "PEM CA for agent certificates: turns on mTLS, and a stream may only subscribe as the node its certificate names")

@@ -52,7 +52,10 @@ type Options struct {
 	ID              string
 	CoalesceWindow  time.Duration
 	MaxMessageBytes int
-	TLS             TLSFiles
+	// MaxUnknownNodeStreams bounds the streams open at once for names that
+	// are not Nodes (server.Config).
+	MaxUnknownNodeStreams int
+	TLS                   TLSFiles
 	// Insecure serves plaintext gRPC; required when TLS files are absent.
 	Insecure bool
 	// Views holds the NodeConfig settings sent to every agent: the
@@ -123,15 +126,16 @@ func Run(ctx context.Context, o Options) error {
 	}
 	set := settings.New(settings.Config{Flags: o.Views, Namespace: o.ConfigMapNamespace, Name: o.ConfigMapName, Observer: sm, Logger: log})
 	c := cache.New()
-	srv := server.New(server.Config{
-		Listen: o.Listen, ControlPlaneID: id, CoalesceWindow: o.CoalesceWindow,
-		MaxMessageBytes: o.MaxMessageBytes, TLS: tlsCfg, API: api, AdminAuth: adminAuth, Settings: set,
-	}, c, log, m)
 	w := watch.New(watch.Config{
 		Client: client, Resync: o.Resync, Publisher: c, Logger: log, API: api, Settings: set,
 		Views:    nodeview.Options{Defaults: o.Views, AdvertiseService: o.AdvertiseService},
 		Recorder: observer{m}, Observer: observer{m},
 	})
+	srv := server.New(server.Config{
+		Listen: o.Listen, ControlPlaneID: id, CoalesceWindow: o.CoalesceWindow,
+		MaxMessageBytes: o.MaxMessageBytes, TLS: tlsCfg, API: api, AdminAuth: adminAuth, Settings: set,
+		Ready: w.Ready(), MaxUnknownNodeStreams: o.MaxUnknownNodeStreams,
+	}, c, log, m)
 
 	lis, err := listen(o.Listen)
 	if err != nil {

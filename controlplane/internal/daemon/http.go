@@ -34,7 +34,12 @@ func healthMux(ready <-chan struct{}, api *apistatus.Tracker) *http.ServeMux {
 }
 
 // staleDetail is /readyz's line per unavailable resource during an API
-// outage; "" otherwise.
+// outage; "" otherwise. The health port is reachable by anyone who can
+// reach the node (kubelet probes carry no credential), so the detail names
+// the resources and durations but never the error text, which can carry
+// the API server's address and TLS or authentication details: that is in
+// the control plane's log and in AdminService ListNodes (api), for
+// operators only.
 func staleDetail(api *apistatus.Tracker) string {
 	since := api.Outage()
 	if since.IsZero() {
@@ -44,7 +49,7 @@ func staleDetail(api *apistatus.Tracker) string {
 	fmt.Fprintf(&b, "warning: Kubernetes API unreachable for %s: views may be stale\n", api.Elapsed(since).Round(time.Second))
 	for _, r := range api.Snapshot() {
 		if r.State == apistatus.Unavailable {
-			fmt.Fprintf(&b, "  %s: unavailable for %s: %s\n", r.Resource, api.Elapsed(r.Since).Round(time.Second), r.LastError)
+			fmt.Fprintf(&b, "  %s: unavailable for %s\n", r.Resource, api.Elapsed(r.Since).Round(time.Second))
 		}
 	}
 	return b.String()

@@ -45,6 +45,11 @@ type Metrics struct {
 	NetworkProgrammingLatency prometheus.Histogram
 	// AgentApplyDuration is the time agents report spending in the kernel.
 	AgentApplyDuration prometheus.Histogram
+	// UnknownNodeStreams is the number of open streams for names that are
+	// not Nodes (stream.Strangers), UnknownNodeStreamsRefused the streams
+	// refused because the bound was reached.
+	UnknownNodeStreams        prometheus.Gauge
+	UnknownNodeStreamsRefused prometheus.Counter
 }
 
 // programmingBuckets are kube-proxy's network programming latency buckets:
@@ -97,6 +102,14 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			Namespace: namespace, Subsystem: subsystem, Name: "delta_initial_resources_total",
 			Help: "Resources of a node's view at the first batch of a delta stream, by outcome: resumed (the agent already had them, not sent) or sent.",
 		}, []string{"outcome"}),
+		UnknownNodeStreams: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "unknown_node_streams",
+			Help: "Open discovery streams for names the control plane has no Node for (bounded by --max-unknown-node-streams).",
+		}),
+		UnknownNodeStreamsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: namespace, Subsystem: subsystem, Name: "unknown_node_streams_refused_total",
+			Help: "Discovery streams refused (ResourceExhausted) because --max-unknown-node-streams streams for names that are not Nodes were open.",
+		}),
 		NetworkProgrammingLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Namespace: namespace, Name: "network_programming_duration_seconds",
 			Help:    "In-cluster network programming latency reported by node agents: from an EndpointSlice change to the kernel change.",
@@ -112,6 +125,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		m.ConnectedAgents, m.ResponsesSent, m.BytesSent, m.AckLatency, m.Nacks,
 		m.ComputeDuration, m.InformerEvents, m.SkippedInput, m.DeltaInitialResources,
 		m.NetworkProgrammingLatency, m.AgentApplyDuration,
+		m.UnknownNodeStreams, m.UnknownNodeStreamsRefused,
 	); err != nil {
 		return nil, err
 	}
@@ -131,6 +145,22 @@ func registerAll(reg prometheus.Registerer, what string, cs ...prometheus.Collec
 		return fmt.Errorf("register %s metrics: %w", what, err)
 	}
 	return nil
+}
+
+// StrangerStreams sets the number of open streams for names that are not
+// Nodes.
+func (m *Metrics) StrangerStreams(open int) {
+	if m != nil {
+		m.UnknownNodeStreams.Set(float64(open))
+	}
+}
+
+// StrangerRefused counts a stream refused because too many streams for
+// names that are not Nodes are open.
+func (m *Metrics) StrangerRefused() {
+	if m != nil {
+		m.UnknownNodeStreamsRefused.Inc()
+	}
 }
 
 // StreamOpened counts an agent stream of kind rpc.

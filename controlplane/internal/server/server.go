@@ -69,6 +69,14 @@ type Config struct {
 	// AdminService reports and streams compare agents' with; nil does
 	// neither.
 	Settings Settings
+	// Ready, when set, is closed once the first views are published;
+	// streams wait for it before they are told apart as a Node's or a
+	// stranger's (stream.Strangers).
+	Ready <-chan struct{}
+	// MaxUnknownNodeStreams bounds the streams open at once for names the
+	// control plane has no view for: stream.DefaultMaxStrangers when zero,
+	// none when negative.
+	MaxUnknownNodeStreams int
 }
 
 // Settings is the NodeConfig settings' source; *settings.Source
@@ -156,7 +164,15 @@ func New(cfg Config, c *cache.Cache, logger *slog.Logger, m *metrics.Metrics) *S
 	if m != nil {
 		obs = m
 	}
+	strangers := &stream.Strangers{
+		Known: func(node string) bool { _, ok := c.View(node); return ok },
+		Ready: cfg.Ready, Max: cfg.MaxUnknownNodeStreams,
+	}
+	if m != nil {
+		strangers.Observer = m
+	}
 	opts := stream.Options{
+		Strangers:       strangers,
 		ControlPlaneID:  cfg.ControlPlaneID,
 		CoalesceWindow:  cfg.CoalesceWindow,
 		MaxMessageBytes: cfg.MaxMessageBytes,
@@ -186,8 +202,9 @@ func New(cfg Config, c *cache.Cache, logger *slog.Logger, m *metrics.Metrics) *S
 }
 
 var (
-	_ stream.Observer      = (*metrics.Metrics)(nil)
-	_ delta.ResumeObserver = (*metrics.Metrics)(nil)
+	_ stream.Observer         = (*metrics.Metrics)(nil)
+	_ stream.StrangerObserver = (*metrics.Metrics)(nil)
+	_ delta.ResumeObserver    = (*metrics.Metrics)(nil)
 )
 
 func serverOptions(cfg Config) []grpc.ServerOption {

@@ -294,3 +294,47 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		time.Sleep(time.Millisecond) // poll interval
 	}
 }
+
+// TestUnknownNodeStreamsBounded: streams for names that are not Nodes hold
+// one of --max-unknown-node-streams slots, the next is refused with
+// ResourceExhausted and counted, and a real node is never refused.
+func TestUnknownNodeStreamsBounded(t *testing.T) {
+	c := cache.New()
+	nv := cachetest.NewNodeView(cachetest.Services(t, "ns", 1, 0)...)
+	c.Publish("n1", nv, nil)
+	reg := prometheus.NewPedanticRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := make(chan struct{})
+	close(ready)
+	addr, _ := run(t, server.New(server.Config{Ready: ready, MaxUnknownNodeStreams: 1}, c, logger(t), m))
+	conn := dial(t, addr, insecure.NewCredentials())
+
+	ghost, err := switchyardv1.NewDiscoveryServiceClient(conn).DeltaSnapshots(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ghost.Send(&switchyardv1.DeltaSnapshotsRequest{Node: &switchyardv1.Node{Name: "ghost-1"}}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ghost-1 holds the one slot", func() bool {
+		return testutil.ToFloat64(m.UnknownNodeStreams) == 1
+	})
+	if _, _, err := firstDelta(t, conn, "ghost-2"); status.Code(err) != codes.ResourceExhausted {
+		t.Errorf("ghost-2: %v, want ResourceExhausted", err)
+	}
+	if got := testutil.ToFloat64(m.UnknownNodeStreamsRefused); got != 1 {
+		t.Errorf("unknown_node_streams_refused_total = %v, want 1", got)
+	}
+	if r, _, err := firstDelta(t, conn, "n1"); err != nil || r.GetSystemVersion() != nv.Version() {
+		t.Errorf("n1, a Node, while the slots are full: %v, %v", r, err)
+	}
+	if err := ghost.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "ghost-1's slot freed", func() bool {
+		return testutil.ToFloat64(m.UnknownNodeStreams) == 0
+	})
+}

@@ -76,6 +76,9 @@ type Options struct {
 	// Settings, when set, is shown the settings hash each agent reports
 	// on its first request.
 	Settings SettingsChecker
+	// Strangers, when set, bounds the streams of names that are not
+	// Nodes; shared by both variants' options.
+	Strangers *Strangers
 }
 
 // SettingsChecker compares the NodeConfig settings an agent programs
@@ -130,6 +133,12 @@ func Serve[Req Request, Resp proto.Message](
 	if err := o.Authorizer.Authorize(ctx, name); err != nil {
 		return denied(name, err)
 	}
+	release, err := o.Strangers.Admit(ctx, o.Closing, name)
+	if err != nil {
+		o.Logger.Warn("agent stream refused", "node", name, "rpc", o.RPC, "err", err)
+		return err
+	}
+	defer release()
 	v, err := newVariant(first)
 	if err != nil {
 		return status.Errorf(codes.InvalidArgument, "node %q: %v", name, err)
