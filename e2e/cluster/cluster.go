@@ -23,8 +23,11 @@ type Cluster struct {
 	cp    controlPlane
 	nodes []*node
 	stats Stats
-	// swydCA signs the control plane's server certificate (mTLS overlay).
-	swydCA *authority
+	// swydTLS: the install serves TLS (every overlay but plaintext);
+	// swydCAPEM is the CA its server certificates chain to: the test CA
+	// of the mTLS overlay, or the bundle the control plane published.
+	swydTLS   bool
+	swydCAPEM []byte
 	// swydNS is the namespace of the Switchyard install (SystemNS unless
 	// the kube-system overlay).
 	swydNS string

@@ -15,11 +15,12 @@ import (
 )
 
 // TestRealCluster installs deploy/ on a two-node kubelet cluster and checks
-// what users see: Switchyard's pods Ready, every agent acked, Services
+// what users see: Switchyard's pods Ready, every agent acked over mTLS from
+// the control plane's own CA, no node's stream for the taking, Services
 // reachable from pods and nodes, DNS through kube-dns's VIP, EndpointSlices
 // of the real controller followed on scale-down; then that agent and
 // control-plane restarts and a DaemonSet rolling update lose no connection;
-// then the same over mTLS with the kubelets' own client certificates.
+// then the same with cert-manager's certificates (deploy/overlays/mtls).
 func TestRealCluster(t *testing.T) {
 	c := cluster.Start(t, cluster.Config{Nodes: 2})
 	ctx := t.Context()
@@ -27,7 +28,7 @@ func TestRealCluster(t *testing.T) {
 	if err := c.InstallPinnedDNS(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.InstallSwitchyard(ctx, cluster.OverlayPlain, ""); err != nil {
+	if err := c.InstallSwitchyard(ctx, cluster.OverlayBase, ""); err != nil {
 		t.Fatal(err)
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
@@ -37,6 +38,7 @@ func TestRealCluster(t *testing.T) {
 	}
 	t.Logf("switchyard pods Ready %v after install", time.Since(begin).Round(time.Millisecond))
 	settled(t, c)
+	nobodyTakesANode(t, c)
 	kubectl(t, c, "-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout=3m")
 	t.Logf("CoreDNS Ready (it lists Services through the kubernetes VIP) %v after install", time.Since(begin).Round(time.Millisecond))
 	t.Logf("bring-up %+v; resident memory: %s", c.Stats(), cluster.FormatMemory(c.Memory()))
@@ -94,9 +96,9 @@ func TestRealCluster(t *testing.T) {
 	disruptions(t, c, pod, vip)
 	fromNothing(t, c, pod, vip, podNS)
 
-	// mTLS: the overlay replaces the agent config and the control plane's
-	// flags; both roll out and every agent reconnects with its kubelet's
-	// client certificate.
+	// cert-manager's certificates: the overlay replaces the control plane's
+	// flags and the agents' CA; both roll out and every agent reconnects
+	// with its kubelet's client certificate.
 	if err := c.InstallSwitchyard(ctx, cluster.OverlayMTLS, ""); err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +106,7 @@ func TestRealCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	settled(t, c)
-	spread(t, pod, "pod → ClusterIP over mTLS-configured agents", vip, 40, 2)
+	spread(t, pod, "pod → ClusterIP over cert-manager-configured agents", vip, 40, 2)
 }
 
 func settled(t *testing.T, c *cluster.Cluster) {

@@ -31,7 +31,7 @@ func dualStack(t *testing.T, mode string) {
 	c := cluster.Start(t, cluster.Config{Nodes: 2, DualStack: true})
 	ctx := t.Context()
 	begin := time.Now()
-	if err := c.InstallSwitchyard(ctx, cluster.OverlayPlain, mode); err != nil {
+	if err := c.InstallSwitchyard(ctx, cluster.OverlayBase, mode); err != nil {
 		t.Fatal(err)
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)

@@ -12,7 +12,7 @@ import (
 // may put both replicas on any node; a 6-node bed once had them on nodes
 // 4 and 5 with only nodes 0-2 listed, and no agent ever connected.
 func TestOverlaysListEveryNode(t *testing.T) {
-	for _, overlay := range []string{OverlayPlain, OverlayMTLS} {
+	for _, overlay := range []string{OverlayBase, OverlayPlaintext, OverlayMTLS} {
 		b, err := os.ReadFile(filepath.Join("overlays", overlay, "agent-config.yaml"))
 		if err != nil {
 			t.Fatal(err)

@@ -23,9 +23,15 @@ import (
 
 // Switchyard's install as the bed applies it: e2e/cluster/overlays/<Overlay>.
 const (
-	OverlayPlain = "plain" // deploy/ base, plaintext gRPC
-	OverlayMTLS  = "mtls"  // deploy/overlays/mtls, kubelet client certificates
-	// OverlayKubeSystem is the plain install in kube-system with the agents
+	// OverlayBase is deploy/ as shipped: mTLS from the control plane's own
+	// CA, agents presenting their kubelet's client certificate.
+	OverlayBase = "base"
+	// OverlayPlaintext is deploy/overlays/plaintext, the lab install.
+	OverlayPlaintext = "plaintext"
+	// OverlayMTLS is deploy/overlays/mtls: cert-manager's certificates
+	// (the test creates the Secrets cert-manager would).
+	OverlayMTLS = "mtls"
+	// OverlayKubeSystem is the base in kube-system with the agents
 	// labelled k8s-app=kube-proxy, for upstream specs that restart kube-proxy.
 	OverlayKubeSystem = "kube-system"
 	// SystemNS is deploy/'s namespace.
@@ -37,7 +43,8 @@ const (
 // InstallSwitchyard applies the overlay with kubectl apply -k. For the mTLS
 // overlay it first creates the Secrets cert-manager would: a server
 // certificate from a test CA for every name and node address agents dial,
-// and that CA for agents.
+// and that CA for agents. The other TLS installs issue their own
+// (WaitSwitchyard reads the CA they publish).
 // mode is the agents' dataplane mode ("" or iptables as deploy/ ships it,
 // nftables, userspace, ipvs).
 func (c *Cluster) InstallSwitchyard(ctx context.Context, overlay, mode string) error {
@@ -54,6 +61,7 @@ func (c *Cluster) InstallSwitchyard(ctx context.Context, overlay, mode string) e
 			return err
 		}
 	}
+	c.swydTLS, c.swydCAPEM = overlay != OverlayPlaintext, nil
 	if overlay == OverlayMTLS {
 		if err := c.createTLSSecrets(ctx); err != nil {
 			return err
@@ -119,7 +127,9 @@ func (c *Cluster) createTLSSecrets(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c.swydCA = ca
+	if c.swydCAPEM, err = os.ReadFile(ca.CertFile); err != nil {
+		return err
+	}
 	dns := []string{"switchyard-controlplane", "switchyard-controlplane." + SystemNS,
 		"switchyard-controlplane." + SystemNS + ".svc", "switchyard-controlplane." + SystemNS + ".svc." + clusterDomain}
 	var ips []net.IP
@@ -174,44 +184,110 @@ func (c *Cluster) SwitchyardNS() string {
 }
 
 // WaitSwitchyard waits until the DaemonSet and the Deployment are rolled
-// out with every pod Ready.
+// out with every pod Ready; for an install that issues its own
+// certificates it then reads the CA bundle the control plane published.
 func (c *Cluster) WaitSwitchyard(ctx context.Context) error {
 	for _, obj := range []string{"daemonset/switchyard-agent", "deployment/switchyard-controlplane"} {
 		if _, err := c.Kubectl(ctx, "-n", c.SwitchyardNS(), "rollout", "status", obj, "--timeout=5m"); err != nil {
 			return err
 		}
 	}
+	if c.swydTLS && c.swydCAPEM == nil {
+		out, err := c.Kubectl(ctx, "-n", c.SwitchyardNS(), "get", "configmap", CABundle, "-o", `jsonpath={.data.ca\.crt}`)
+		if err != nil {
+			return fmt.Errorf("the control plane's CA bundle: %w", err)
+		}
+		if !x509.NewCertPool().AppendCertsFromPEM(out) {
+			return fmt.Errorf("the control plane's CA bundle holds no certificate: %q", out)
+		}
+		c.swydCAPEM = out
+	}
 	return nil
 }
 
+// CABundle is the ConfigMap the base's control plane publishes its CA in
+// (--ca-bundle-configmap in deploy/base/controlplane.yaml).
+const CABundle = "switchyard-ca-bundle"
+
+// AdminCredentials writes what an operator's grpcurl needs against the
+// install: the CA the control plane's certificate chains to, and an
+// operator client certificate (O switchyard:admins, the control plane's
+// --admin-group) from the cluster CA, which the control plane trusts for
+// clients (--client-ca-file: kube-root-ca.crt). A node's certificate is
+// refused on AdminService. Empty paths for a plaintext install.
+func (c *Cluster) AdminCredentials() (caFile, certFile, keyFile string, err error) {
+	if !c.swydTLS {
+		return "", "", "", nil
+	}
+	if c.swydCAPEM == nil {
+		return "", "", "", fmt.Errorf("the install's CA is not known yet: WaitSwitchyard first")
+	}
+	dir := filepath.Join(c.cfg.Dir, "switchyard-pki")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", "", err
+	}
+	caFile = filepath.Join(dir, "controlplane-ca.crt")
+	if err := os.WriteFile(caFile, c.swydCAPEM, 0o600); err != nil {
+		return "", "", "", err
+	}
+	certFile, keyFile, err = c.cp.ca.issue(leaf{name: "admin-client", cn: "switchyard-e2e-admin",
+		orgs: []string{"switchyard:admins"}, client: true})
+	return caFile, certFile, keyFile, err
+}
+
 // AdminConn dials the control-plane replica on node i from inside the
-// client namespace; with mTLS it presents an operator certificate (O
-// switchyard:admins, the control plane's --admin-group) from the cluster
-// CA — a node's certificate is refused on AdminService — and verifies the
-// test CA.
+// client namespace, with AdminCredentials under TLS.
 func (c *Cluster) AdminConn(i int) (*grpc.ClientConn, error) {
 	creds := insecure.NewCredentials()
-	if c.swydCA != nil {
-		certFile, keyFile, err := c.cp.ca.issue(leaf{name: "admin-client", cn: "switchyard-e2e-admin",
-			orgs: []string{"switchyard:admins"}, client: true})
-		if err != nil {
+	caFile, certFile, keyFile, err := c.AdminCredentials()
+	if err != nil {
+		return nil, err
+	}
+	if caFile != "" {
+		if creds, err = clientTLS(caFile, certFile, keyFile); err != nil {
 			return nil, err
 		}
+	}
+	return c.DialControlPlane(i, creds)
+}
+
+// ControlPlaneCA is the CA the install's server certificates chain to;
+// nil for a plaintext install or before WaitSwitchyard.
+func (c *Cluster) ControlPlaneCA() []byte { return c.swydCAPEM }
+
+// KubeletClientCert is the path of node i's kubelet client certificate
+// and key (one PEM file), the credential its agent presents.
+func (c *Cluster) KubeletClientCert(i int) string {
+	return filepath.Join(c.nodes[i].dir, "var", "lib", "kubelet", "pki", "kubelet-client-current.pem")
+}
+
+// DialControlPlane dials the replica on node i from the client namespace.
+func (c *Cluster) DialControlPlane(i int, creds credentials.TransportCredentials) (*grpc.ClientConn, error) {
+	target := net.JoinHostPort(NodeIP(i).String(), strconv.Itoa(GRPCPort))
+	return grpc.NewClient("passthrough:///"+target, grpc.WithTransportCredentials(creds),
+		grpc.WithContextDialer(c.DialContext))
+}
+
+// clientTLS verifies the server with caFile and presents certFile/keyFile
+// (none when certFile is empty).
+func clientTLS(caFile, certFile, keyFile string) (credentials.TransportCredentials, error) {
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("%s: no PEM certificate", caFile)
+	}
+	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+	if certFile != "" {
 		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
 		if err != nil {
 			return nil, err
 		}
-		pem, err := os.ReadFile(c.swydCA.CertFile)
-		if err != nil {
-			return nil, err
-		}
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(pem)
-		creds = credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{pair}, RootCAs: pool, MinVersion: tls.VersionTLS12})
+		cfg.Certificates = []tls.Certificate{pair}
 	}
-	target := net.JoinHostPort(NodeIP(i).String(), strconv.Itoa(GRPCPort))
-	return grpc.NewClient("passthrough:///"+target, grpc.WithTransportCredentials(creds),
-		grpc.WithContextDialer(c.DialContext))
+	return credentials.NewTLS(cfg), nil
 }
 
 // DialContext dials addr from a socket created inside the client namespace:

@@ -31,7 +31,7 @@ func TestFastSubset(t *testing.T) {
 	ctx := t.Context()
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	if err := c.InstallWithDNS(wctx, cluster.OverlayPlain, mode); err != nil {
+	if err := c.InstallWithDNS(wctx, cluster.OverlayBase, mode); err != nil {
 		t.Fatal(err)
 	}
 	focus, want := conformance.FastFocus, conformance.FastCount

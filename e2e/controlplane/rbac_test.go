@@ -3,6 +3,8 @@ package controlplane_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -10,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -172,6 +176,14 @@ func TestDeployRBAC(t *testing.T) {
 			return err
 		}, false},
 		{"controlplane cannot read secrets", func() error { _, err := cpClient.CoreV1().Secrets("").List(ctx, metav1.ListOptions{}); return err }, false},
+		{"controlplane cannot get another Secret of its namespace", func() error {
+			_, err := cpClient.CoreV1().Secrets(systemNS).Get(ctx, "someone-elses", metav1.GetOptions{})
+			return err
+		}, false},
+		{"controlplane cannot update another ConfigMap of its namespace", func() error {
+			_, err := cpClient.CoreV1().ConfigMaps(systemNS).Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "switchyard-agent", Namespace: systemNS}}, metav1.UpdateOptions{})
+			return err
+		}, false},
 		{"controlplane cannot delete services", func() error {
 			return cpClient.CoreV1().Services(ns).Delete(ctx, "front", metav1.DeleteOptions{})
 		}, false},
@@ -205,17 +217,50 @@ func TestDeployRBAC(t *testing.T) {
 	if s := listNodes(ctx, t, cp).GetSettings(); s.GetSource() != "configmap" {
 		t.Errorf("control plane under its own RBAC: settings %v, want them from the ConfigMap", s)
 	}
-	out := nodeResourceNames(ctx, t, cp.grpc)
+	out := nodeResourceNames(ctx, t, dial(t, cp.grpc))
 	if !strings.Contains(out, "web/front") {
 		t.Errorf("control plane under its own RBAC does not serve web/front:\n%s", out)
+	}
+
+	// deploy/'s TLS: the install's CA created and published under the
+	// Role, then served; a second replica uses the same CA.
+	var bundles []string
+	for i := range 2 {
+		cp := startControlPlane(t, api, "--kubeconfig", writeKubeconfig(t, cpCfg, api.CAFile()),
+			"--ca-secret", systemNS+"/switchyard-controlplane-ca", "--ca-bundle-configmap", "switchyard-ca-bundle",
+			"--tls-server-names", "127.0.0.1")
+		cm, err := api.Client().CoreV1().ConfigMaps(systemNS).Get(ctx, "switchyard-ca-bundle", metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("replica %d: the CA bundle: %v\n%s", i, err, cp.logs)
+		}
+		bundles = append(bundles, cm.Data["ca.crt"])
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM([]byte(cm.Data["ca.crt"])) {
+			t.Fatalf("bundle %q", cm.Data["ca.crt"])
+		}
+		conn, err := grpc.NewClient(cp.grpc, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		if out := nodeResourceNames(ctx, t, conn); !strings.Contains(out, "web/front") {
+			t.Errorf("replica %d over TLS from its own CA does not serve web/front:\n%s", i, out)
+		}
+	}
+	if bundles[0] != bundles[1] {
+		t.Error("the second replica published another CA")
+	}
+	sec, err := api.Client().CoreV1().Secrets(systemNS).Get(ctx, "switchyard-controlplane-ca", metav1.GetOptions{})
+	if err != nil || sec.Type != corev1.SecretTypeTLS || len(sec.Data["tls.key"]) == 0 {
+		t.Errorf("the CA Secret: %v %v", sec, err)
 	}
 }
 
 // nodeResourceNames returns the names in node-a's first delta response,
 // one per line.
-func nodeResourceNames(ctx context.Context, t *testing.T, addr string) string {
+func nodeResourceNames(ctx context.Context, t *testing.T, conn *grpc.ClientConn) string {
 	t.Helper()
-	c := openDelta(ctx, t, dial(t, addr), "node-a", nil)
+	c := openDelta(ctx, t, conn, "node-a", nil)
 	var names []string
 	for _, r := range c.next().GetResources() {
 		names = append(names, r.GetName())

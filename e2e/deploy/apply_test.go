@@ -36,32 +36,97 @@ func applyK(ctx context.Context, t *testing.T, api *apiserver.Server, dir string
 }
 
 // TestApplyBase applies `deploy/` (which points at deploy/base) to a real
-// kube-apiserver and checks the stored objects.
+// kube-apiserver and checks the stored objects: mTLS by default, from the
+// control plane's own CA.
 func TestApplyBase(t *testing.T) {
 	api := apiserver.Start(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	applyK(ctx, t, api, repoPath(t, "deploy"))
+	dir := repoPath(t, "deploy")
+	applyK(ctx, t, api, dir)
+	cs := api.Client()
+
+	dep := getDeployment(ctx, t, cs)
+	checkControlPlane(t, dep)
+	c := dep.Spec.Template.Spec.Containers[0]
+	checkTLSArgs(t, c.Args, "--ca-secret=switchyard-controlplane-ca", "--ca-bundle-configmap=switchyard-ca-bundle", "--client-ca-file=")
+	ds := getDaemonSet(ctx, t, cs)
+	checkAgent(t, ds)
+	checkRBAC(ctx, t, cs, baseRole)
+	if _, err := cs.PolicyV1().PodDisruptionBudgets(systemNS).Get(ctx, "switchyard-controlplane", metav1.GetOptions{}); err != nil {
+		t.Errorf("PodDisruptionBudget: %v", err)
+	}
+	if _, err := cs.CoreV1().Services(systemNS).Get(ctx, "switchyard-controlplane", metav1.GetOptions{}); err != nil {
+		t.Errorf("Service: %v", err)
+	}
+	// $(POD_IPS) is expanded by the kubelet only from the container's env.
+	if !slices.Contains(c.Args, "--tls-server-names=$(POD_IPS)") || !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool {
+		return e.Name == "POD_IPS" && e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "status.podIPs"
+	}) {
+		t.Errorf("control plane args %v env %v: the issued certificate must name the node's addresses", c.Args, c.Env)
+	}
+
+	// Agents dial a name the issued certificate carries: the
+	// --advertise-service Service's DNS names (daemon.serverNames).
+	cfg := agentConfig(t, render(ctx, t, dir))
+	svc := ""
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--advertise-service="); ok {
+			ns, name, _ := strings.Cut(v, "/")
+			svc = name + "." + ns
+		}
+	}
+	names := []string{strings.Split(svc, ".")[0], svc, svc + ".svc", svc + ".svc.cluster.local"}
+	checkDialledNames(t, cfg, names)
+	vols := podVolumes(ds.Spec.Template.Spec.Volumes)
+	if got := vols["ca"].ConfigMap; got == nil || got.Name != "switchyard-ca-bundle" || len(got.Items) != 1 || got.Items[0].Key != "ca.crt" {
+		t.Errorf("agent CA volume %+v: want only ca.crt of ConfigMap switchyard-ca-bundle (what --ca-bundle-configmap publishes)", vols["ca"])
+	}
+	if vols["ca"].Secret != nil {
+		t.Error("agents mount a Secret for the CA: every kubelet could read what it holds")
+	}
+	checkKubeletCert(t, vols, cfg)
+	checkAgentAcceptsConfig(ctx, t, cs)
+}
+
+// TestApplyPlaintextOverlay applies deploy/overlays/plaintext: the lab
+// install, plaintext on both tiers and nothing of TLS left.
+func TestApplyPlaintextOverlay(t *testing.T) {
+	api := apiserver.Start(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	dir := repoPath(t, "deploy", "overlays", "plaintext")
+	applyK(ctx, t, api, dir)
 	cs := api.Client()
 
 	dep := getDeployment(ctx, t, cs)
 	checkControlPlane(t, dep)
 	c := dep.Spec.Template.Spec.Containers[0]
 	for _, p := range []*corev1.Probe{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
-		if p == nil || p.GRPC == nil || p.GRPC.Port != 18000 {
-			t.Errorf("control-plane probe %+v: want grpc on 18000 (plaintext in the base)", p)
+		if p == nil || p.GRPC == nil || p.GRPC.Port != 18000 || p.HTTPGet != nil {
+			t.Errorf("control-plane probe %+v: want grpc on 18000 only (plaintext)", p)
 		}
 	}
-	if !slices.Contains(c.Args, "--insecure") {
-		t.Errorf("base control plane args %v: plaintext needs --insecure", c.Args)
+	if !slices.Contains(c.Args, "--insecure") || slices.ContainsFunc(c.Args, func(a string) bool {
+		return strings.HasPrefix(a, "--ca-") || strings.HasPrefix(a, "--tls-") || strings.HasPrefix(a, "--client-ca")
+	}) {
+		t.Errorf("plaintext control plane args %v: want --insecure and no TLS flag", c.Args)
 	}
-	checkAgent(t, getDaemonSet(ctx, t, cs))
-	checkRBAC(ctx, t, cs)
-	if _, err := cs.PolicyV1().PodDisruptionBudgets(systemNS).Get(ctx, "switchyard-controlplane", metav1.GetOptions{}); err != nil {
-		t.Errorf("PodDisruptionBudget: %v", err)
+	ds := getDaemonSet(ctx, t, cs)
+	checkAgent(t, ds)
+	checkRBAC(ctx, t, cs, settingsRule)
+	if len(dep.Spec.Template.Spec.Volumes)+len(c.VolumeMounts) > 0 {
+		t.Errorf("plaintext control plane mounts %v", c.VolumeMounts)
 	}
-	if _, err := cs.CoreV1().Services(systemNS).Get(ctx, "switchyard-controlplane", metav1.GetOptions{}); err != nil {
-		t.Errorf("Service: %v", err)
+	vols := podVolumes(ds.Spec.Template.Spec.Volumes)
+	if _, ok := vols["ca"]; ok {
+		t.Error("plaintext agents mount a CA")
+	}
+	if _, ok := vols["kubelet-pki"]; ok {
+		t.Error("plaintext agents mount the kubelet's key, which they do not use")
+	}
+	if cfg := agentConfig(t, render(ctx, t, dir)); cfg["insecure"] != true || cfg["caFile"] != nil || cfg["certFile"] != nil {
+		t.Errorf("plaintext agent config %v", cfg)
 	}
 	checkAgentAcceptsConfig(ctx, t, cs)
 }
@@ -89,51 +154,22 @@ func TestApplyMTLSOverlay(t *testing.T) {
 	dep := getDeployment(ctx, t, cs)
 	checkControlPlane(t, dep)
 	c := dep.Spec.Template.Spec.Containers[0]
-	if slices.Contains(c.Args, "--insecure") {
-		t.Errorf("mTLS control plane still has --insecure: %v", c.Args)
-	}
-	for _, want := range []string{"--tls-cert-file=", "--tls-private-key-file=", "--client-ca-file="} {
-		if !slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, want) }) {
-			t.Errorf("mTLS control plane args %v lack %s", c.Args, want)
-		}
-	}
-	// The kubelet's grpc probe cannot do TLS: the probes must have moved.
-	for _, p := range []*corev1.Probe{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
-		if p == nil || p.GRPC != nil || p.HTTPGet == nil || p.HTTPGet.Port.IntValue() != 10262 {
-			t.Errorf("mTLS control-plane probe %+v: want HTTP on 10262 only", p)
-		}
+	checkTLSArgs(t, c.Args, "--tls-cert-file=", "--tls-private-key-file=", "--client-ca-file=")
+	if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--ca-") }) {
+		t.Errorf("cert-manager control plane still issues its own certificate: %v", c.Args)
 	}
 	ds := getDaemonSet(ctx, t, cs)
 	checkAgent(t, ds)
 
 	objs := render(ctx, t, dir)
 	cfg := agentConfig(t, objs)
-	if cfg["insecure"] == true {
-		t.Error("mTLS agent config still says insecure")
-	}
 	server := find(t, objs, "Certificate", "switchyard-controlplane")
-	dnsNames := strs(server, "spec", "dnsNames")
-	for _, cp := range strs(cfg, "controlPlanes") {
-		host, _, err := net.SplitHostPort(cp)
-		if err != nil {
-			t.Fatalf("controlPlanes entry %q: %v", cp, err)
-		}
-		if !slices.Contains(dnsNames, host) {
-			t.Errorf("agents dial %s but the server certificate names only %v", host, dnsNames)
-		}
-	}
+	checkDialledNames(t, cfg, strs(server, "spec", "dnsNames"))
 	if !slices.Contains(strs(server, "spec", "usages"), "server auth") {
 		t.Errorf("server certificate usages %v lack server auth", strs(server, "spec", "usages"))
 	}
 	// Mounted secrets are the ones cert-manager writes; the agents' CA
 	// comes from a Secret that does not hold the server's key.
-	podVolumes := func(vs []corev1.Volume) map[string]corev1.Volume {
-		m := map[string]corev1.Volume{}
-		for _, v := range vs {
-			m[v.Name] = v
-		}
-		return m
-	}
 	cpVols, agVols := podVolumes(dep.Spec.Template.Spec.Volumes), podVolumes(ds.Spec.Template.Spec.Volumes)
 	if got, want := cpVols["tls"].Secret.SecretName, str(server, "spec", "secretName"); got != want {
 		t.Errorf("control plane mounts secret %q, server Certificate writes %q", got, want)
@@ -142,15 +178,62 @@ func TestApplyMTLSOverlay(t *testing.T) {
 	if got, want := agVols["ca"].Secret, str(bundle, "spec", "secretName"); got == nil || got.SecretName != want || len(got.Items) != 1 || got.Items[0].Key != "ca.crt" {
 		t.Errorf("agent CA volume %+v: want only ca.crt of secret %q", got, want)
 	}
+	if agVols["ca"].ConfigMap != nil {
+		t.Errorf("agent CA volume %+v has two sources", agVols["ca"])
+	}
 	if agVols["ca"].Secret.SecretName == cpVols["tls"].Secret.SecretName {
 		t.Error("agents mount the server certificate's Secret: every kubelet could read the server key")
 	}
 	if slices.Contains(strs(bundle, "spec", "usages"), "client auth") || slices.Contains(strs(bundle, "spec", "usages"), "server auth") {
 		t.Errorf("ca-bundle leaf usages %v: must be useless for TLS", strs(bundle, "spec", "usages"))
 	}
-	// The agent presents the kubelet's client certificate, whose subject
-	// is CN=system:node:<node>: one of the forms stream.NodeCert accepts.
-	if got := agVols["kubelet-pki"].HostPath; got == nil || got.Path != "/var/lib/kubelet/pki" {
+	checkKubeletCert(t, agVols, cfg)
+	for _, kind := range []string{"issuers.cert-manager.io", "certificates.cert-manager.io"} {
+		out := kubectl(ctx, t, kc, "get", kind, "-n", systemNS, "-o", "name")
+		t.Logf("%s stored: %s", kind, strings.Join(strings.Fields(string(out)), " "))
+	}
+	checkAgentAcceptsConfig(ctx, t, cs)
+}
+
+// checkTLSArgs: no --insecure, each of want as a prefix of some argument,
+// and probes the kubelet can run against a TLS server (HTTP: its grpc
+// probe cannot do TLS).
+func checkTLSArgs(t *testing.T, args []string, want ...string) {
+	t.Helper()
+	if slices.Contains(args, "--insecure") {
+		t.Errorf("TLS control plane has --insecure: %v", args)
+	}
+	for _, w := range want {
+		if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, w) }) {
+			t.Errorf("control plane args %v lack %s", args, w)
+		}
+	}
+}
+
+// checkDialledNames: every controlPlanes host the agents dial is a name
+// the server certificate carries, so verification can succeed.
+func checkDialledNames(t *testing.T, cfg map[string]any, names []string) {
+	t.Helper()
+	if cfg["insecure"] == true {
+		t.Error("TLS agent config says insecure")
+	}
+	for _, cp := range strs(cfg, "controlPlanes") {
+		host, _, err := net.SplitHostPort(cp)
+		if err != nil {
+			t.Fatalf("controlPlanes entry %q: %v", cp, err)
+		}
+		if !slices.Contains(names, host) {
+			t.Errorf("agents dial %s but the server certificate names only %v", host, names)
+		}
+	}
+}
+
+// checkKubeletCert: the agent presents the kubelet's client certificate,
+// whose subject is CN=system:node:<node>, one of the forms
+// stream.NodeCert accepts.
+func checkKubeletCert(t *testing.T, vols map[string]corev1.Volume, cfg map[string]any) {
+	t.Helper()
+	if got := vols["kubelet-pki"].HostPath; got == nil || got.Path != "/var/lib/kubelet/pki" {
 		t.Errorf("agent kubelet-pki volume %+v", got)
 	}
 	for _, k := range []string{"certFile", "keyFile"} {
@@ -158,11 +241,17 @@ func TestApplyMTLSOverlay(t *testing.T) {
 			t.Errorf("agent %s = %q, want the kubelet's client certificate", k, v)
 		}
 	}
-	for _, kind := range []string{"issuers.cert-manager.io", "certificates.cert-manager.io"} {
-		out := kubectl(ctx, t, kc, "get", kind, "-n", systemNS, "-o", "name")
-		t.Logf("%s stored: %s", kind, strings.Join(strings.Fields(string(out)), " "))
+	if v, _ := cfg["caFile"].(string); v != "/etc/switchyard/ca/ca.crt" {
+		t.Errorf("agent caFile = %q, want the mounted bundle", v)
 	}
-	checkAgentAcceptsConfig(ctx, t, cs)
+}
+
+func podVolumes(vs []corev1.Volume) map[string]corev1.Volume {
+	m := map[string]corev1.Volume{}
+	for _, v := range vs {
+		m[v.Name] = v
+	}
+	return m
 }
 
 func getDeployment(ctx context.Context, t *testing.T, cs kubernetes.Interface) *appsv1.Deployment {
@@ -256,7 +345,7 @@ func checkAgent(t *testing.T, d *appsv1.DaemonSet) {
 // servicecidrs, and create on tokenreviews and subjectaccessreviews (the
 // reviews of AdminService's bearer tokens, which read nothing); and that
 // switchyard-admin grants only get on AdminService's methods.
-func checkRBAC(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
+func checkRBAC(ctx context.Context, t *testing.T, cs kubernetes.Interface, role []rbacv1.PolicyRule) {
 	t.Helper()
 	cr, err := cs.RbacV1().ClusterRoles().Get(ctx, "switchyard-controlplane", metav1.GetOptions{})
 	if err != nil {
@@ -296,7 +385,7 @@ func checkRBAC(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
 	if !reflect.DeepEqual(admin.Rules, want) {
 		t.Errorf("switchyard-admin rules %+v, want %+v", admin.Rules, want)
 	}
-	checkSettingsRole(ctx, t, cs)
+	checkRole(ctx, t, cs, role)
 	crb, err := cs.RbacV1().ClusterRoleBindings().Get(ctx, "switchyard-controlplane", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -306,17 +395,27 @@ func checkRBAC(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
 	}
 }
 
-// checkSettingsRole proves the control plane's Role in its namespace
-// grants only list and watch of its own settings ConfigMap, by name, and
-// that the RoleBinding gives it to the control plane's ServiceAccount.
-func checkSettingsRole(ctx context.Context, t *testing.T, cs kubernetes.Interface) {
+// settingsRule: list and watch of the settings ConfigMap, by name.
+var settingsRule = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
+	ResourceNames: []string{"switchyard-controlplane"}, Verbs: []string{"list", "watch"}}}
+
+// baseRole adds the install's CA: get of its Secret and get/update of its
+// bundle by name; create, which RBAC cannot restrict by name.
+var baseRole = append(slices.Clone(settingsRule),
+	rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, ResourceNames: []string{"switchyard-controlplane-ca"}, Verbs: []string{"get"}},
+	rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"configmaps"}, ResourceNames: []string{"switchyard-ca-bundle"}, Verbs: []string{"get", "update"}},
+	rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets", "configmaps"}, Verbs: []string{"create"}},
+)
+
+// checkRole proves the control plane's Role in its namespace grants
+// exactly want, and that the RoleBinding gives it to the control plane's
+// ServiceAccount.
+func checkRole(ctx context.Context, t *testing.T, cs kubernetes.Interface, want []rbacv1.PolicyRule) {
 	t.Helper()
 	role, err := cs.RbacV1().Roles(systemNS).Get(ctx, "switchyard-controlplane", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
-		ResourceNames: []string{"switchyard-controlplane"}, Verbs: []string{"list", "watch"}}}
 	if !reflect.DeepEqual(role.Rules, want) {
 		t.Errorf("Role rules %+v, want %+v", role.Rules, want)
 	}

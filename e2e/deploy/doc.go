@@ -1,5 +1,6 @@
 // Package deploy proves deploy/ the way an operator uses it: `kubectl
-// kustomize` renders the base and the mTLS overlay, `kubectl apply -k`
+// kustomize` renders the base (mTLS from the control plane's own CA) and the
+// plaintext and cert-manager overlays, `kubectl apply -k`
 // (server-side dry run, then for real) creates every object on the test
 // bed's real kube-apiserver, and the created objects carry what the design
 // promises (RBAC read-only, probes, anti-affinity, agent without

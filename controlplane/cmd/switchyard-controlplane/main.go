@@ -60,6 +60,8 @@ func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error
 		mode, cidrs, adv    string
 		nodePorts           string
 		configMap           string
+		caSecret            string
+		serverNames         string
 		minSync, syncPeriod time.Duration
 		fs                  = flag.NewFlagSet("switchyard-controlplane", flag.ContinueOnError)
 	)
@@ -79,10 +81,15 @@ func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error
 		"discovery streams open at once for names that are not Nodes (an agent that connects before the watch saw its Node, or a name nobody runs); more are refused with RESOURCE_EXHAUSTED. Nodes never count; negative refuses every such stream")
 	fs.StringVar(&o.TLS.CertFile, "tls-cert-file", "", "PEM server certificate for gRPC")
 	fs.StringVar(&o.TLS.KeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file")
+	fs.StringVar(&caSecret, "ca-secret", "", "namespace/name (or name, in POD_NAMESPACE) of a Secret (type kubernetes.io/tls) holding the CA this replica issues its own serving certificate from, in memory, renewed before it expires; "+
+		"the first replica creates it with a new CA when absent, the others use that one. Excludes --tls-cert-file; needs get on that Secret and create on Secrets of its namespace")
+	fs.StringVar(&o.TLS.CABundle, "ca-bundle-configmap", "", "with --ca-secret: the ConfigMap (in the Secret's namespace) that the CA certificate is published to as ca.crt, for agents' caFile (the CA's key never leaves the Secret)")
+	fs.StringVar(&serverNames, "tls-server-names", "", "with --ca-secret: comma-separated DNS names and IP addresses for the issued certificate besides --advertise-service's DNS names (name, name.namespace, name.namespace.svc, name.namespace.svc.cluster.local): "+
+		"every address agents dial this replica by, e.g. its node addresses ($(POD_IPS) with hostNetwork) or a load balancer's name")
 	fs.StringVar(&o.TLS.ClientCAFile, "client-ca-file", "", "PEM CA for agent certificates: turns on mTLS, and a stream may only subscribe as the node its certificate names")
 	fs.StringVar(&o.AdminGroup, "admin-group", "switchyard:admins", "under TLS, AdminService (every node's view) answers only operators: a verified client certificate with this subject Organization, "+
 		"or a Kubernetes bearer token whose user may get the gRPC method as a non-resource URL (TokenReview + SubjectAccessReview, e.g. RBAC nonResourceURLs /switchyard.v1.AdminService/*); node certificates are refused. Plaintext (--insecure) leaves it open")
-	fs.BoolVar(&o.Insecure, "insecure", false, "serve plaintext gRPC (only when no TLS certificate is given; for tests and demos)")
+	fs.BoolVar(&o.Insecure, "insecure", false, "serve plaintext gRPC (only when no TLS certificate is given: --ca-secret or --tls-cert-file; for labs, tests and demos)")
 	fs.StringVar(&o.ID, "id", "", "name of this replica in responses; the hostname when empty")
 	fs.DurationVar(&o.Resync, "resync-period", 0, "informer resync period; 0 disables")
 	fs.StringVar(&mode, "mode", "", "dataplane mode every agent must use (iptables|ipvs|nftables|userspace|dry-run); empty leaves each agent's --mode")
@@ -129,6 +136,10 @@ func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error
 	if o.AdvertiseService, err = parseServiceKey(adv); err != nil {
 		return o, lo, err
 	}
+	if o.TLS.CASecretNamespace, o.TLS.CASecret, err = settings.ParseRef(caSecret, os.Getenv("POD_NAMESPACE")); err != nil {
+		return o, lo, fmt.Errorf("--ca-secret %w", err)
+	}
+	o.TLS.ServerNames = list(serverNames)
 	return o, lo, nil
 }
 

@@ -2,8 +2,6 @@ package daemon
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -55,7 +53,7 @@ type Options struct {
 	// MaxUnknownNodeStreams bounds the streams open at once for names that
 	// are not Nodes (server.Config).
 	MaxUnknownNodeStreams int
-	TLS                   TLSFiles
+	TLS                   TLS
 	// Insecure serves plaintext gRPC; required when TLS files are absent.
 	Insecure bool
 	// Views holds the NodeConfig settings sent to every agent: the
@@ -79,22 +77,14 @@ type Options struct {
 	Ready func(grpcAddr string)
 }
 
-// TLSFiles names the PEM files for the gRPC server.
-type TLSFiles struct {
-	CertFile string
-	KeyFile  string
-	// ClientCAFile turns on mTLS: agents must present a certificate signed
-	// by it that names their node.
-	ClientCAFile string
-}
-
 // Run runs the control plane until ctx is cancelled.
 func Run(ctx context.Context, o Options) error {
 	log := o.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	tlsCfg, err := o.tlsConfig()
+	// TLS first: a flag error is reported before any API client is built.
+	tlsCfg, err := o.tlsConfig(ctx, o.client, log)
 	if err != nil {
 		return err
 	}
@@ -205,40 +195,6 @@ func (o Options) client() (kubernetes.Interface, error) {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	return c, nil
-}
-
-func (o Options) tlsConfig() (*tls.Config, error) {
-	t := o.TLS
-	switch {
-	case t.CertFile == "" && t.KeyFile == "":
-		if t.ClientCAFile != "" {
-			return nil, errors.New("a client CA needs a server certificate and key")
-		}
-		if !o.Insecure {
-			return nil, errors.New("no TLS certificate given: set the certificate and key, or ask for plaintext explicitly (--insecure)")
-		}
-		return nil, nil
-	case t.CertFile == "" || t.KeyFile == "":
-		return nil, errors.New("TLS needs both a certificate and a key")
-	}
-	cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
-	if err != nil {
-		return nil, fmt.Errorf("load TLS key pair: %w", err)
-	}
-	cfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if t.ClientCAFile != "" {
-		pem, err := os.ReadFile(t.ClientCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("read client CA: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("client CA %s: no PEM certificate", t.ClientCAFile)
-		}
-		cfg.ClientCAs = pool
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
-	}
-	return cfg, nil
 }
 
 // observer feeds the watch loop's events and translation skips into the

@@ -59,7 +59,7 @@ func run(args []string) error {
 	cmd := args[0]
 	fs := flag.NewFlagSet("switchyard-cluster "+cmd, flag.ContinueOnError)
 	nodes := fs.Int("nodes", envInt("CLUSTER_NODES", 2), "number of kubelet nodes, 1..5 (default $CLUSTER_NODES or 2); zones zone-a, zone-b, zone-c round-robin")
-	overlay := fs.String("overlay", cluster.OverlayPlain, "Switchyard install: plain (deploy/ base) or mtls (deploy/overlays/mtls with the kubelets' client certificates); none installs no proxy")
+	overlay := fs.String("overlay", cluster.OverlayBase, "Switchyard install: base (deploy/ as shipped: mTLS from the control plane's own CA), plaintext (deploy/overlays/plaintext) or mtls (deploy/overlays/mtls: cert-manager's certificates, here from a test CA); none installs no proxy")
 	mode := fs.String("mode", "iptables", "the agents' dataplane mode: iptables, nftables or userspace (this kernel has no IPVS)")
 	keep := fs.Bool("keep-dir", false, "keep the state directory (every component's log) after teardown")
 	exit := fs.Bool("exit", false, "tear down as soon as the cluster is up (up) or the tour is over (demo)")

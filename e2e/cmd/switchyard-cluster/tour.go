@@ -125,11 +125,24 @@ func listNodes(ctx context.Context, c *cluster.Cluster) error {
 	if _, err := c.WaitSettled(ctx); err != nil {
 		return err
 	}
+	// Under TLS (deploy/ as shipped) an operator presents a certificate of
+	// the admin group (or a bearer token: README, "Security") and verifies
+	// the control plane with the CA it published.
+	caFile, certFile, keyFile, err := c.AdminCredentials()
+	if err != nil {
+		return err
+	}
+	creds := []string{"-plaintext"}
+	if caFile != "" {
+		creds = []string{"-cacert", caFile, "-cert", certFile, "-key", keyFile}
+		say("the control plane's CA: kubectl -n " + c.SwitchyardNS() + " get configmap " + cluster.CABundle + " -o jsonpath='{.data.ca\\.crt}' > " + caFile)
+	}
 	for i := range c.Nodes() {
 		addr := fmt.Sprintf("%s:%d", cluster.NodeIP(i), cluster.GRPCPort)
-		say("grpcurl -plaintext " + addr + " switchyard.v1.AdminService/ListNodes   (inside the client namespace)")
+		argv := append(append([]string{grpcurl}, creds...), addr, "switchyard.v1.AdminService/ListNodes")
+		say(strings.Join(argv[1:], " ") + "   (grpcurl, inside the client namespace)")
 		out, err := launch.Run(ctx, c.Topology().Guard(), launch.Spec{Name: "grpcurl", NetNS: "/run/netns/" + c.ClientNS(),
-			Argv: []string{grpcurl, "-plaintext", addr, "switchyard.v1.AdminService/ListNodes"}})
+			Argv: argv})
 		fmt.Print(string(out))
 		if err != nil {
 			fmt.Printf("  (no replica on %s: %v)\n", cluster.NodeName(i), err)

@@ -115,7 +115,7 @@ func parseFlags(root string, args []string) (config, error) {
 	fs.BoolVar(&c.markdownOnly, "markdown-only", false, "only regenerate -markdown from the results files in -out; run nothing")
 	fs.DurationVar(&c.timeout, "timeout", 3*time.Hour, "e2e.test's timeout per proxy")
 	fs.StringVar(&c.logDir, "logdir", filepath.Join(os.TempDir(), "switchyard-conformance"), "e2e.test's report and log per proxy (<logdir>/<proxy>/e2e.log), kept after teardown")
-	fs.StringVar(&c.overlay, "switchyard-overlay", "kube-system", "Switchyard's install: kube-system (deploy/ in kube-system with the agents labelled k8s-app=kube-proxy, so the specs that restart kube-proxy by that label restart Switchyard's agents) or plain (deploy/ as shipped, in switchyard-system)")
+	fs.StringVar(&c.overlay, "switchyard-overlay", "kube-system", "Switchyard's install: kube-system (deploy/ in kube-system with the agents labelled k8s-app=kube-proxy, so the specs that restart kube-proxy by that label restart Switchyard's agents) or base (deploy/ as shipped, in switchyard-system); plaintext and mtls as e2e/cluster/overlays name them")
 	fs.IntVar(&c.parallel, "parallel", defaultParallel, "ginkgo processes running specs at once (1: e2e.test alone; more: through the ginkgo CLI, [Serial] specs still alone at the end)")
 	fs.BoolVar(&c.keepDir, "keep-dir", false, "keep each bed's state directory (every component's log) after teardown")
 	fs.BoolVar(&c.dualStack, "dual-stack", false, "run on a dual-stack IPv4/IPv6 bed: the [Feature:IPv6DualStack] specs run too (default -skip: conformance.DualStackBedSkips); results in <out>/"+dualStackDir+" unless -out is given; CONFORMANCE.md is not regenerated")

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"net"
 	"strings"
 	"testing"
 
@@ -51,6 +52,30 @@ func TestTLSLearntAddress(t *testing.T) {
 		}}})
 		if r := cp.Next(); r.GetAppliedVersion() != "s1" {
 			t.Fatalf("ACK = %v", r)
+		}
+		ag.stop(t)
+	})
+
+	// deploy/'s control planes issue themselves certificates naming their
+	// node's addresses; agents configured with node addresses then verify
+	// a learnt address as itself (the first configured IP would name
+	// another replica).
+	t.Run("learnt IP verified as itself when the configured address is an IP", func(t *testing.T) {
+		ipCert, ipKey := ca.issue(t, "switchyard-controlplane", x509.ExtKeyUsageServerAuth, nil, []net.IP{net.IPv4(127, 0, 0, 1)})
+		pair, err := tls.X509KeyPair(ipCert, ipKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := &handshakes{}
+		cp := cptest.New(t, cptest.WithTLS(hs.serverConfig(t, pair, ca.pool())))
+		ag := &agentRun{stateDir: t.TempDir(), done: make(chan error, 1)}
+		learn(t, ag.stateDir, cp.Addr())
+		// Nothing listens on the configured address: only the learnt one
+		// can be reached.
+		ag.start(t, append([]string{"--control-plane", "127.0.0.2:1"}, tlsArgs...)...)
+		first := cp.Next()
+		if info, ok := first.Peer.AuthInfo.(credentials.TLSInfo); !ok || len(info.State.VerifiedChains) == 0 {
+			t.Fatalf("stream is not mutually authenticated: peer %+v", first.Peer)
 		}
 		ag.stop(t)
 	})

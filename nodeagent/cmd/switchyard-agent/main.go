@@ -80,8 +80,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	// Learnt addresses are IPs: verify the control plane's certificate
-	// against the name of the first configured address instead.
-	learntCreds, err := transportCredentials(c, serverName(c.ControlPlanes[0]))
+	// against the name of the first configured address instead, unless
+	// that is an IP address too: then the certificates name their
+	// replicas' addresses, and a learnt one is verified against itself.
+	learntName := serverName(c.ControlPlanes[0])
+	if net.ParseIP(learntName) != nil {
+		learntName = ""
+	}
+	learntCreds, err := transportCredentials(c, learntName)
 	if err != nil {
 		return err
 	}
