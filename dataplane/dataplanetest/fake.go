@@ -14,7 +14,7 @@ var _ dataplane.Dataplane = (*Fake)(nil)
 
 // Call is one recorded Apply or Cleanup.
 type Call struct {
-	// Op is "apply" or "cleanup".
+	// Op is OpApply or OpCleanup.
 	Op string
 	// State is the state passed to Apply; nil for Cleanup.
 	State *dataplane.State
@@ -42,8 +42,8 @@ func New(mode string) *Fake {
 // Mode implements dataplane.Dataplane.
 func (f *Fake) Mode() string { return f.mode }
 
-// SetHook installs fn, called before every Apply ("apply") and Cleanup
-// ("cleanup"); a non-nil error fails the call without changing the applied
+// SetHook installs fn, called before every Apply (OpApply) and Cleanup
+// (OpCleanup); a non-nil error fails the call without changing the applied
 // state. nil removes the hook.
 func (f *Fake) SetHook(fn func(op string, st *dataplane.State, opts dataplane.ApplyOptions) error) {
 	f.mu.Lock()
@@ -60,9 +60,9 @@ func (f *Fake) Apply(ctx context.Context, st *dataplane.State, opts dataplane.Ap
 	defer f.mu.Unlock()
 	var err error
 	if f.hook != nil {
-		err = f.hook("apply", st, opts)
+		err = f.hook(OpApply, st, opts)
 	}
-	f.calls = append(f.calls, Call{Op: "apply", State: st, Opts: opts, Err: err})
+	f.calls = append(f.calls, Call{Op: OpApply, State: st, Opts: opts, Err: err})
 	if err != nil {
 		return fmt.Errorf("fake apply: %w", err)
 	}
@@ -79,9 +79,9 @@ func (f *Fake) Cleanup(ctx context.Context) error {
 	defer f.mu.Unlock()
 	var err error
 	if f.hook != nil {
-		err = f.hook("cleanup", nil, dataplane.ApplyOptions{})
+		err = f.hook(OpCleanup, nil, dataplane.ApplyOptions{})
 	}
-	f.calls = append(f.calls, Call{Op: "cleanup", Err: err})
+	f.calls = append(f.calls, Call{Op: OpCleanup, Err: err})
 	if err != nil {
 		return fmt.Errorf("fake cleanup: %w", err)
 	}
@@ -102,7 +102,7 @@ func (f *Fake) Cleanups() int {
 	defer f.mu.Unlock()
 	n := 0
 	for _, c := range f.calls {
-		if c.Op == "cleanup" {
+		if c.Op == OpCleanup {
 			n++
 		}
 	}

@@ -32,9 +32,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // node is one running agent with its fake dataplane.
 type node struct {
-	t      *testing.T
-	a      *Agent
-	dp     *dataplanetest.Fake
+	t  *testing.T
+	a  *Agent
+	dp *dataplanetest.Fake
+	// faults stands between the agent and dp; it passes every call
+	// until a test sets a plan.
+	faults *dataplanetest.Faulty
 	cancel context.CancelFunc
 	done   chan error
 
@@ -53,6 +56,11 @@ type nodeOpts struct {
 func startNode(t *testing.T, no nodeOpts) *node {
 	t.Helper()
 	n := &node{t: t, dp: dataplanetest.New("dry-run"), hcMap: map[uint32]string{}, done: make(chan error, 1)}
+	var faultOpts []dataplanetest.FaultyOption
+	if no.clock != nil {
+		faultOpts = append(faultOpts, dataplanetest.WithAfter(no.clock.After))
+	}
+	n.faults = dataplanetest.NewFaulty(n.dp, nil, faultOpts...)
 	var logTo io.Writer = t.Output()
 	if no.log != nil {
 		logTo = io.MultiWriter(logTo, no.log)
@@ -67,7 +75,7 @@ func startNode(t *testing.T, no nodeOpts) *node {
 			if mode != switchyardv1.DataplaneMode_DATAPLANE_MODE_DRY_RUN {
 				return nil, errors.New("not in this test")
 			}
-			return n.dp, nil
+			return n.faults, nil
 		},
 		StateDir:          no.stateDir,
 		HealthzAddr:       "127.0.0.1:0",

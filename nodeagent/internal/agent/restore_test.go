@@ -18,20 +18,7 @@ import (
 // reason.
 func (n *node) rejections() map[string]float64 {
 	n.t.Helper()
-	mfs, err := n.a.metrics.Registry().Gather()
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "switchyard_agent_state_file_rejections_total" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			out[m.GetLabel()[0].GetValue()] = m.GetCounter().GetValue()
-		}
-	}
-	return out
+	return n.samples("switchyard_agent_state_file_rejections_total")
 }
 
 // TestRestartRejectsUntrustedStateFile: an empty file and another node's

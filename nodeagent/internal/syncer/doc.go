@@ -8,6 +8,12 @@
 // Invariants:
 //   - Apply returns only after the dataplane returned, so the caller may
 //     ACK; on error the applied view is unchanged (the caller NACKs).
+//   - A failed commit may have got half-way, so the sync after a failed
+//     one is full (kube-proxy's needFullSync), and its view is saved even
+//     without an update: the kernel and the journal hold the applied view
+//     again, never the failed batch. What a failed switch programmed of
+//     its new mode is removed with the other modes' leftovers after that
+//     next sync.
 //   - On start with a restored view, the first sync is a full Apply of that
 //     view; nothing of the mode in use is ever flushed on start.
 //   - Each batch is recorded (Journal.Intend) before its commit and the

@@ -9,7 +9,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
-	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/view"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -97,7 +96,7 @@ func TestCleanOthers(t *testing.T) {
 					build := c.NewDataplane
 					c.NewDataplane = func(m switchyardv1.DataplaneMode) (dataplane.Dataplane, error) {
 						dp, err := build(m)
-						dp.(*dataplanetest.Fake).SetHook(func(string, *dataplane.State, dataplane.ApplyOptions) error {
+						h.dp(m).SetHook(func(string, *dataplane.State, dataplane.ApplyOptions) error {
 							h.mu.Lock()
 							defer h.mu.Unlock()
 							h.log = append(h.log, m.String()+" apply full=true")

@@ -23,12 +23,13 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 		next = next.With(p.u)
 	}
 	s.intend(pending)
-	full = full || !s.synced
+	full = full || !s.synced || s.repair
 	start := s.cfg.Clock.Now()
 	switched, err := s.program(ctx, next, full)
 	end := s.cfg.Clock.Now()
 	s.lastSync = end
 	if err != nil {
+		s.repair = true
 		s.cfg.Metrics.SyncFailed()
 		if len(pending) == 0 {
 			// No caller gets this error back (resync, reconcile): log it.
@@ -40,6 +41,8 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 		return
 	}
 	s.synced = true
+	repaired := s.repair
+	s.repair = false
 	s.mu.Lock()
 	s.applied = next
 	s.mu.Unlock()
@@ -47,7 +50,10 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 	s.cfg.Metrics.Synced(full, d, end, next.SystemVersion, len(next.Resources))
 	s.cfg.Health.Updated()
 	s.cfg.Logger.Debug("synced", "full", full, "systemVersion", next.SystemVersion, "resources", len(next.Resources), "duration", d)
-	if s.cfg.Journal != nil && len(pending) > 0 {
+	// After a failure the kernel holds exactly next again: a record of
+	// the failed batch must not outlive it, or a restart would restore
+	// and announce what was never applied.
+	if s.cfg.Journal != nil && (len(pending) > 0 || repaired) {
 		if err := s.cfg.Journal.Save(next); err != nil {
 			// The kernel is programmed; the pending record still covers
 			// it, so a restart restores the older view plus this batch.
@@ -180,6 +186,12 @@ func (s *Syncer) program(ctx context.Context, v *view.View, full bool) (switched
 		return false, fmt.Errorf("dataplane for mode %s: %w", mode, err)
 	}
 	if err := dp.Apply(ctx, st, dataplane.ApplyOptions{Full: true}); err != nil {
+		if s.dp != nil {
+			// A switch that got half-way leaves part of the new mode
+			// forwarding beside the old one: removed with the other
+			// modes' leftovers after the next (full) sync.
+			s.othersLeft = true
+		}
 		return false, fmt.Errorf("apply %s: %w", dp.Mode(), err)
 	}
 	old := s.dp

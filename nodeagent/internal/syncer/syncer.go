@@ -84,8 +84,14 @@ type Syncer struct {
 	lastSync time.Time
 	synced   bool
 	// othersLeft: the other modes' leftovers are not cleaned up since
-	// the last switch (or start).
+	// the last switch (or start), or a switch failed and may have left
+	// part of the new mode.
 	othersLeft bool
+	// repair: the last sync failed. The kernel may hold part of it (a
+	// commit that got half-way) and the journal a record of it, so the
+	// next sync is full, as kube-proxy's needFullSync, and its view is
+	// saved even when it carries no update.
+	repair bool
 }
 
 type request struct {

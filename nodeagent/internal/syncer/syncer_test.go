@@ -29,15 +29,23 @@ type harness struct {
 	t   *testing.T
 	clk *clocktesting.FakeClock
 	s   *Syncer
+	// stop cancels Run and waits for it; idempotent.
+	stop func()
 
 	mu  sync.Mutex
 	dps map[switchyardv1.DataplaneMode]*dataplanetest.Fake
-	log []string
+	// faulty wraps each Fake, with the plan of its mode in plans (set
+	// by an option: a dataplane is built at its mode's first sync) or
+	// none: every call passes.
+	faulty map[switchyardv1.DataplaneMode]*dataplanetest.Faulty
+	plans  map[switchyardv1.DataplaneMode]dataplanetest.Plan
+	log    []string
 }
 
 func newHarness(t *testing.T, restored *view.View, reconcile bool, opts ...func(*harness, *Config)) *harness {
 	t.Helper()
-	h := &harness{t: t, clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), dps: map[switchyardv1.DataplaneMode]*dataplanetest.Fake{}}
+	h := &harness{t: t, clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), dps: map[switchyardv1.DataplaneMode]*dataplanetest.Fake{},
+		faulty: map[switchyardv1.DataplaneMode]*dataplanetest.Faulty{}, plans: map[switchyardv1.DataplaneMode]dataplanetest.Plan{}}
 	cfg := Config{
 		Logger:        slog.New(slog.NewTextHandler(t.Output(), nil)),
 		Clock:         h.clk,
@@ -57,12 +65,13 @@ func newHarness(t *testing.T, restored *view.View, reconcile bool, opts ...func(
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() {
+	h.stop = sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
 		}
 	})
+	t.Cleanup(h.stop)
 	return h
 }
 
@@ -80,13 +89,21 @@ func (h *harness) newDataplane(mode switchyardv1.DataplaneMode) (dataplane.Datap
 		return nil
 	})
 	h.dps[mode] = f
-	return f, nil
+	h.faulty[mode] = dataplanetest.NewFaulty(f, h.plans[mode], dataplanetest.WithAfter(h.clk.After))
+	return h.faulty[mode], nil
 }
 
 func (h *harness) dp(mode switchyardv1.DataplaneMode) *dataplanetest.Fake {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.dps[mode]
+}
+
+// faults returns the fault injector in front of mode's Fake.
+func (h *harness) faults(mode switchyardv1.DataplaneMode) *dataplanetest.Faulty {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.faulty[mode]
 }
 
 func (h *harness) calls() []string {
