@@ -288,8 +288,8 @@ type DeltaSnapshotsRequest struct {
 	// Every response is answered, each part of a split batch included.
 	ResponseNonce string `protobuf:"bytes,3,opt,name=response_nonce,json=responseNonce,proto3" json:"response_nonce,omitempty"`
 	// Set: NACK of that response (or of the batch it is part of): the agent
-	// kept its last good state; the server does not resend that version until
-	// the node's view changes.
+	// kept its last good state; the server resends that version only after a
+	// backoff, a newer one at once.
 	ErrorDetail *status.Status `protobuf:"bytes,4,opt,name=error_detail,json=errorDetail,proto3" json:"error_detail,omitempty"`
 	// On the ACK of a complete batch: its system_version, now applied. Empty
 	// when acknowledging a partial response.

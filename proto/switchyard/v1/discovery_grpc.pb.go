@@ -31,8 +31,10 @@ const (
 //
 // Every response carries a nonce. The agent answers each response with a
 // request carrying that nonce and either the version it applied (ACK) or an
-// error_detail (NACK; the agent keeps its last good state and the server
-// holds that content until it changes, it does not resend it). Versions are
+// error_detail (NACK; the agent keeps its last good state, and the server
+// sends a newer view as soon as there is one, or the rejected one again
+// after a backoff of 1 s doubled per consecutive NACK up to 30 s, as
+// kube-proxy retries a failed sync). Versions are
 // content hashes: every control-plane replica computes the same version for
 // the same content, so an agent fails over between replicas without a resync.
 //
@@ -98,8 +100,10 @@ type DiscoveryService_StreamSnapshotsClient = grpc.BidiStreamingClient[StreamSna
 //
 // Every response carries a nonce. The agent answers each response with a
 // request carrying that nonce and either the version it applied (ACK) or an
-// error_detail (NACK; the agent keeps its last good state and the server
-// holds that content until it changes, it does not resend it). Versions are
+// error_detail (NACK; the agent keeps its last good state, and the server
+// sends a newer view as soon as there is one, or the rejected one again
+// after a backoff of 1 s doubled per consecutive NACK up to 30 s, as
+// kube-proxy retries a failed sync). Versions are
 // content hashes: every control-plane replica computes the same version for
 // the same content, so an agent fails over between replicas without a resync.
 //

@@ -117,7 +117,9 @@ func TestNackHoldsUntilContentChanges(t *testing.T) {
 	c := cache.New()
 	nv1 := cachetest.NewNodeView(svc(t, 0, 0), svc(t, 1, 0), svc(t, 2, 0))
 	c.Publish("n1", nv1, nil)
-	h := start(t, c, stream.Options{})
+	// Before the retry's backoff (TestNackRetried) the rejected version
+	// is held.
+	h := start(t, c, stream.Options{NackRetry: time.Hour, NackRetryMax: time.Hour})
 	cl := h.open(t, "n1", nil, true)
 	cl.ack(cl.recv(), nil)
 	eventually(t, "ACK", func() bool { return h.status("n1").AckedVersion == nv1.Version() })
@@ -160,6 +162,52 @@ func TestNackHoldsUntilContentChanges(t *testing.T) {
 	eventually(t, "ACK of new content", func() bool { return h.status("n1").AckedVersion == nv3.Version() })
 	if got := h.obs.nacks.Load(); got != 1 {
 		t.Errorf("%d NACKs counted, want 1", got)
+	}
+}
+
+// TestNackRetried: a rejected version is sent again after the backoff,
+// doubled per consecutive NACK, until the agent takes it; the ACK ends
+// the retries. A kernel's refusal is often transient (the xtables lock).
+func TestNackRetried(t *testing.T) {
+	c := cache.New()
+	nv1 := cachetest.NewNodeView(svc(t, 0, 0), svc(t, 1, 0))
+	c.Publish("n1", nv1, nil)
+	const base = 30 * time.Millisecond
+	h := start(t, c, stream.Options{NackRetry: base, NackRetryMax: 4 * base})
+	cl := h.open(t, "n1", nil, true)
+	cl.ack(cl.recv(), nil)
+	eventually(t, "ACK", func() bool { return h.status("n1").AckedVersion == nv1.Version() })
+
+	bad := svc(t, 1, 99)
+	nv2 := nv1.With(bad)
+	c.Publish("n1", nv2, []string{bad.Name()})
+	r := cl.recv()
+	nonces := map[string]bool{r.GetNonce(): true}
+	for i, want := range []time.Duration{base, 2 * base, 4 * base, 4 * base} {
+		nacked := time.Now()
+		cl.nack(r.GetNonce(), "xtables lock held")
+		r = cl.recv()
+		waited := time.Since(nacked)
+		if waited < want {
+			t.Errorf("retry %d came %v after the NACK, want at least the backoff %v", i+1, waited, want)
+		}
+		if diff := cmp.Diff(summary{Version: nv2.Version(), Resources: refs(bad)}, summarize(r)); diff != "" {
+			t.Fatalf("retry %d (-want +got):\n%s", i+1, diff)
+		}
+		if nonces[r.GetNonce()] {
+			t.Fatalf("retry %d reused nonce %q", i+1, r.GetNonce())
+		}
+		nonces[r.GetNonce()] = true
+	}
+	cl.ack(r, nil)
+	eventually(t, "the retried version acked", func() bool { return h.status("n1").AckedVersion == nv2.Version() })
+	sent := h.obs.responses.Load()
+	time.Sleep(8 * base) // longer than any backoff: nothing may follow an ACK
+	if got := h.obs.responses.Load(); got != sent {
+		t.Errorf("%d responses after the ACK, want none", got-sent)
+	}
+	if got := h.obs.nacks.Load(); got != 4 {
+		t.Errorf("%d NACKs counted, want 4", got)
 	}
 }
 

@@ -17,8 +17,12 @@
 //     previous one is answered. A stuck reader therefore holds one response;
 //     changes meanwhile only grow the watch's bounded dirty set, and the next
 //     response carries the newest view, never a backlog.
-//   - A NACK keeps the agent's acknowledged state, and the rejected version
-//     is not sent again: the session holds until the node's view changes.
+//   - A NACK keeps the agent's acknowledged state. A newer view is sent as
+//     soon as there is one; the rejected version itself is sent again only
+//     after a backoff (NackRetry, doubled per consecutive NACK up to
+//     NackRetryMax), as kube-proxy retries a failed sync: a kernel's
+//     refusal is often transient, and a node must not stay stale until
+//     something else changes. An ACK resets the backoff.
 //   - A change to an idle session is sent at once; changes within the
 //     coalesce window after a flush wait for the window to end and go out
 //     as one response (kube-proxy's min-sync-period shape), so a burst

@@ -20,6 +20,17 @@ import (
 // taking the node's view, so that bursts become one response.
 const DefaultCoalesceWindow = 100 * time.Millisecond
 
+// DefaultNackRetry and DefaultNackRetryMax bound the backoff after which a
+// rejected version is sent again: 1 s, doubled per consecutive NACK, at
+// most 30 s. An agent NACKs when its kernel refused the change — often a
+// transient failure (the xtables lock, a netlink error), which kube-proxy
+// would retry at its next sync; holding the version until the view
+// changes would leave the node stale for as long as nothing else changes.
+const (
+	DefaultNackRetry    = time.Second
+	DefaultNackRetryMax = 30 * time.Second
+)
+
 // Request is what both variants' requests share (their generated getters).
 type Request interface {
 	GetNode() *switchyardv1.Node
@@ -60,6 +71,9 @@ type Options struct {
 	ControlPlaneID string
 	// CoalesceWindow defaults to DefaultCoalesceWindow.
 	CoalesceWindow time.Duration
+	// NackRetry and NackRetryMax: the backoff before a rejected version
+	// is sent again (DefaultNackRetry, DefaultNackRetryMax when zero).
+	NackRetry, NackRetryMax time.Duration
 	// MaxMessageBytes bounds one encoded response; larger batches are split.
 	// Defaults to DefaultMaxMessageBytes.
 	MaxMessageBytes int
@@ -95,6 +109,12 @@ func (o Options) WithDefaults() Options {
 	}
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if o.NackRetry <= 0 {
+		o.NackRetry = DefaultNackRetry
+	}
+	if o.NackRetryMax <= 0 {
+		o.NackRetryMax = DefaultNackRetryMax
 	}
 	if o.Authorizer == nil {
 		o.Authorizer = AllowAll{}

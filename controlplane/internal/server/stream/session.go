@@ -24,7 +24,9 @@ type session[Req Request, Resp proto.Message] struct {
 
 	nonce   uint64
 	flight  *flight       // the response awaiting an answer; nil when none
-	nacked  string        // version last rejected; held until the view changes
+	nacked  string        // version last rejected; held until the view changes or retry fires
+	nacks   int           // consecutive NACKs, for the retry's backoff
+	retry   clock.Timer   // sends the rejected version again; nil when none
 	carry   cache.Changes // names to diff again at the next flush
 	sentAny bool
 	wake    bool      // the view changed since the last flush
@@ -43,13 +45,17 @@ type flight struct {
 
 func (s *session[Req, Resp]) run(ctx context.Context, reqs <-chan Req, recvErr func() error) error {
 	defer s.stopTimer()
+	defer s.stopRetry()
 	if err := s.flush(ctx); err != nil {
 		return err
 	}
 	for {
-		var fire <-chan time.Time
+		var fire, retry <-chan time.Time
 		if s.timer != nil {
 			fire = s.timer.C()
+		}
+		if s.retry != nil {
+			retry = s.retry.C()
 		}
 		select {
 		case <-ctx.Done():
@@ -80,8 +86,33 @@ func (s *session[Req, Resp]) run(ctx context.Context, reqs <-chan Req, recvErr f
 			if err := s.flush(ctx); err != nil {
 				return err
 			}
+		case <-retry:
+			s.retry = nil
+			if s.nacked != "" {
+				s.log.Info("sending the rejected version again", "version", s.nacked, "nacks", s.nacks)
+				s.nacked, s.wake = "", true
+				if err := s.arm(ctx); err != nil {
+					return err
+				}
+			}
 		}
 	}
+}
+
+func (s *session[Req, Resp]) stopRetry() {
+	if s.retry != nil {
+		s.retry.Stop()
+		s.retry = nil
+	}
+}
+
+// backoff is the wait before the n-th consecutive rejection is retried.
+func (s *session[Req, Resp]) backoff(n int) time.Duration {
+	d := s.o.NackRetry
+	for i := 1; i < n && d < s.o.NackRetryMax; i++ {
+		d *= 2
+	}
+	return min(d, s.o.NackRetryMax)
 }
 
 // arm starts the coalesce timer when a change waits and nothing is in
@@ -180,8 +211,12 @@ func (s *session[Req, Resp]) answer(ctx context.Context, req Req) error {
 		s.carry = s.carry.Merge(cache.Changes{Names: f.batch.Names()}, f.target.Len())
 		s.watch.Nacked(st)
 		s.o.Observer.Nacked(s.o.RPC)
+		s.nacks++
+		wait := s.backoff(s.nacks)
+		s.stopRetry()
+		s.retry = s.o.Clock.NewTimer(wait)
 		s.log.Warn("agent rejected view", "version", s.nacked, "nonce", nonce,
-			"code", codes.Code(st.GetCode()).String(), "message", st.GetMessage())
+			"code", codes.Code(st.GetCode()).String(), "message", st.GetMessage(), "retryIn", wait)
 		return s.arm(ctx)
 	}
 	s.o.Observer.Acked(s.o.RPC, latency)
@@ -190,7 +225,8 @@ func (s *session[Req, Resp]) answer(ctx context.Context, req Req) error {
 	}
 	s.flight = nil
 	s.watch.SetInFlight(0)
-	s.nacked = ""
+	s.nacked, s.nacks = "", 0
+	s.stopRetry()
 	s.variant.Applied(f.target)
 	s.watch.Acked(f.target, req.GetReport())
 	r := req.GetReport()
