@@ -38,6 +38,7 @@ func TestScenarios(t *testing.T) {
 		{"HundredPorts", testHundredPorts},
 		{"NodeIdentityEnforced", testNodeIdentity},
 		{"AdminIsForOperators", testAdminIdentity},
+		{"StrangersBounded", testStrangersBounded},
 		{"FiveHundredServices", testFiveHundred},
 	} {
 		if !t.Run(sc.name, func(t *testing.T) { sc.run(t, e) }) && t.Context().Err() != nil {
