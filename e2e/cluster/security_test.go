@@ -38,7 +38,11 @@ func nobodyTakesANode(t *testing.T, c *cluster.Cluster) {
 	if !pool.AppendCertsFromPEM(c.ControlPlaneCA()) {
 		t.Fatal("the install's CA is not known: is it TLS?")
 	}
-	other, err := tls.LoadX509KeyPair(c.KubeletClientCert(1), c.KubeletClientCert(1))
+	pem, err := c.KubeletClientCert(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := tls.LoadX509KeyPair(pem, pem)
 	if err != nil {
 		t.Fatalf("node-1's kubelet certificate: %v", err)
 	}

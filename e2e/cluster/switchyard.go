@@ -255,10 +255,24 @@ func (c *Cluster) AdminConn(i int) (*grpc.ClientConn, error) {
 // nil for a plaintext install or before WaitSwitchyard.
 func (c *Cluster) ControlPlaneCA() []byte { return c.swydCAPEM }
 
-// KubeletClientCert is the path of node i's kubelet client certificate
-// and key (one PEM file), the credential its agent presents.
-func (c *Cluster) KubeletClientCert(i int) string {
-	return filepath.Join(c.nodes[i].dir, "var", "lib", "kubelet", "pki", "kubelet-client-current.pem")
+// KubeletClientCert is the path, in this process's mount namespace, of
+// node i's kubelet client certificate and key (one PEM file), the
+// credential its agent presents. The kubelet's current.pem is a symlink
+// to an absolute path inside the node's own /var, so it is resolved here.
+func (c *Cluster) KubeletClientCert(i int) (string, error) {
+	nodeVar := filepath.Join(c.nodes[i].dir, "var")
+	link := filepath.Join(nodeVar, "lib", "kubelet", "pki", "kubelet-client-current.pem")
+	target, err := os.Readlink(link)
+	if err != nil {
+		return "", fmt.Errorf("node %d's kubelet client certificate: %w", i, err)
+	}
+	if rest, ok := strings.CutPrefix(target, "/var/"); ok {
+		return filepath.Join(nodeVar, rest), nil
+	}
+	if !filepath.IsAbs(target) {
+		return filepath.Join(filepath.Dir(link), target), nil
+	}
+	return "", fmt.Errorf("node %d's kubelet client certificate points outside /var: %s", i, target)
 }
 
 // DialControlPlane dials the replica on node i from the client namespace.

