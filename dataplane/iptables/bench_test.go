@@ -16,7 +16,16 @@ import (
 // endpoints, over a kernel that accepts everything (the kernel's part is
 // in e2e/dataplane/iptables). Successive states share every other
 // service's message, as the agent's do.
-func BenchmarkApplyOneEndpoint(b *testing.B) {
+func BenchmarkApplyOneEndpoint(b *testing.B) { benchOneEndpoint(b, nil) }
+
+// BenchmarkApplyOneEndpointHinted is BenchmarkApplyOneEndpoint with the
+// hint the agent passes (ApplyOptions.Changed): only the moved service
+// is looked at.
+func BenchmarkApplyOneEndpointHinted(b *testing.B) {
+	benchOneEndpoint(b, map[string]struct{}{"bench/s7": {}})
+}
+
+func benchOneEndpoint(b *testing.B, hint map[string]struct{}) {
 	for _, n := range []int{1000, 5000, 10000} {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
 			dp, err := iptables.New(iptables.Config{Runner: iptablestest.Discard{}, Families: []iptables.Family{iptables.IPv4},
@@ -37,7 +46,7 @@ func BenchmarkApplyOneEndpoint(b *testing.B) {
 				if i++; i%2 == 1 {
 					next = moved
 				}
-				if err := dp.Apply(ctx, next, dataplane.ApplyOptions{}); err != nil {
+				if err := dp.Apply(ctx, next, dataplane.ApplyOptions{Changed: hint}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -73,10 +73,13 @@ type Options struct {
 
 // Agent is a configured node agent.
 type Agent struct {
-	o         Options
-	metrics   *metrics.Metrics
-	health    *health.Tracker
-	hc        *healthcheck.Servers
+	o       Options
+	metrics *metrics.Metrics
+	health  *health.Tracker
+	hc      *healthcheck.Servers
+	// hcIndex and hcFailed belong to syncHealthChecks.
+	hcIndex   healthcheck.Index
+	hcFailed  bool
 	syncer    *syncer.Syncer
 	client    *discovery.Client
 	store     *persist.Store
@@ -148,11 +151,22 @@ func (a *Agent) syncerConfig() syncer.Config {
 		Journal:       a.store,
 		Metrics:       a.metrics,
 		Health:        a.health,
-		OnApplied: func(v *view.View) {
-			if err := a.hc.Sync(healthcheck.Services(v)); err != nil {
-				a.o.Logger.Error("health-check servers", "err", err)
-			}
-		},
+		OnApplied:     a.syncHealthChecks,
+	}
+}
+
+// syncHealthChecks starts and stops the health-check servers after a
+// sync, looking only at the services it changed; a failed start is
+// retried after the next sync. Called from the syncer's goroutine.
+func (a *Agent) syncHealthChecks(v *view.View, changed map[string]struct{}) {
+	svcs, moved := a.hcIndex.Update(v, changed)
+	if !moved && !a.hcFailed {
+		return
+	}
+	err := a.hc.Sync(svcs)
+	a.hcFailed = err != nil
+	if err != nil {
+		a.o.Logger.Error("health-check servers", "err", err)
 	}
 }
 

@@ -37,7 +37,8 @@ func (noKernel) Cleanup(context.Context) error                                  
 // Syncer's Apply as discovery calls it, through the real iptables or
 // nftables mode over a kernel that accepts everything, with the state
 // file fsynced in a temporary directory (the pending record and the
-// saved view) and the health-check walk the agent runs after each sync.
+// saved view) and the health-check bookkeeping the agent does after
+// each sync.
 // "none" is the same without a mode.
 func BenchmarkSyncerApplyOneEndpoint(b *testing.B) {
 	modes := map[string]func() (dataplane.Dataplane, error){
@@ -62,6 +63,7 @@ func BenchmarkSyncerApplyOneEndpoint(b *testing.B) {
 }
 
 func benchSyncer(b *testing.B, build func() (dataplane.Dataplane, error), n int) {
+	var hc healthcheck.Index
 	store, err := persist.New(b.TempDir(), "bench")
 	if err != nil {
 		b.Fatal(err)
@@ -70,7 +72,8 @@ func benchSyncer(b *testing.B, build func() (dataplane.Dataplane, error), n int)
 		Mode:         switchyardv1.DataplaneMode_DATAPLANE_MODE_IPTABLES,
 		NewDataplane: func(switchyardv1.DataplaneMode) (dataplane.Dataplane, error) { return build() },
 		Journal:      store,
-		OnApplied:    func(v *view.View) { _ = healthcheck.Services(v) },
+		// What the agent does after each sync (agent.syncHealthChecks).
+		OnApplied: func(v *view.View, changed map[string]struct{}) { _, _ = hc.Update(v, changed) },
 	}, nil, false)
 	if err != nil {
 		b.Fatal(err)

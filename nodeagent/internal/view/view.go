@@ -38,15 +38,61 @@ func (v *View) Versions() map[string]string {
 	return out
 }
 
-// With returns a new View: v with u applied. v is not modified.
-func (v *View) With(u *Update) *View {
-	res := make(map[string]*switchyardv1.Resource, len(v.Resources)+len(u.Resources))
-	maps.Copy(res, v.Resources)
-	for _, name := range u.Removed {
-		delete(res, name)
+// With returns a new View: v with us applied in order. v is not modified.
+func (v *View) With(us ...*Update) *View {
+	next, _ := v.WithState(nil, us...)
+	return next
+}
+
+// WithState is With that also returns the dataplane state of the new
+// View, derived from st, v's (State builds it when st is nil). Each map
+// is copied once, however many updates: the syncer applies a batch with
+// it and never rebuilds a state from a whole view. Neither v nor st is
+// modified.
+func (v *View) WithState(st *dataplane.State, us ...*Update) (*View, *dataplane.State) {
+	if st == nil {
+		st = v.State()
 	}
-	maps.Copy(res, u.Resources)
-	return &View{SystemVersion: u.SystemVersion, Resources: res}
+	next := &View{SystemVersion: v.SystemVersion, Resources: cloneMap(v.Resources)}
+	nst := &dataplane.State{Config: st.Config, Services: cloneMap(st.Services)}
+	for _, u := range us {
+		next.SystemVersion = u.SystemVersion
+		for _, name := range u.Removed {
+			nst.Config = forget(nst, name, next.Resources[name])
+			delete(next.Resources, name)
+		}
+		for name, r := range u.Resources {
+			nst.Config = forget(nst, name, next.Resources[name])
+			next.Resources[name] = r
+			switch {
+			case r.GetService() != nil:
+				nst.Services[name] = r.GetService()
+			case r.GetNodeConfig() != nil:
+				nst.Config = r.GetNodeConfig()
+			}
+		}
+	}
+	return next, nst
+}
+
+// forget drops what old, the resource name being replaced or removed,
+// put in st, and returns st's config after that.
+func forget(st *dataplane.State, name string, old *switchyardv1.Resource) *switchyardv1.NodeConfig {
+	switch {
+	case old.GetService() != nil:
+		delete(st.Services, name)
+	case old.GetNodeConfig() != nil && old.GetNodeConfig() == st.Config:
+		return nil
+	}
+	return st.Config
+}
+
+// cloneMap is maps.Clone, never nil.
+func cloneMap[V any](m map[string]V) map[string]V {
+	if m == nil {
+		return map[string]V{}
+	}
+	return maps.Clone(m)
 }
 
 // WithAdded returns v with u's resources added or updated and u's
