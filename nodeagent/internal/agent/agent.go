@@ -173,7 +173,7 @@ func (a *Agent) syncHealthChecks(v *view.View, changed map[string]struct{}) {
 // restore loads the persisted view. A file that cannot be trusted (see
 // persist.Load) is logged, counted and ignored: the kernel keeps its rules
 // as found and the control plane's first response, a whole view since
-// none is announced, is the first sync. A pending record (a crash between
+// none is announced, is the first sync. A pending intent (a crash between
 // a commit and its save) adds its resources to the restored view and
 // leaves its removals to the control plane, so the restore adds and
 // updates but removes nothing the kernel may hold.
@@ -195,6 +195,9 @@ func (a *Agent) restore() (*view.View, bool, error) {
 		return nil, false, nil
 	}
 	v := r.Merged()
+	if r.TornTail {
+		a.o.Logger.Info("the state log's last record was torn by a crash while it was written, and is dropped: its write never returned")
+	}
 	if p := r.Pending; p != nil {
 		a.o.Logger.Info("restoring an update that may have been committed: its resources are added, its removals wait for the control plane",
 			"savedVersion", r.View.SystemVersion, "pendingVersion", p.SystemVersion, "resources", len(p.Resources), "removals", len(p.Removed))

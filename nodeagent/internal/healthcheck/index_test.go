@@ -43,14 +43,7 @@ func TestIndexFollowsServices(t *testing.T) {
 	}
 	for i, step := range updates {
 		v = v.With(step.u)
-		changed := map[string]struct{}{}
-		for n := range step.u.Resources {
-			changed[n] = struct{}{}
-		}
-		for _, n := range step.u.Removed {
-			changed[n] = struct{}{}
-		}
-		got, moved := x.Update(v, changed)
+		got, moved := x.Update(v, view.Changed(step.u))
 		if diff := cmp.Diff(Services(v), got, cmpopts.EquateEmpty()); diff != "" {
 			t.Errorf("update %d: (-Services +Index):\n%s", i, diff)
 		}

@@ -26,11 +26,12 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 	next, nextState := prev.WithState(s.state, updates...)
 	s.intend(pending)
 	full = full || !s.synced || s.repair
+	names := view.Changed(updates...)
 	var changed map[string]struct{}
 	if !full {
 		// Exact: the dataplane's last successful Apply was of prev (a
 		// failed one makes this sync full, a switch a new dataplane).
-		changed = changedNames(updates)
+		changed = names
 	}
 	start := s.cfg.Clock.Now()
 	switched, err := s.program(ctx, nextState, full, changed)
@@ -63,8 +64,10 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 	// the failed batch must not outlive it, or a restart would restore
 	// and announce what was never applied.
 	if s.cfg.Journal != nil && (len(pending) > 0 || repaired) {
-		if err := s.cfg.Journal.Save(next); err != nil {
-			// The kernel is programmed; the pending record still covers
+		// next differs from the last saved view (prev: a failed sync
+		// saves nothing) by the batch's names.
+		if err := s.cfg.Journal.Save(next, names); err != nil {
+			// The kernel is programmed; the batch's intent still covers
 			// it, so a restart restores the older view plus this batch.
 			s.cfg.Metrics.StateWriteFailed()
 			s.cfg.Logger.Error("persisting the applied view failed", "err", err)
@@ -80,21 +83,6 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 	if switched || full {
 		s.cleanOthers(ctx)
 	}
-}
-
-// changedNames is every name the updates carry or remove: the services
-// that may differ from the view before them (ApplyOptions.Changed).
-func changedNames(us []*view.Update) map[string]struct{} {
-	out := map[string]struct{}{}
-	for _, u := range us {
-		for name := range u.Resources {
-			out[name] = struct{}{}
-		}
-		for _, name := range u.Removed {
-			out[name] = struct{}{}
-		}
-	}
-	return out
 }
 
 // intend records the pending updates, merged, before their commit, so

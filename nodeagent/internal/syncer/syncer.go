@@ -27,8 +27,10 @@ type Journal interface {
 	// Intend records, before a commit, that the kernel may soon hold u's
 	// resources on top of the last saved view.
 	Intend(u *view.Update) error
-	// Save records v as the applied view, after its commit.
-	Save(v *view.View) error
+	// Save records v as the applied view, after its commit; changed
+	// names every resource that may differ from the view of the last
+	// Save (nil: unknown), so that only those need writing.
+	Save(v *view.View, changed map[string]struct{}) error
 }
 
 // Config configures a Syncer.
