@@ -20,6 +20,16 @@ type ApplyOptions struct {
 	// Full rewrites everything this mode owns instead of only what changed
 	// since the last Apply (periodic resync, first sync after start).
 	Full bool
+	// Changed, when not nil, is a hint: it names every service that may
+	// differ from the state of this Dataplane's last successful Apply —
+	// added, updated, or removed (a name st.Services lacks). A partial
+	// sync then looks at these services only and takes every other one
+	// as applied, instead of comparing each with what it applied. Nil
+	// means unknown: every service is compared. A full sync ignores it,
+	// and so may any mode. It must be a superset of what changed: a
+	// service left out keeps its old rules until the next full sync (a
+	// hint whose additions and removals do not add up to st is ignored).
+	Changed map[string]struct{}
 }
 
 // ErrUnavailable marks the error of a mode the node's kernel cannot run

@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	"log/slog"
 	"sync"
+
+	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipset"
@@ -51,7 +52,7 @@ type Dataplane struct {
 
 	mu      sync.Mutex
 	flavour Flavour
-	state   map[Family]applied // nil entry: next sync of the family is full
+	state   map[Family]*famState // nil entry: next sync of the family is full
 	udp     map[Family]map[string]conntrack.UDPPort
 	memos   map[Family]*Memo
 	// hairpin holds the hairpin set members last applied per family; nil
@@ -95,7 +96,7 @@ func New(cfg Config) (*Dataplane, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Dataplane{cfg: cfg, log: log, flavour: cfg.Flavour, state: map[Family]applied{},
+	return &Dataplane{cfg: cfg, log: log, flavour: cfg.Flavour, state: map[Family]*famState{},
 		udp: map[Family]map[string]conntrack.UDPPort{}, memos: map[Family]*Memo{},
 		hairpin: map[Family]map[string]struct{}{}}, nil
 }
@@ -130,10 +131,13 @@ func (d *Dataplane) ensureFlavour(ctx context.Context) error {
 	return nil
 }
 
-// Apply implements dataplane.Dataplane. Each family is rendered in full,
-// then only the chains that differ from the last successful Apply are
-// written (all of them, after a kernel read-back, when opts.Full is set or
-// the family has not been synced yet).
+// Apply implements dataplane.Dataplane. A partial sync of a family
+// renders only the services whose view changed (looking only at those
+// opts.Changed names, when set) and writes only the chains that differ
+// from the last successful Apply (incremental.go); with opts.Full, when
+// the family has not been synced yet, or when the node's settings
+// changed, the family is rendered in full, and a full sync writes every
+// chain that differs from a kernel read-back.
 func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, opts dataplane.ApplyOptions) error {
 	if st == nil {
 		return errors.New("iptables: nil state")
@@ -146,7 +150,7 @@ func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, opts datapla
 	d.stats = SyncStats{}
 	var errs []error
 	for _, fam := range d.cfg.Families {
-		if err := d.applyFamily(ctx, st, fam, opts.Full); err != nil {
+		if err := d.applyFamily(ctx, st, fam, opts); err != nil {
 			if !IsConntrackError(err) {
 				delete(d.state, fam)
 				delete(d.hairpin, fam)
@@ -157,11 +161,20 @@ func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, opts datapla
 	return errors.Join(errs...)
 }
 
-func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Family, full bool) error {
+func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Family, opts dataplane.ApplyOptions) error {
 	memo := d.memos[fam]
 	if memo == nil {
 		memo = &Memo{}
 		d.memos[fam] = memo
+	}
+	cur := d.state[fam]
+	if !opts.Full && cur != nil && cur.idx != nil && d.hairpin[fam] != nil {
+		r := newRenderer(fam, d.renderOptions())
+		r.readNode(st)
+		r.fixedChains()
+		if changes, ok := r.changes(st, memo, opts.Changed); ok {
+			return d.applyChanges(ctx, fam, r, cur, memo, changes)
+		}
 	}
 	// Jumps are checked below, over what this sync writes.
 	rs, err := render(st, fam, d.renderOptions(), memo, false)
@@ -171,8 +184,14 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 	for _, s := range rs.Skips {
 		d.log.Warn("skipped input", "family", fam.String(), "service", s.Service, "reason", s.Reason)
 	}
-	prev, synced := d.state[fam]
-	full = full || !synced
+	full := opts.Full || cur == nil
+	next := &famState{rs: rs}
+	if !d.cfg.KubeProxyShape {
+		// kube-proxy's shape rewrites its top chains at every sync:
+		// never incremental.
+		next.idx = buildIndex(memo)
+	}
+	stale := conntrack.Stale(d.udp[fam], rs.udp)
 	var p syncPlan
 	if full {
 		if err := rs.Validate(); err != nil {
@@ -194,7 +213,7 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 			return err
 		}
 		if rewritten {
-			return d.finish(ctx, fam, rs, p, hp)
+			return d.finish(ctx, fam, next, p, hp, stale)
 		}
 	} else {
 		var always map[string]bool
@@ -204,7 +223,7 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 				always[c] = true
 			}
 		}
-		p = planPartial(prev, rs, always)
+		p = planPartial(cur.rs, rs, always)
 		if err := rs.validate(p.write); err != nil {
 			return fmt.Errorf("render %s: %w", fam, err)
 		}
@@ -217,7 +236,7 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 			d.stats.Restores++
 		}
 	}
-	return d.finish(ctx, fam, rs, p, hp)
+	return d.finish(ctx, fam, next, p, hp, stale)
 }
 
 // planFullSync reads the tables back and plans a full sync. When the plan
@@ -255,24 +274,23 @@ func (d *Dataplane) readBack(ctx context.Context, fam Family) (map[string]*Saved
 }
 
 // finish deletes the hairpin members of gone endpoints (no rule DNATs
-// to them any more), records a successful sync of fam and deletes stale
-// UDP conntrack entries.
-func (d *Dataplane) finish(ctx context.Context, fam Family, rs *Ruleset, p syncPlan, hp ipset.Changes) error {
+// to them any more), records next as the family's applied state and
+// deletes stale UDP conntrack entries.
+func (d *Dataplane) finish(ctx context.Context, fam Family, next *famState, p syncPlan, hp ipset.Changes, stale []conntrack.Flow) error {
 	if err := d.ipsetRestore(ctx, hp.Post); err != nil {
 		return fmt.Errorf("hairpin set, after rules: %w", err)
 	}
 	d.stats.HairpinAdded += hp.Added
 	d.stats.HairpinRemoved += hp.Removed
-	if rs.HairpinSet != "" {
-		d.hairpin[fam] = rs.hairpin
+	if next.rs.HairpinSet != "" {
+		d.hairpin[fam] = next.rs.hairpin
 	}
 	d.stats.ChainsWritten += p.written
 	for _, rm := range p.remove {
 		d.stats.ChainsRemoved += len(rm)
 	}
-	d.state[fam] = snapshot(rs)
-	stale := conntrack.Stale(d.udp[fam], rs.udp)
-	d.udp[fam] = rs.udp
+	d.state[fam] = next
+	d.udp[fam] = next.rs.udp
 	if d.cfg.Conntrack != nil && len(stale) > 0 {
 		// The rules are in place; a failure here leaves stale flows, not
 		// broken rules, so it is reported without forcing a full resync.

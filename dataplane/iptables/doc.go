@@ -97,6 +97,16 @@
 //     already right, and a periodic resync repairs drift cheaply.
 //     Other Applies write only chains whose rules changed and delete chains
 //     that went away; applying the same state twice runs no command.
+//   - A partial sync looks only at what changed (incremental.go): the
+//     render memo (package fragments, shared with nftables) finds the
+//     services whose view differs — only among the names the caller's
+//     hint (ApplyOptions.Changed) gives, when it gives one — and only
+//     they are rendered; their own chains are diffed against their old
+//     fragment, the shared chains they write to (a shard, KUBE-NODEPORTS,
+//     the filter chains) rebuilt from their contributors, KUBE-SERVICES
+//     from the shards left, and the hairpin set and the conntrack cleanup
+//     change by their members and ports. A change of the node's settings
+//     (or kube-proxy's shape) renders every service instead.
 //   - Chains are written leaves first. On iptables-nft, whose --noflush
 //     restore is quadratic in the chains it declares, a full sync is split
 //     into restores of at most MaxChainsPerRestore chains (default 5000);
@@ -144,7 +154,8 @@
 //     repairs drift the same way, writing nothing when it is right. A set
 //     of our name but another type is reported, not replaced (a set in
 //     use cannot be destroyed or retyped; Cleanup removes it).
-//   - A failed Apply forgets what was applied, so the next one is full.
+//   - A failed Apply forgets what was applied (the ruleset and its index
+//     a partial sync updates in place), so the next one is full.
 //   - The flavour (legacy or nft) is detected in the target namespace as
 //     kube-proxy's iptables-wrapper does (DetectFlavour).
 //   - Cleanup (teardown.go; planned in cleanup.go) needs no prior Apply:

@@ -5,7 +5,7 @@ import (
 	"slices"
 
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
-	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
+	"github.com/switchyard-proxy/switchyard/dataplane/fragments"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -15,46 +15,18 @@ import (
 // times the kernel work of a one-service partial restore. A Memo is not
 // safe for concurrent use; the zero value is ready.
 type Memo struct {
-	// key identifies everything a fragment depends on besides its service:
-	// family, options and the node config as rendered.
-	key   string
-	frags map[string]*fragment
-	// Reused and Rendered count services of the last Render, for tests.
-	Reused, Rendered int
+	fragments.Memo[*fragment]
 }
 
 // fragment is what one service contributed to a ruleset: its own chains
 // and its rules in shared chains, replayed in service order.
 type fragment struct {
-	sv     *switchyardv1.ServiceView
 	chains []*Chain
 	shards map[int][]string
 	skips  []Skip
 	udp    map[string]conntrack.UDPPort
 	// hairpin lists the hairpin set members of its endpoints.
 	hairpin []string
-}
-
-func (m *Memo) reset(key string) {
-	if m.key != key || m.frags == nil {
-		m.key, m.frags = key, map[string]*fragment{}
-	}
-	m.Reused, m.Rendered = 0, 0
-}
-
-// lookup returns the fragment of a service whose view is unchanged: the
-// same message (the agent keeps unchanged resources) or an equal one (a
-// resend after a reconnect).
-func (m *Memo) lookup(name string, sv *switchyardv1.ServiceView) *fragment {
-	f, ok := m.frags[name]
-	if !ok {
-		return nil
-	}
-	if !serviceport.Unchanged(f.sv, sv) {
-		return nil
-	}
-	f.sv = sv
-	return f
 }
 
 // memoKey is the part of a renderer that every fragment depends on.
@@ -66,7 +38,7 @@ func (r *renderer) memoKey() string {
 func (r *renderer) renderFragment(name string, sv *switchyardv1.ServiceView) *fragment {
 	scratch := &renderer{fam: r.fam, opts: r.opts, node: r.node, rs: newRuleset(r.fam), shards: map[int][]string{}}
 	scratch.service(name, sv)
-	f := &fragment{sv: sv, shards: scratch.shards, skips: scratch.rs.Skips, udp: scratch.rs.udp,
+	f := &fragment{shards: scratch.shards, skips: scratch.rs.Skips, udp: scratch.rs.udp,
 		hairpin: scratch.rs.HairpinMembers()}
 	for _, t := range scratch.rs.Tables() {
 		for _, n := range scratch.rs.ChainNames(t) {

@@ -2,27 +2,9 @@ package iptables
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 )
-
-// applied is what this mode last wrote: rules by table and chain. The
-// slices are a rendered Ruleset's, never modified after Render; rules of
-// services the render memo reused are the very same strings, so comparing
-// them costs a pointer check.
-type applied map[string]map[string][]string
-
-func snapshot(rs *Ruleset) applied {
-	a := applied{}
-	for t, chains := range rs.Chains {
-		a[t] = make(map[string][]string, len(chains))
-		for n, c := range chains {
-			a[t][n] = c.Rules
-		}
-	}
-	return a
-}
 
 // kernelView is the part of iptables-save a full sync needs: owned chains
 // present and jumps present in built-in chains (table/chain/target).
@@ -59,22 +41,23 @@ type syncPlan struct {
 	written int                 // chains written, for metrics and tests
 }
 
-// planPartial diffs rs against what was applied last. Chains named in
-// always are written even when unchanged (kube-proxy's behaviour for its
-// top-level chains, kept for comparison).
-func planPartial(prev applied, rs *Ruleset, always map[string]bool) syncPlan {
+// planPartial diffs rs against prev, the ruleset applied last. Rules of
+// services the render memo reused are the very same slices, so comparing
+// them costs a pointer check. Chains named in always are written even
+// when unchanged (kube-proxy's behaviour for its top-level chains, kept
+// for comparison).
+func planPartial(prev, rs *Ruleset, always map[string]bool) syncPlan {
 	p := syncPlan{write: map[string][]string{}, remove: map[string][]string{}}
-	next := snapshot(rs)
-	for t, chains := range next {
-		for n, rules := range chains {
-			if old, ok := prev[t][n]; !ok || !slices.Equal(old, rules) || always[n] {
+	for t, chains := range rs.Chains {
+		for n, c := range chains {
+			if old, ok := prev.Chains[t][n]; !ok || !sameRules(old.Rules, c.Rules) || always[n] {
 				p.write[t] = append(p.write[t], n)
 			}
 		}
 	}
-	for t, chains := range prev {
+	for t, chains := range prev.Chains {
 		for n := range chains {
-			if _, ok := next[t][n]; !ok {
+			if _, ok := rs.Chains[t][n]; !ok {
 				p.remove[t] = append(p.remove[t], n)
 			}
 		}

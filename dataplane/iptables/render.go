@@ -40,6 +40,10 @@ type renderer struct {
 	shards map[int][]string
 }
 
+func newRenderer(fam Family, opts RenderOptions) *renderer {
+	return &renderer{fam: fam, opts: opts, rs: newRuleset(fam), shards: map[int][]string{}}
+}
+
 // Render turns a node's state into the ruleset of one family. It does no
 // I/O and is deterministic: the same state gives byte-identical output.
 // Bad input is skipped and recorded in Ruleset.Skips.
@@ -53,7 +57,7 @@ func render(st *dataplane.State, fam Family, opts RenderOptions, memo *Memo, val
 	if opts.ShardBits < 0 || opts.ShardBits > 8 {
 		return nil, fmt.Errorf("shard bits %d out of range 0..8", opts.ShardBits)
 	}
-	r := &renderer{fam: fam, opts: opts, rs: newRuleset(fam), shards: map[int][]string{}}
+	r := newRenderer(fam, opts)
 	r.readNode(st)
 	r.fixedChains()
 	names := make([]string, 0, len(st.Services))
@@ -66,21 +70,18 @@ func render(st *dataplane.State, fam Family, opts RenderOptions, memo *Memo, val
 			r.service(n, st.Services[n])
 		}
 	} else {
-		memo.reset(r.memoKey())
-		frags := make(map[string]*fragment, len(names))
+		memo.Reset(r.memoKey())
 		for _, n := range names {
 			sv := st.Services[n]
-			f := memo.lookup(n, sv)
-			if f == nil {
+			f, ok := memo.Lookup(n, sv)
+			if !ok {
 				f = r.renderFragment(n, sv)
+				memo.Put(n, sv, f)
 				memo.Rendered++
-			} else {
-				memo.Reused++
 			}
-			frags[n] = f
 			r.replay(f)
 		}
-		memo.frags = frags // services gone from st are forgotten
+		memo.KeepOnly(st.Services) // services gone from st are forgotten
 	}
 	r.dispatch()
 	if validate {

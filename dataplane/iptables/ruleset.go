@@ -168,9 +168,11 @@ func (r *Ruleset) validate(only map[string][]string) error {
 		}
 	}
 	for _, t := range r.Tables() {
-		names := r.ChainNames(t)
-		if only != nil {
-			names = only[t]
+		// Not ChainNames when only is set: sorting every chain name
+		// was most of a partial sync's validation at 10,000 services.
+		names := only[t]
+		if only == nil {
+			names = r.ChainNames(t)
 		}
 		for _, n := range names {
 			c, ok := r.Chains[t][n]

@@ -20,7 +20,16 @@ func (discard) Run(context.Context, *knftables.Transaction) error { return nil }
 // BenchmarkApplyOneEndpoint is the agent's own CPU for a partial sync in
 // which one endpoint of one service moves, at 1k/5k/10k services × 5
 // endpoints; the kernel's part is in e2e/dataplane/nftables.
-func BenchmarkApplyOneEndpoint(b *testing.B) {
+func BenchmarkApplyOneEndpoint(b *testing.B) { benchOneEndpoint(b, nil) }
+
+// BenchmarkApplyOneEndpointHinted is BenchmarkApplyOneEndpoint with the
+// hint the agent passes (ApplyOptions.Changed): only the moved service
+// is looked at.
+func BenchmarkApplyOneEndpointHinted(b *testing.B) {
+	benchOneEndpoint(b, map[string]struct{}{"ns/s7": {}})
+}
+
+func benchOneEndpoint(b *testing.B, hint map[string]struct{}) {
 	for _, n := range []int{1000, 5000, 10000} {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
 			dp, err := New(Config{Families: []Family{IPv4},
@@ -45,7 +54,7 @@ func BenchmarkApplyOneEndpoint(b *testing.B) {
 				if i++; i%2 == 1 {
 					next = moved
 				}
-				if err := dp.Apply(ctx, next, dataplane.ApplyOptions{}); err != nil {
+				if err := dp.Apply(ctx, next, dataplane.ApplyOptions{Changed: hint}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -134,11 +134,14 @@ func (d *Dataplane) LastSync() SyncStats {
 	return d.stats
 }
 
-// Apply implements dataplane.Dataplane. Each family is rendered in full
-// and written in one transaction holding only what differs from the last
-// successful one; with opts.Full (or when the family has not been synced
-// by this process, or its last sync failed) the transaction rewrites the
-// whole table instead. An identical state runs no transaction at all.
+// Apply implements dataplane.Dataplane. A partial sync of a family
+// renders only the services whose view changed (looking only at those
+// opts.Changed names, when set) and writes one transaction holding only
+// what differs from the last successful one; with opts.Full (or when the
+// family has not been synced by this process, its last sync failed or
+// the node's settings changed) the family is rendered in full, and a
+// full sync's transaction rewrites the whole table. An identical state
+// runs no transaction at all.
 func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, opts dataplane.ApplyOptions) error {
 	if st == nil {
 		return errors.New("nftables: nil state")
@@ -148,7 +151,7 @@ func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, opts datapla
 	d.stats = SyncStats{Full: opts.Full}
 	var errs []error
 	for _, fam := range d.cfg.Families {
-		if err := d.applyFamily(ctx, st, fam, opts.Full); err != nil {
+		if err := d.applyFamily(ctx, st, fam, opts); err != nil {
 			if !IsConntrackError(err) {
 				delete(d.applied, fam)
 				delete(d.owners, fam)
@@ -159,7 +162,8 @@ func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, opts datapla
 	return errors.Join(errs...)
 }
 
-func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Family, full bool) error {
+func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Family, opts dataplane.ApplyOptions) error {
+	full := opts.Full
 	m := d.memo[fam]
 	if m == nil {
 		m = &Memo{}
@@ -169,7 +173,7 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 	if !full && prev != nil && d.owners[fam] != nil {
 		r := &renderer{fam: fam, rs: newRuleset(fam)}
 		r.readNode(st)
-		if changes, ok := r.changes(st, m); ok {
+		if changes, ok := r.changes(st, m, opts.Changed); ok {
 			return d.applyChanges(ctx, fam, prev, m, changes, r.rs.Skips)
 		}
 	}
@@ -224,7 +228,7 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 	d.baseReset[fam] = true
 	d.count(ps)
 	d.applied[fam] = next
-	d.owners[fam] = buildOwners(m.frags)
+	d.owners[fam] = buildOwners(m)
 	stale := conntrack.Stale(d.udp[fam], next.udp)
 	d.udp[fam] = next.udp
 	return d.cleanConntrack(ctx, fam, stale)
@@ -235,13 +239,13 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 // transaction has committed.
 func (d *Dataplane) applyChanges(ctx context.Context, fam Family, applied *Ruleset, m *Memo, changes []change, nodeSkips []Skip) error {
 	for _, c := range changes {
-		if c.new == nil {
+		if c.New == nil {
 			continue
 		}
-		for _, s := range c.new.rs.Skips {
+		for _, s := range c.New.rs.Skips {
 			d.log.Warn("skipped input", "family", fam.String(), "service", s.Service, "reason", s.Reason)
 		}
-		if err := validateIn(c.new, c.new.rs, applied); err != nil {
+		if err := validateIn(c.New, c.New.rs, applied); err != nil {
 			return fmt.Errorf("render %s: %w", fam, err)
 		}
 	}
@@ -249,11 +253,11 @@ func (d *Dataplane) applyChanges(ctx context.Context, fam Family, applied *Rules
 	p := planIncremental(log, applied, d.owners[fam], changes)
 	sets := func(n string) *Set {
 		for _, c := range changes {
-			if c.new != nil && c.new.rs.Sets[n] != nil {
-				return c.new.rs.Sets[n]
+			if c.New != nil && c.New.rs.Sets[n] != nil {
+				return c.New.rs.Sets[n]
 			}
-			if c.old != nil && c.old.rs.Sets[n] != nil {
-				return c.old.rs.Sets[n]
+			if c.Old != nil && c.Old.rs.Sets[n] != nil {
+				return c.Old.rs.Sets[n]
 			}
 		}
 		return applied.Sets[n]

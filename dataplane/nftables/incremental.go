@@ -8,7 +8,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
-	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
+	"github.com/switchyard-proxy/switchyard/dataplane/fragments"
 )
 
 // A partial sync that neither renders nor compares the whole state: with
@@ -29,10 +29,9 @@ type owner struct{ svc, value string }
 type owners map[string]map[string][]owner
 
 // buildOwners records the shared elements of every fragment.
-func buildOwners(frags map[string]*fragment) owners {
+func buildOwners(m *Memo) owners {
 	o := owners{}
-	for _, name := range sortedKeys(frags) {
-		f := frags[name]
+	for name, f := range m.All() {
 		for set, elems := range f.rs.Elements {
 			if _, own := f.rs.Sets[set]; own {
 				continue
@@ -53,42 +52,20 @@ func buildOwners(frags map[string]*fragment) owners {
 // elemKey names one element of one set.
 type elemKey struct{ set, key string }
 
-// change is one service whose fragment differs (old or new may be nil).
-type change struct {
-	name     string
-	old, new *fragment
-}
+// change is one service whose fragment differs.
+type change = fragments.Change[*fragment]
 
-// changes lists the services of st whose view differs from the memo's,
-// rendering their new fragments. It returns nil, false when the memo
-// cannot be used (node config changed): the caller renders in full.
-func (r *renderer) changes(st *dataplane.State, m *Memo) ([]change, bool) {
-	if m.frags == nil || m.slots == nil || m.key != r.memoKey() {
+// changes lists the services of st whose view differs from the memo's —
+// among those hint names, when it is not nil — rendering their new
+// fragments. It returns nil, false when the memo cannot be used (node
+// config changed): the caller renders in full.
+func (r *renderer) changes(st *dataplane.State, m *Memo, hint map[string]struct{}) ([]change, bool) {
+	if m.slots == nil || !m.Holds(r.memoKey()) {
 		return nil, false
 	}
 	r.slots = m.slots
-	var out []change
-	for name, sv := range st.Services {
-		f := m.frags[name]
-		if f != nil && serviceport.Unchanged(f.sv, sv) {
-			f.sv = sv
-			continue
-		}
-		out = append(out, change{name: name, old: f})
-	}
-	for name, f := range m.frags {
-		if _, ok := st.Services[name]; !ok {
-			out = append(out, change{name: name, old: f})
-		}
-	}
-	slices.SortFunc(out, func(a, b change) int { return strings.Compare(a.name, b.name) })
 	// In name order, as a full Render allocates endpoint-map blocks.
-	for i := range out {
-		if sv, ok := st.Services[out[i].name]; ok {
-			out[i].new = r.renderFragment(out[i].name, sv)
-		}
-	}
-	return out, true
+	return m.Changes(st.Services, hint, r.renderFragment), true
 }
 
 // incPlan is the transaction of an incremental sync and what to change in
@@ -125,7 +102,7 @@ func planIncremental(tx txWriter, rs *Ruleset, own owners, changes []change) *in
 	before := map[elemKey]string{}
 	hadBefore := map[elemKey]bool{}
 	for _, c := range changes {
-		o, n := frag(c.old), frag(c.new)
+		o, n := frag(c.Old), frag(c.New)
 		for name, s := range n.Sets {
 			newSets[name] = s
 			if old, ok := o.Sets[name]; !ok || !sameSet(old, s) {
@@ -189,7 +166,7 @@ func planIncremental(tx txWriter, rs *Ruleset, own owners, changes []change) *in
 			}
 			for k := range elems {
 				cur := touch(set, k)
-				p.shared[elemKey{set, k}] = slices.DeleteFunc(cur, func(w owner) bool { return w.svc == c.name })
+				p.shared[elemKey{set, k}] = slices.DeleteFunc(cur, func(w owner) bool { return w.svc == c.Name })
 			}
 		}
 		for set, elems := range n.Elements {
@@ -198,8 +175,8 @@ func planIncremental(tx txWriter, rs *Ruleset, own owners, changes []change) *in
 			}
 			for k, v := range elems {
 				cur := touch(set, k)
-				i, _ := slices.BinarySearchFunc(cur, c.name, func(w owner, name string) int { return strings.Compare(w.svc, name) })
-				p.shared[elemKey{set, k}] = slices.Insert(cur, i, owner{c.name, v})
+				i, _ := slices.BinarySearchFunc(cur, c.Name, func(w owner, name string) int { return strings.Compare(w.svc, name) })
+				p.shared[elemKey{set, k}] = slices.Insert(cur, i, owner{c.Name, v})
 			}
 		}
 		for id, u := range o.udp {
@@ -285,30 +262,30 @@ func effective(os []owner) (string, bool) {
 func (p *incPlan) commit(rs *Ruleset, own owners, m *Memo, nodeSkips []Skip) {
 	rebuildSkips := false
 	for _, c := range p.changes {
-		if c.old != nil {
-			for chain := range c.old.rs.blocks {
-				if c.new == nil || !c.new.rs.blocks[chain] {
+		if c.Old != nil {
+			for chain := range c.Old.rs.blocks {
+				if c.New == nil || !c.New.rs.blocks[chain] {
 					m.slots.release(chain)
 				}
 				delete(rs.blocks, chain)
 			}
-			for name := range c.old.rs.Chains {
+			for name := range c.Old.rs.Chains {
 				delete(rs.Chains, name)
 			}
-			for name := range c.old.rs.Sets {
+			for name := range c.Old.rs.Sets {
 				delete(rs.Sets, name)
 				delete(rs.Elements, name)
 			}
-			for id := range c.old.rs.udp {
+			for id := range c.Old.rs.udp {
 				delete(rs.udp, id)
 			}
-			rebuildSkips = rebuildSkips || len(c.old.rs.Skips) > 0
+			rebuildSkips = rebuildSkips || len(c.Old.rs.Skips) > 0
 		}
-		if c.new == nil {
-			delete(m.frags, c.name)
+		if c.New == nil {
+			m.Delete(c.Name)
 			continue
 		}
-		f := c.new.rs
+		f := c.New.rs
 		for name, ch := range f.Chains {
 			rs.Chains[name] = ch
 		}
@@ -325,7 +302,7 @@ func (p *incPlan) commit(rs *Ruleset, own owners, m *Memo, nodeSkips []Skip) {
 			rs.blocks[chain] = true
 		}
 		rebuildSkips = rebuildSkips || len(f.Skips) > 0
-		m.frags[c.name] = c.new
+		m.Put(c.Name, c.View, c.New)
 	}
 	for ek, cur := range p.shared {
 		keys := own[ek.set]
@@ -347,8 +324,8 @@ func (p *incPlan) commit(rs *Ruleset, own owners, m *Memo, nodeSkips []Skip) {
 	}
 	if rebuildSkips {
 		skips := slices.Clone(nodeSkips)
-		for _, name := range sortedKeys(m.frags) {
-			skips = append(skips, m.frags[name].rs.Skips...)
+		for _, f := range m.All() {
+			skips = append(skips, f.rs.Skips...)
 		}
 		rs.Skips = skips
 	}

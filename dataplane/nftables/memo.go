@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"maps"
 
-	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
+	"github.com/switchyard-proxy/switchyard/dataplane/fragments"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -16,43 +16,18 @@ import (
 // endpoint change that only touches map elements. A Memo is not safe for
 // concurrent use; the zero value is ready.
 type Memo struct {
-	key   string
-	frags map[string]*fragment
+	fragments.Memo[*fragment]
 	// last is the previous result, whose sizes presize the next one.
 	last *Ruleset
-	// slots are the endpoint-map blocks of the chains in frags.
+	// slots are the endpoint-map blocks of the chains in the fragments.
 	slots *slotRanges
-	// Reused and Rendered count services of the last Render, for tests.
-	Reused, Rendered int
 }
 
 // fragment is what one service contributed to a ruleset: its own chains
 // and sets (never shared: names carry the service) and its elements,
 // both of its own maps and of the shared maps (service-ips, hairpin…).
 type fragment struct {
-	sv *switchyardv1.ServiceView
 	rs *Ruleset
-}
-
-func (m *Memo) reset(key string) {
-	if m.key != key || m.frags == nil {
-		m.key, m.frags = key, map[string]*fragment{}
-	}
-	m.Reused, m.Rendered = 0, 0
-}
-
-// lookup returns the fragment of a service whose view is unchanged: the
-// same message (the agent keeps unchanged resources) or an equal one.
-func (m *Memo) lookup(name string, sv *switchyardv1.ServiceView) *fragment {
-	f, ok := m.frags[name]
-	if !ok {
-		return nil
-	}
-	if !serviceport.Unchanged(f.sv, sv) {
-		return nil
-	}
-	f.sv = sv
-	return f
 }
 
 func (r *renderer) memoKey() string {
@@ -66,7 +41,7 @@ func (r *renderer) memoKey() string {
 func (r *renderer) renderFragment(name string, sv *switchyardv1.ServiceView) *fragment {
 	scratch := &renderer{fam: r.fam, node: r.node, rs: newRuleset(r.fam), slots: r.slots}
 	scratch.service(name, sv)
-	return &fragment{sv: sv, rs: scratch.rs}
+	return &fragment{rs: scratch.rs}
 }
 
 // replay adds a fragment to the ruleset being rendered. Fragments are

@@ -58,23 +58,20 @@ func render(st *dataplane.State, fam Family, memo *Memo) (*Ruleset, error) {
 		}
 		return r.rs, nil
 	}
-	memo.reset(r.memoKey())
+	memo.Reset(r.memoKey())
 	if memo.last != nil {
 		r.rs.presize(memo.last)
 	}
-	frags := make(map[string]*fragment, len(names))
 	var fresh []*fragment
 	for _, n := range names {
 		sv := st.Services[n]
-		f := memo.lookup(n, sv)
-		if f == nil {
+		f, ok := memo.Lookup(n, sv)
+		if !ok {
 			f = r.renderFragment(n, sv)
+			memo.Put(n, sv, f)
 			fresh = append(fresh, f)
 			memo.Rendered++
-		} else {
-			memo.Reused++
 		}
-		frags[n] = f
 		r.replay(f)
 	}
 	var errs []error
@@ -82,10 +79,10 @@ func render(st *dataplane.State, fam Family, memo *Memo) (*Ruleset, error) {
 		errs = append(errs, validateFragment(f, r.rs))
 	}
 	if err := errors.Join(errs...); err != nil {
-		memo.frags = nil // start over next time
+		memo.Forget() // start over next time
 		return nil, fmt.Errorf("render %s: %w", fam, err)
 	}
-	memo.frags = frags // services gone from st are forgotten
+	memo.KeepOnly(st.Services) // services gone from st are forgotten
 	memo.last = r.rs
 	r.slots.keep(func(chain string) bool { return r.rs.blocks[chain] })
 	return r.rs, nil

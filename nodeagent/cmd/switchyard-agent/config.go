@@ -108,7 +108,7 @@ func bind(fs *flag.FlagSet, c *Config, configFile *string) {
 		"at least one of these must work without a Service VIP on a fresh node. With TLS, learnt addresses are verified against the host of the first of these")
 	fs.StringVar(&c.NodeName, "node-name", c.NodeName, "name of this Kubernetes node (default $NODE_NAME, as the DaemonSet's downward API sets it)")
 	fs.StringVar(&c.Mode, "mode", c.Mode, "dataplane mode: iptables|ipvs|nftables|userspace|dry-run; a NodeConfig from the control plane overrides it")
-	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "directory where the last applied view (view.pb), the update being committed (pending.pb) and the learnt control-plane addresses (control-planes.json) are persisted and restored from on start; a view.pb that is empty, another node's, from an older format or damaged is rejected and the kernel adopted as found")
+	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "directory where the last applied view (view.pb and changes.log, which also records the update being committed) and the learnt control-plane addresses (control-planes.json) are persisted and restored from on start; a view.pb that is empty, another node's, from an older format or damaged is rejected and the kernel adopted as found")
 	fs.StringVar(&c.HealthzBindAddress, "healthz-bind-address", c.HealthzBindAddress, "address for /healthz and /livez; empty disables")
 	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "address for /metrics; empty disables")
 	fs.StringVar(&c.HealthCheckBindAddress, "health-check-bind-address", c.HealthCheckBindAddress, "IP the load-balancer health-check node ports listen on; empty means all addresses")

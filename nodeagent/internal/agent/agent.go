@@ -73,10 +73,13 @@ type Options struct {
 
 // Agent is a configured node agent.
 type Agent struct {
-	o         Options
-	metrics   *metrics.Metrics
-	health    *health.Tracker
-	hc        *healthcheck.Servers
+	o       Options
+	metrics *metrics.Metrics
+	health  *health.Tracker
+	hc      *healthcheck.Servers
+	// hcIndex and hcFailed belong to syncHealthChecks.
+	hcIndex   healthcheck.Index
+	hcFailed  bool
 	syncer    *syncer.Syncer
 	client    *discovery.Client
 	store     *persist.Store
@@ -148,18 +151,29 @@ func (a *Agent) syncerConfig() syncer.Config {
 		Journal:       a.store,
 		Metrics:       a.metrics,
 		Health:        a.health,
-		OnApplied: func(v *view.View) {
-			if err := a.hc.Sync(healthcheck.Services(v)); err != nil {
-				a.o.Logger.Error("health-check servers", "err", err)
-			}
-		},
+		OnApplied:     a.syncHealthChecks,
+	}
+}
+
+// syncHealthChecks starts and stops the health-check servers after a
+// sync, looking only at the services it changed; a failed start is
+// retried after the next sync. Called from the syncer's goroutine.
+func (a *Agent) syncHealthChecks(v *view.View, changed map[string]struct{}) {
+	svcs, moved := a.hcIndex.Update(v, changed)
+	if !moved && !a.hcFailed {
+		return
+	}
+	err := a.hc.Sync(svcs)
+	a.hcFailed = err != nil
+	if err != nil {
+		a.o.Logger.Error("health-check servers", "err", err)
 	}
 }
 
 // restore loads the persisted view. A file that cannot be trusted (see
 // persist.Load) is logged, counted and ignored: the kernel keeps its rules
 // as found and the control plane's first response, a whole view since
-// none is announced, is the first sync. A pending record (a crash between
+// none is announced, is the first sync. A pending intent (a crash between
 // a commit and its save) adds its resources to the restored view and
 // leaves its removals to the control plane, so the restore adds and
 // updates but removes nothing the kernel may hold.
@@ -181,6 +195,9 @@ func (a *Agent) restore() (*view.View, bool, error) {
 		return nil, false, nil
 	}
 	v := r.Merged()
+	if r.TornTail {
+		a.o.Logger.Info("the state log's last record was torn by a crash while it was written, and is dropped: its write never returned")
+	}
 	if p := r.Pending; p != nil {
 		a.o.Logger.Info("restoring an update that may have been committed: its resources are added, its removals wait for the control plane",
 			"savedVersion", r.View.SystemVersion, "pendingVersion", p.SystemVersion, "resources", len(p.Resources), "removals", len(p.Removed))

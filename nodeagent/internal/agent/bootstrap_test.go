@@ -147,7 +147,7 @@ func TestLearntControlPlanesAtStart(t *testing.T) {
 			}
 			if tc.viewAddrs != nil {
 				v := &view.View{SystemVersion: "s0", Resources: map[string]*switchyardv1.Resource{"node-a": nodeConfig("0", tc.viewAddrs...)}}
-				if err := store.Save(v); err != nil {
+				if err := store.Save(v, nil); err != nil {
 					t.Fatal(err)
 				}
 			}

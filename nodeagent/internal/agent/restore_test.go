@@ -41,7 +41,7 @@ func TestRestartRejectsUntrustedStateFile(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := other.Save(&view.View{SystemVersion: "s0", Resources: map[string]*switchyardv1.Resource{"ns/x": svc("ns/x", "9")}}); err != nil {
+			if err := other.Save(&view.View{SystemVersion: "s0", Resources: map[string]*switchyardv1.Resource{"ns/x": svc("ns/x", "9")}}, nil); err != nil {
 				t.Fatal(err)
 			}
 			b, err := os.ReadFile(other.Path())
@@ -94,7 +94,7 @@ func TestRestartAfterCrashBetweenCommitAndSave(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := store.Save(&view.View{SystemVersion: "s1", Resources: map[string]*switchyardv1.Resource{
-		"ns/a": svc("ns/a", "1"), "ns/b": svc("ns/b", "1")}}); err != nil {
+		"ns/a": svc("ns/a", "1"), "ns/b": svc("ns/b", "1")}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	// The batch s2 (ns/b changed, ns/c added, ns/a removed) was recorded;

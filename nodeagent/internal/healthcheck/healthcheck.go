@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/view"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 // Service is one service that wants a health-check server.
@@ -27,19 +28,26 @@ type Service struct {
 func Services(v *view.View) []Service {
 	var out []Service
 	for _, name := range v.Names() {
-		sv := v.Resources[name].GetService()
-		if sv.GetHealthCheckNodePort() == 0 {
-			continue
+		if svc, ok := serviceOf(v.Resources[name]); ok {
+			out = append(out, svc)
 		}
-		n := 0
-		for _, ep := range sv.GetLocalEndpoints() {
-			if ep.GetReady() {
-				n++
-			}
-		}
-		out = append(out, Service{Namespace: sv.GetNamespace(), Name: sv.GetName(), Port: sv.GetHealthCheckNodePort(), LocalEndpoints: n})
 	}
 	return out
+}
+
+// serviceOf is the health-check service of a resource, if it wants one.
+func serviceOf(r *switchyardv1.Resource) (Service, bool) {
+	sv := r.GetService()
+	if sv.GetHealthCheckNodePort() == 0 {
+		return Service{}, false
+	}
+	n := 0
+	for _, ep := range sv.GetLocalEndpoints() {
+		if ep.GetReady() {
+			n++
+		}
+	}
+	return Service{Namespace: sv.GetNamespace(), Name: sv.GetName(), Port: sv.GetHealthCheckNodePort(), LocalEndpoints: n}, true
 }
 
 // Config configures Servers.

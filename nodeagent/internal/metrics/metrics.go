@@ -76,7 +76,7 @@ func New() *Metrics {
 		stateRejections: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_agent_state_file_rejections_total",
 			Help: "State files not restored at start, by reason (empty, legacy, node, checksum, …); the kernel was adopted as found"}, []string{"reason"}),
 		stateWriteErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchyard_agent_state_file_write_errors_total",
-			Help: "Failed writes of the state file (the pending record before a commit, or the view after it)"}),
+			Help: "Failed writes of the state files (the intent before a commit, or the view after it)"}),
 	}
 	m.reg.MustRegister(m.syncDuration, m.syncFullDuration, m.syncPartialDuration, m.lastSync, m.lastQueued,
 		m.programming, m.endpointChanges, m.serviceChanges, m.appliedVersion, m.appliedResources,

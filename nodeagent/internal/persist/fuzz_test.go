@@ -2,8 +2,8 @@ package persist
 
 import (
 	"errors"
+	"maps"
 	"os"
-	"path/filepath"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -12,7 +12,7 @@ import (
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
-// FuzzLoad feeds arbitrary view and pending files to Store.Load, the path
+// FuzzLoad feeds arbitrary view and log files to Store.Load, the path
 // every agent start takes: it must never panic, and whatever it accepts
 // must be exactly what some agent of this node could have written —
 // anything else is a *RejectedError with a reason, never a partial view.
@@ -26,17 +26,28 @@ func FuzzLoad(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	good := encode(header{kind: kindView, node: node, version: "v1"}, payload)
-	pending := encode(header{kind: kindPending, node: node, version: "v2", base: "v1"}, payload)
+	good := encodeView(header{kind: kindView, node: node, version: "v1", generation: 1}, payload)
+	logHead := encodeLogHeader(header{kind: kindLog, node: node, base: "v1", generation: 1})
+	intent, err := encodeRecord(recIntent, &view.Update{SystemVersion: "v2", Resources: v.Resources})
+	if err != nil {
+		f.Fatal(err)
+	}
+	applied, err := encodeRecord(recApplied, &view.Update{SystemVersion: "v2", Removed: []string{"default/web"}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	withRecords := append(append(append([]byte(nil), logHead...), intent...), applied...)
 	f.Add(good, []byte(nil))
-	f.Add(good, pending)
+	f.Add(good, logHead)
+	f.Add(good, withRecords)
+	f.Add(good, withRecords[:len(withRecords)-7])
 	f.Add([]byte{}, []byte(nil))
 	f.Add(payload, []byte(nil)) // format 1
-	f.Add(good[:len(good)-3], pending)
-	f.Add(encode(header{kind: kindView, node: "node-1", version: "v1"}, payload), []byte(nil))
+	f.Add(good[:len(good)-3], logHead)
+	f.Add(encodeView(header{kind: kindView, node: "node-1", version: "v1", generation: 1}, payload), []byte(nil))
 
 	dir := f.TempDir()
-	f.Fuzz(func(t *testing.T, viewFile, pendingFile []byte) {
+	f.Fuzz(func(t *testing.T, viewFile, logFile []byte) {
 		s, err := New(dir, node)
 		if err != nil {
 			t.Fatal(err)
@@ -44,9 +55,9 @@ func FuzzLoad(f *testing.F) {
 		if err := os.WriteFile(s.Path(), viewFile, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		_ = os.Remove(s.PendingPath())
-		if pendingFile != nil {
-			if err := os.WriteFile(filepath.Join(dir, PendingFileName), pendingFile, 0o600); err != nil {
+		_ = os.Remove(s.LogPath())
+		if logFile != nil {
+			if err := os.WriteFile(s.LogPath(), logFile, 0o600); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -68,13 +79,27 @@ func FuzzLoad(f *testing.F) {
 		}
 		// Accepted: the header named this node and its checksum held, so
 		// the same view re-encodes to a file that loads the same.
-		h, p, err := decode(viewFile, kindView, node)
+		h, p, err := decodeView(viewFile, node)
 		if err != nil {
-			t.Fatalf("Load accepted what decode rejects: %v", err)
+			t.Fatalf("Load accepted what decodeView rejects: %v", err)
 		}
-		again, _, err := decode(encode(h, p), kindView, node)
+		again, _, err := decodeView(encodeView(h, p), node)
 		if err != nil || again != h {
 			t.Fatalf("re-encoded header %+v does not decode the same: %+v, %v", h, again, err)
+		}
+		// Whatever it restored, the store goes on from it: an intent
+		// and a save load back as written.
+		u := &view.Update{SystemVersion: "fz", Resources: map[string]*switchyardv1.Resource{"ns/fz": {Name: "ns/fz", Version: "1"}}}
+		if err := s.Intend(u); err != nil {
+			t.Fatalf("Intend after Load: %v", err)
+		}
+		next := r.Merged().With(u)
+		if err := s.Save(next, view.Changed(u)); err != nil {
+			t.Fatalf("Save after Load: %v", err)
+		}
+		back, err := s.Load()
+		if err != nil || back.Pending != nil || back.View.SystemVersion != "fz" || !maps.Equal(back.View.Versions(), next.Versions()) {
+			t.Fatalf("Load after Intend and Save = %+v, %v; want what was saved, nothing pending", back, err)
 		}
 	})
 }

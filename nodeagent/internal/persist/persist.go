@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
 	"sync"
 
 	"google.golang.org/protobuf/proto"
@@ -18,22 +18,47 @@ import (
 // FileName is the name of the view file inside the state directory.
 const FileName = "view.pb"
 
-// PendingFileName is the name of the file, next to the view, that holds
-// what the kernel may hold beyond it: the update being committed.
+// LogFileName is the name of the file, next to the view, that holds what
+// changed since the view was written: applied changes and the updates
+// being committed.
+const LogFileName = "changes.log"
+
+// PendingFileName is format 2's record of the update being committed. It
+// is never read; a compaction removes a leftover one.
 const PendingFileName = "pending.pb"
+
+// defaultCompactBytes is the smallest log worth folding into the view
+// file; a larger view waits until the log is as large as it.
+const defaultCompactBytes = 256 << 10
 
 // Store saves and loads one node's view in one directory. Intend and Save
 // are called from one goroutine (the syncer's); the mutex guards the
 // bookkeeping against Load.
 type Store struct {
 	dir, node string
+	// compactBytes: see defaultCompactBytes; tests lower it.
+	compactBytes int
 
 	mu sync.Mutex
-	// base is the version of the view file on disk ("" for none).
-	base string
-	// pending is what pending.pb holds: every update intended since the
-	// view file was saved; nil when none.
+	// applied is the view the kernel held after the last commit that was
+	// saved (or the one loaded); nil when there is nothing to restore.
+	applied *view.View
+	// pending is every update intended since the last applied record:
+	// what the kernel may hold beyond applied.
 	pending *view.Update
+	// gen is the highest generation on disk; the view file is of gen
+	// when viewOK.
+	gen    uint64
+	viewOK bool
+	// base and viewBytes describe the view file.
+	base      string
+	viewBytes int
+	// logOK: the log is of the view file's generation and logLen bytes
+	// of it are intact records (logBytes of them records); dirtyTail:
+	// bytes after logLen must go before the next append.
+	logOK            bool
+	logLen, logBytes int
+	dirtyTail        bool
 }
 
 // New returns the Store of node in dir, creating dir when missing.
@@ -44,23 +69,27 @@ func New(dir, node string) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state dir %s: %w", dir, err)
 	}
-	return &Store{dir: dir, node: node}, nil
+	return &Store{dir: dir, node: node, compactBytes: defaultCompactBytes}, nil
 }
 
 // Path is the file the view is stored in.
 func (s *Store) Path() string { return filepath.Join(s.dir, FileName) }
 
-// PendingPath is the file the update being committed is stored in.
-func (s *Store) PendingPath() string { return filepath.Join(s.dir, PendingFileName) }
+// LogPath is the file the changes since the view are stored in.
+func (s *Store) LogPath() string { return filepath.Join(s.dir, LogFileName) }
 
 // Restored is what Load found.
 type Restored struct {
-	// View is the view file's view; nil when there is none.
+	// View is the view the kernel held after the last saved commit; nil
+	// when there is none.
 	View *view.View
-	// Pending is the update recorded before a commit that was not
-	// followed by a save: the kernel may hold its resources. Nil when
-	// there is none.
+	// Pending is the updates recorded before commits that were not
+	// followed by a save: the kernel may hold their resources. Nil when
+	// there are none.
 	Pending *view.Update
+	// TornTail reports a last log record cut short by a crash and
+	// dropped: the call writing it never returned.
+	TornTail bool
 }
 
 // Found reports whether there is a view to restore.
@@ -77,9 +106,10 @@ func (r Restored) Merged() *view.View {
 }
 
 // Intend records u before its commit: after it, a Load sees u's resources
-// even if the process dies before Save. It accumulates: until the next
-// Save, the record covers every update intended since the last one (a
-// failed commit may have left part of its update in the kernel).
+// even if the process dies before Save. Until the next Save, the log
+// covers every update intended since the last one (a failed commit may
+// have left part of its update in the kernel). With no view to restore
+// it records nothing: a restart adopts the kernel either way.
 //
 // When the record cannot be written, Intend removes the view file, so
 // that a restart restores nothing (and adopts the kernel as found)
@@ -88,29 +118,89 @@ func (r Restored) Merged() *view.View {
 func (s *Store) Intend(u *view.Update) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	next := view.Merge(s.pending, u)
-	payload, err := encodeUpdate(next)
-	if err == nil {
-		err = writeAtomic(s.dir, PendingFileName, encode(header{kind: kindPending, node: s.node, version: next.SystemVersion, base: s.base}, payload))
+	if s.applied == nil {
+		return nil
 	}
+	err := s.ensureLog()
 	if err == nil {
-		s.pending = next
+		err = s.append(recIntent, u)
+	}
+	// Recorded or not, u may reach the kernel: a later rewrite carries it.
+	s.pending = view.Merge(s.pending, u)
+	if err == nil {
 		return nil
 	}
 	err = fmt.Errorf("record the update before its commit: %w", err)
 	if rmErr := os.Remove(s.Path()); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
 		return errors.Join(err, fmt.Errorf("the view file stays and is older than the kernel after this commit: %w", rmErr))
 	}
-	s.base, s.pending = "", nil
+	s.viewOK, s.logOK = false, false
 	return fmt.Errorf("%w; view file removed, a restart restores nothing until the next save", err)
 }
 
-// Save writes v, the view the kernel holds after a commit, atomically,
-// then drops the pending record (a leftover one, whose version is v's, is
-// ignored by Load).
-func (s *Store) Save(v *view.View) error {
+// Save records v, the view the kernel holds after a commit. changed
+// names every resource that may differ from the view of the last Save
+// (nil: unknown). Save appends those resources to the log — a few
+// hundred bytes for one service — and rewrites the view file whole
+// (compaction) only when the log has grown as large as it, or when the
+// log cannot be trusted to go on (unknown changes, a failed write, no
+// view file).
+func (s *Store) Save(v *view.View, changed map[string]struct{}) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.applied = v
+	if changed == nil || !s.logOK || !s.viewOK || s.logBytes >= max(s.viewBytes, s.compactBytes) {
+		return s.compact(v)
+	}
+	names := maps.Clone(changed)
+	if p := s.pending; p != nil {
+		// The applied view the log replays to lacks what a restore
+		// added from them, and what failed commits may have changed.
+		for name := range p.Resources {
+			names[name] = struct{}{}
+		}
+		for _, name := range p.Removed {
+			names[name] = struct{}{}
+		}
+	}
+	if err := s.append(recApplied, delta(v, names)); err != nil {
+		// The intents still cover the kernel; the next Save rewrites.
+		s.logOK = false
+		return fmt.Errorf("save view: %w", err)
+	}
+	s.pending = nil
+	return nil
+}
+
+// ensureLog makes sure the log can be appended to: when it cannot (none,
+// an older generation, a failed write), the view file and the log are
+// both written anew from what the kernel holds — applied and the intents
+// since — as dropping a log that could not be appended to could drop
+// applied changes the view file lacks.
+func (s *Store) ensureLog() error {
+	if s.logOK && s.viewOK {
+		return nil
+	}
+	return s.writeBoth(s.applied, s.pending)
+}
+
+// compact writes v as the view file of a new generation and an empty
+// log on top of it. A crash in between leaves a log of an older
+// generation, which Load ignores: the view file covers it.
+func (s *Store) compact(v *view.View) error {
+	if err := s.writeBoth(v, nil); err != nil {
+		return err
+	}
+	// Best effort: format 2's record, never read.
+	_ = os.Remove(filepath.Join(s.dir, PendingFileName))
+	return nil
+}
+
+// writeBoth writes v as the view file of a new generation, then a log
+// holding pending (what the kernel may hold beyond v). When the log
+// cannot be written and pending is not nil, the view file goes too: it
+// alone would restore less than the kernel may hold.
+func (s *Store) writeBoth(v *view.View, pending *view.Update) error {
 	msg := &switchyardv1.StreamSnapshotsResponse{VersionInfo: v.SystemVersion}
 	for _, name := range v.Names() {
 		msg.Resources = append(msg.Resources, v.Resources[name])
@@ -119,119 +209,186 @@ func (s *Store) Save(v *view.View) error {
 	if err != nil {
 		return fmt.Errorf("encode view: %w", err)
 	}
-	if err := writeAtomic(s.dir, FileName, encode(header{kind: kindView, node: s.node, version: v.SystemVersion}, payload)); err != nil {
+	gen := s.gen + 1
+	s.logOK = false // until both are written: the next write starts over
+	if err := writeAtomic(s.dir, FileName, encodeView(header{kind: kindView, node: s.node, version: v.SystemVersion, generation: gen}, payload)); err != nil {
 		return fmt.Errorf("save view: %w", err)
 	}
-	s.base, s.pending = v.SystemVersion, nil
-	// Best effort: a leftover record is recognised as saved.
-	_ = os.Remove(s.PendingPath())
+	s.gen, s.viewOK, s.base, s.viewBytes = gen, true, v.SystemVersion, len(payload)
+	if err := s.writeLog(pending); err != nil {
+		if pending == nil {
+			// The view file alone is right (v is what the kernel
+			// holds); the next Intend starts the log.
+			s.pending = nil
+			return nil
+		}
+		if rmErr := os.Remove(s.Path()); rmErr != nil && !errors.Is(rmErr, fs.ErrNotExist) {
+			return errors.Join(err, rmErr)
+		}
+		s.viewOK = false
+		return err
+	}
 	return nil
 }
 
-// Load reads the view file and, where it belongs to that view, the
-// pending record. Missing files are not an error (Restored.Found is
-// false); any file that cannot be trusted — empty, format 1, another
-// node's, truncated, altered, or a pending record of another view — is a
-// *RejectedError and nothing is restored: restoring part of the picture
-// could take the kernel back. A pending record without a view file is
-// ignored (the first commit ever was interrupted; the kernel is adopted).
+// writeLog replaces the log with one of the view file's generation
+// holding pending as its one intent (nothing when nil); only writeBoth
+// calls it, right after the view file.
+func (s *Store) writeLog(pending *view.Update) error {
+	data := encodeLogHeader(header{kind: kindLog, node: s.node, base: s.base, generation: s.gen})
+	head := len(data)
+	if pending != nil {
+		rec, err := encodeRecord(recIntent, pending)
+		if err != nil {
+			return err
+		}
+		data = append(data, rec...)
+	}
+	if err := writeAtomic(s.dir, LogFileName, data); err != nil {
+		return fmt.Errorf("start the log: %w", err)
+	}
+	s.logOK, s.logLen, s.logBytes, s.dirtyTail = true, len(data), len(data)-head, false
+	s.pending = pending
+	return nil
+}
+
+// append adds one record to the log and fsyncs it. A failed append may
+// have left part of the record: it is cut off before the next one.
+func (s *Store) append(kind byte, u *view.Update) error {
+	rec, err := encodeRecord(kind, u)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(s.LogPath(), os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("open log: %w", err)
+	}
+	defer f.Close()
+	if s.dirtyTail {
+		if err := f.Truncate(int64(s.logLen)); err != nil {
+			return fmt.Errorf("cut the log's torn tail: %w", err)
+		}
+		s.dirtyTail = false
+	}
+	s.dirtyTail = true // until the record is whole and synced
+	if _, err := f.WriteAt(rec, int64(s.logLen)); err != nil {
+		return fmt.Errorf("append to log: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("fsync log: %w", err)
+	}
+	s.dirtyTail = false
+	s.logLen += len(rec)
+	s.logBytes += len(rec)
+	return nil
+}
+
+// Load reads the view file and the log on top of it. Missing files are
+// not an error (Restored.Found is false); any file that cannot be trusted
+// — empty, format 1 or 2, another node's, truncated, altered, or a log of
+// another view file — is a *RejectedError and nothing is restored:
+// restoring part of the picture could take the kernel back. A log of an
+// older generation (a compaction interrupted after its view file) is
+// covered by the view file and ignored; a log record torn by a crash is
+// dropped (Restored.TornTail) and cut off before the next append.
 func (s *Store) Load() (Restored, error) {
-	v, err := s.loadView()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.applied, s.pending, s.viewOK, s.logOK = nil, nil, false, false
+	v, h, err := s.loadView()
+	if h.generation > s.gen {
+		s.gen = h.generation
+	}
 	if err != nil || v == nil {
+		s.noteLogGeneration()
 		return Restored{}, err
 	}
-	p, err := s.loadPending(v.SystemVersion)
+	s.viewOK, s.base = true, h.version
+	data, err := s.readFile(s.LogPath())
 	if err != nil {
 		return Restored{}, err
 	}
-	s.mu.Lock()
-	s.base, s.pending = v.SystemVersion, p
-	s.mu.Unlock()
-	return Restored{View: v, Pending: p}, nil
+	if data == nil {
+		s.applied = v
+		return Restored{View: v}, nil
+	}
+	lh, off, err := decodeLog(data, s.node)
+	if err != nil {
+		return Restored{}, s.rejected(s.LogPath(), err)
+	}
+	switch {
+	case lh.generation < h.generation:
+		s.applied = v // compacted since: the view file covers it
+		return Restored{View: v}, nil
+	case lh.generation > h.generation || lh.base != h.version:
+		s.gen = max(s.gen, lh.generation)
+		return Restored{}, &RejectedError{Path: s.LogPath(), Reason: ReasonMismatch,
+			Detail: fmt.Sprintf("it goes on top of generation %d at version %q, the view file is generation %d at %q", lh.generation, lh.base, h.generation, h.version)}
+	}
+	recs, valid, torn, err := scanRecords(data[off:])
+	if err != nil {
+		return Restored{}, s.rejected(s.LogPath(), err)
+	}
+	applied, pending := replay(v, recs)
+	s.applied, s.pending = applied, pending
+	s.logOK, s.logLen, s.logBytes, s.dirtyTail = true, off+valid, valid, torn
+	return Restored{View: applied, Pending: pending, TornTail: torn}, nil
 }
 
-func (s *Store) loadView() (*view.View, error) {
-	payload, _, err := s.read(s.Path(), kindView)
-	if err != nil || payload == nil {
-		return nil, err
+// noteLogGeneration raises gen to the log's, when it has a readable
+// header, so that the next view file is newer than every file on disk.
+func (s *Store) noteLogGeneration() {
+	data, err := os.ReadFile(s.LogPath())
+	if err != nil {
+		return
+	}
+	if h, _, err := decodeLog(data, s.node); err == nil && h.generation > s.gen {
+		s.gen = h.generation
+	}
+}
+
+// loadView reads and decodes the view file; nil when there is none.
+func (s *Store) loadView() (*view.View, header, error) {
+	data, err := s.readFile(s.Path())
+	if err != nil || data == nil {
+		return nil, header{}, err
+	}
+	h, payload, err := decodeView(data, s.node)
+	if err != nil {
+		return nil, header{}, s.rejected(s.Path(), err)
 	}
 	var msg switchyardv1.StreamSnapshotsResponse
 	if err := proto.Unmarshal(payload, &msg); err != nil {
-		return nil, &RejectedError{Path: s.Path(), Reason: ReasonDecode, Detail: err.Error()}
+		return nil, header{}, &RejectedError{Path: s.Path(), Reason: ReasonDecode, Detail: err.Error()}
 	}
 	v := &view.View{SystemVersion: msg.GetVersionInfo(), Resources: make(map[string]*switchyardv1.Resource, len(msg.GetResources()))}
 	for _, r := range msg.GetResources() {
 		v.Resources[r.GetName()] = r
 	}
-	return v, nil
+	return v, h, nil
 }
 
-// loadPending returns the pending record that goes on top of the view
-// file at version base; nil when there is none or it was saved since.
-func (s *Store) loadPending(base string) (*view.Update, error) {
-	payload, h, err := s.read(s.PendingPath(), kindPending)
-	if err != nil || payload == nil {
-		return nil, err
-	}
-	switch {
-	case h.base == base:
-	case h.version == base:
-		return nil, nil // committed and saved; only its removal was lost
-	default:
-		return nil, &RejectedError{Path: s.PendingPath(), Reason: ReasonMismatch,
-			Detail: fmt.Sprintf("it goes on top of version %q, the view file is at %q", h.base, base)}
-	}
-	var msg switchyardv1.DeltaSnapshotsResponse
-	if err := proto.Unmarshal(payload, &msg); err != nil {
-		return nil, &RejectedError{Path: s.PendingPath(), Reason: ReasonDecode, Detail: err.Error()}
-	}
-	u := &view.Update{SystemVersion: msg.GetSystemVersion(), Resources: make(map[string]*switchyardv1.Resource, len(msg.GetResources())),
-		Removed: msg.GetRemovedResources()}
-	for _, r := range msg.GetResources() {
-		u.Resources[r.GetName()] = r
-	}
-	return u, nil
-}
-
-// read returns path's checked payload and header; a nil payload and no
-// error when the file does not exist.
-func (s *Store) read(path, kind string) ([]byte, header, error) {
+// readFile returns path's contents; nil and no error when it does not
+// exist, an empty non-nil slice for an empty file.
+func (s *Store) readFile(path string) ([]byte, error) {
 	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, header{}, nil
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return nil, &RejectedError{Path: path, Reason: ReasonUnreadable, Detail: err.Error()}
+	case data == nil:
+		return []byte{}, nil
 	}
-	if err != nil {
-		return nil, header{}, &RejectedError{Path: path, Reason: ReasonUnreadable, Detail: err.Error()}
-	}
-	h, payload, err := decode(data, kind, s.node)
+	return data, nil
+}
+
+// rejected sets the path of a rejection from decoding.
+func (s *Store) rejected(path string, err error) error {
 	if r, ok := errors.AsType[*RejectedError](err); ok {
 		r.Path = path
-		return nil, header{}, r
 	}
-	if payload == nil {
-		payload = []byte{} // an empty view is a view
-	}
-	return payload, h, nil
-}
-
-// encodeUpdate is u as a DeltaSnapshotsResponse, resources and removed
-// names sorted (deterministic).
-func encodeUpdate(u *view.Update) ([]byte, error) {
-	msg := &switchyardv1.DeltaSnapshotsResponse{SystemVersion: u.SystemVersion, RemovedResources: append([]string(nil), u.Removed...)}
-	sort.Strings(msg.RemovedResources)
-	names := make([]string, 0, len(u.Resources))
-	for name := range u.Resources {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		msg.Resources = append(msg.Resources, u.Resources[name])
-	}
-	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(msg)
-	if err != nil {
-		return nil, fmt.Errorf("encode update: %w", err)
-	}
-	return b, nil
+	return err
 }
 
 func writeAtomic(dir, name string, data []byte) (err error) {

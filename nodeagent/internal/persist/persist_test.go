@@ -53,7 +53,7 @@ func TestSaveLoad(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
 			s := newStore(t, dir)
-			if err := s.Save(tt.v); err != nil {
+			if err := s.Save(tt.v, nil); err != nil {
 				t.Fatal(err)
 			}
 			r := mustLoad(t, newStore(t, dir))
@@ -67,8 +67,8 @@ func TestSaveLoad(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(entries) != 1 || entries[0].Name() != FileName {
-				t.Errorf("state dir holds %v, want only %s (no temp files left)", entries, FileName)
+			if len(entries) != 2 || entries[0].Name() != LogFileName || entries[1].Name() != FileName {
+				t.Errorf("state dir holds %v, want only %s and %s (no temp files left)", entries, LogFileName, FileName)
 			}
 		})
 	}
@@ -84,7 +84,7 @@ func TestLoadMissing(t *testing.T) {
 func TestSaveReplaces(t *testing.T) {
 	s := newStore(t, t.TempDir())
 	for _, ver := range []string{"a", "b"} {
-		if err := s.Save(&view.View{SystemVersion: ver, Resources: map[string]*switchyardv1.Resource{}}); err != nil {
+		if err := s.Save(&view.View{SystemVersion: ver, Resources: map[string]*switchyardv1.Resource{}}, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -103,7 +103,7 @@ func TestLoadRejects(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Save(v1); err != nil {
+		if err := s.Save(v1, nil); err != nil {
 			t.Fatal(err)
 		}
 		return mustRead(t, s.Path())
@@ -128,11 +128,14 @@ func TestLoadRejects(t *testing.T) {
 		}, ReasonTruncated},
 		{"a payload byte altered", func(t *testing.T) []byte { b := saved(t, "node-a"); b[len(b)-3] ^= 0x40; return b }, ReasonChecksum},
 		{"bytes appended", func(t *testing.T) []byte { return append(saved(t, "node-a"), 'x') }, ReasonFormat},
-		{"format 3", func(t *testing.T) []byte {
-			return bytes.Replace(saved(t, "node-a"), []byte(magic+" 2"), []byte(magic+" 3"), 1)
+		{"format 2", func(t *testing.T) []byte {
+			return bytes.Replace(saved(t, "node-a"), []byte(magic+" 3"), []byte(magic+" 2"), 1)
 		}, ReasonFormat},
-		{"a pending record", func(t *testing.T) []byte {
-			return bytes.Replace(saved(t, "node-a"), []byte("kind view"), []byte("kind pending"), 1)
+		{"format 4", func(t *testing.T) []byte {
+			return bytes.Replace(saved(t, "node-a"), []byte(magic+" 3"), []byte(magic+" 4"), 1)
+		}, ReasonFormat},
+		{"a log", func(t *testing.T) []byte {
+			return bytes.Replace(saved(t, "node-a"), []byte("kind view"), []byte("kind log"), 1)
 		}, ReasonKind},
 	}
 	for _, tt := range tests {
@@ -150,36 +153,37 @@ func TestLoadRejects(t *testing.T) {
 	}
 }
 
-// TestOlderAgentRejectsFormat2: an agent before format 2 decoded view.pb
+// TestFormat1AgentRejectsHeader: an agent before format 2 decoded view.pb
 // as a bare StreamSnapshotsResponse and applied it; the header must make
 // that decode fail (a downgrade restores nothing), never yield an empty
 // view that it would apply.
-func TestOlderAgentRejectsFormat2(t *testing.T) {
+func TestFormat1AgentRejectsHeader(t *testing.T) {
 	for _, v := range []*view.View{
 		{SystemVersion: "s1", Resources: map[string]*switchyardv1.Resource{}},
 		{SystemVersion: "s1", Resources: map[string]*switchyardv1.Resource{"ns/a": svc("ns/a", "1")}},
 	} {
 		s := newStore(t, t.TempDir())
-		if err := s.Save(v); err != nil {
+		if err := s.Save(v, nil); err != nil {
 			t.Fatal(err)
 		}
 		var msg switchyardv1.StreamSnapshotsResponse
 		if err := proto.Unmarshal(mustRead(t, s.Path()), &msg); err == nil {
-			t.Errorf("a format-2 file of %d resources decodes as format 1: %v", len(v.Resources), &msg)
+			t.Errorf("a format-%d file of %d resources decodes as format 1: %v", FormatVersion, len(v.Resources), &msg)
 		}
 	}
 }
 
 // TestIntendBeforeCommit: a crash after Intend and before Save restores
 // the saved view with the intended resources added and its removals
-// ignored; a Save drops the record, and a leftover one is recognised.
+// ignored; after the Save the log replays to the new view, nothing
+// pending.
 func TestIntendBeforeCommit(t *testing.T) {
 	v1 := &view.View{SystemVersion: "s1", Resources: map[string]*switchyardv1.Resource{"ns/a": svc("ns/a", "1"), "ns/b": svc("ns/b", "1")}}
 	u := &view.Update{SystemVersion: "s2", Resources: map[string]*switchyardv1.Resource{"ns/b": svc("ns/b", "2"), "ns/c": svc("ns/c", "1")},
 		Removed: []string{"ns/a"}}
 	dir := t.TempDir()
 	s := newStore(t, dir)
-	if err := s.Save(v1); err != nil {
+	if err := s.Save(v1, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.Intend(u); err != nil {
@@ -193,21 +197,19 @@ func TestIntendBeforeCommit(t *testing.T) {
 	if r.View.SystemVersion != "s1" || r.Pending.SystemVersion != "s2" || !cmp.Equal(r.Pending.Removed, []string{"ns/a"}) {
 		t.Errorf("Load = view %q, pending %q removing %v", r.View.SystemVersion, r.Pending.SystemVersion, r.Pending.Removed)
 	}
-
-	leftover := mustRead(t, s.PendingPath())
-	if err := s.Save(v1.With(u)); err != nil {
+	before := mustRead(t, s.Path())
+	if err := s.Save(v1.With(u), view.Changed(u)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(s.PendingPath()); !os.IsNotExist(err) {
-		t.Errorf("pending record after Save: %v", err)
-	}
-	// A crash between the view's rename and the record's removal.
-	if err := os.WriteFile(s.PendingPath(), leftover, 0o600); err != nil {
-		t.Fatal(err)
+	if !bytes.Equal(before, mustRead(t, s.Path())) {
+		t.Error("a one-update Save rewrote the view file; want only a log record")
 	}
 	r = mustLoad(t, newStore(t, dir))
 	if r.Pending != nil || r.View.SystemVersion != "s2" {
-		t.Errorf("Load after Save = %+v, want s2 and the leftover record ignored", r)
+		t.Errorf("Load after Save = %+v, want s2 and nothing pending", r)
+	}
+	if diff := cmp.Diff(map[string]string{"ns/b": "2", "ns/c": "1"}, r.View.Versions()); diff != "" {
+		t.Errorf("restored after Save (-want +got):\n%s", diff)
 	}
 }
 
@@ -216,7 +218,7 @@ func TestIntendBeforeCommit(t *testing.T) {
 func TestIntendAccumulates(t *testing.T) {
 	dir := t.TempDir()
 	s := newStore(t, dir)
-	if err := s.Save(&view.View{SystemVersion: "s1", Resources: map[string]*switchyardv1.Resource{}}); err != nil {
+	if err := s.Save(&view.View{SystemVersion: "s1", Resources: map[string]*switchyardv1.Resource{}}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, u := range []*view.Update{
@@ -233,27 +235,32 @@ func TestIntendAccumulates(t *testing.T) {
 	}
 }
 
-// TestPendingRecordRules: a record of another view rejects the whole
-// state; one without a view file is ignored.
-func TestPendingRecordRules(t *testing.T) {
+// TestLogRules: a log of another view file rejects the whole state; an
+// intent without a view file is not recorded.
+func TestLogRules(t *testing.T) {
 	u := &view.Update{SystemVersion: "s2", Resources: map[string]*switchyardv1.Resource{"ns/a": svc("ns/a", "1")}}
-	t.Run("another view's", func(t *testing.T) {
-		dir := t.TempDir()
-		s := newStore(t, dir)
-		if err := s.Save(&view.View{SystemVersion: "s1", Resources: map[string]*switchyardv1.Resource{}}); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Intend(u); err != nil {
-			t.Fatal(err)
-		}
-		b := mustRead(t, s.PendingPath())
-		if err := os.WriteFile(s.PendingPath(), bytes.Replace(b, []byte(`base "s1"`), []byte(`base "s0"`), 1), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if r, err := newStore(t, dir).Load(); !isReason(err, ReasonMismatch) || r.Found() {
-			t.Errorf("Load = %+v, %v; want rejected (%s)", r, err, ReasonMismatch)
-		}
-	})
+	for _, tc := range []struct{ name, from, to string }{
+		{"another version's", `base "s1"`, `base "s0"`},
+		{"a newer generation", "generation 1", "generation 2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := newStore(t, dir)
+			if err := s.Save(&view.View{SystemVersion: "s1", Resources: map[string]*switchyardv1.Resource{}}, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Intend(u); err != nil {
+				t.Fatal(err)
+			}
+			b := mustRead(t, s.LogPath())
+			if err := os.WriteFile(s.LogPath(), bytes.Replace(b, []byte(tc.from), []byte(tc.to), 1), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if r, err := newStore(t, dir).Load(); !isReason(err, ReasonMismatch) || r.Found() {
+				t.Errorf("Load = %+v, %v; want rejected (%s)", r, err, ReasonMismatch)
+			}
+		})
+	}
 	t.Run("no view file", func(t *testing.T) {
 		dir := t.TempDir()
 		if err := newStore(t, dir).Intend(u); err != nil {
@@ -261,6 +268,20 @@ func TestPendingRecordRules(t *testing.T) {
 		}
 		if r := mustLoad(t, newStore(t, dir)); r.Found() {
 			t.Errorf("Load = %+v, want nothing: the first commit ever was interrupted", r)
+		}
+	})
+	t.Run("another node's", func(t *testing.T) {
+		dir := t.TempDir()
+		s := newStore(t, dir)
+		if err := s.Save(&view.View{SystemVersion: "s1", Resources: map[string]*switchyardv1.Resource{}}, nil); err != nil {
+			t.Fatal(err)
+		}
+		b := mustRead(t, s.LogPath())
+		if err := os.WriteFile(s.LogPath(), bytes.Replace(b, []byte(`node "node-a"`), []byte(`node "node-b"`), 1), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if r, err := newStore(t, dir).Load(); !isReason(err, ReasonNode) || r.Found() {
+			t.Errorf("Load = %+v, %v; want rejected (%s)", r, err, ReasonNode)
 		}
 	})
 }
@@ -272,26 +293,30 @@ func TestIntendFailureRemovesView(t *testing.T) {
 	dir := t.TempDir()
 	s := newStore(t, dir)
 	v1 := &view.View{SystemVersion: "s1", Resources: map[string]*switchyardv1.Resource{"ns/a": svc("ns/a", "1")}}
-	if err := s.Save(v1); err != nil {
+	if err := s.Save(v1, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Mkdir(s.PendingPath(), 0o700); err != nil { // the rename onto it fails
+	// The log cannot be opened for writing.
+	if err := os.Remove(s.LogPath()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(s.LogPath(), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	u := &view.Update{SystemVersion: "s2", Resources: map[string]*switchyardv1.Resource{"ns/b": svc("ns/b", "1")}}
 	if err := s.Intend(u); err == nil {
 		t.Fatal("Intend succeeded")
 	}
-	if r := mustLoad(t, newStore(t, dir)); r.Found() {
-		t.Errorf("Load = %+v, want nothing restored", r)
+	if r, err := newStore(t, dir).Load(); r.Found() {
+		t.Errorf("Load = %+v, %v; want nothing restored", r, err)
 	}
-	if err := os.Remove(s.PendingPath()); err != nil {
+	if err := os.Remove(s.LogPath()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Save(v1.With(u)); err != nil {
+	if err := s.Save(v1.With(u), view.Changed(u)); err != nil {
 		t.Fatal(err)
 	}
-	if r := mustLoad(t, newStore(t, dir)); !r.Found() || r.View.SystemVersion != "s2" {
+	if r := mustLoad(t, newStore(t, dir)); !r.Found() || r.View.SystemVersion != "s2" || r.Pending != nil {
 		t.Errorf("Load after Save = %+v, want s2", r)
 	}
 }
@@ -311,32 +336,39 @@ func isReason(err error, want string) bool {
 }
 
 // BenchmarkSync is the state-file work of one sync that changes one
-// Service of 10,000: the pending record before the commit (Intend) and
-// the view after it (Save), each fsynced.
+// Service of 10,000: the intent before the commit (Intend) and the view
+// after it (Save), each fsynced. "compact" writes the whole view at every
+// Save, as format 2 did; "log" appends the changed Service, compacting
+// when the log has grown as large as the view.
 func BenchmarkSync(b *testing.B) {
 	v := &view.View{SystemVersion: "s0", Resources: map[string]*switchyardv1.Resource{}}
 	for i := range 10_000 {
 		name := fmt.Sprintf("ns/s-%05d", i)
 		v.Resources[name] = svc(name, "1")
 	}
-	s, err := New(b.TempDir(), "node-a")
-	if err != nil {
-		b.Fatal(err)
-	}
 	for _, step := range []struct {
-		name   string
-		intend bool
-	}{{"save only", false}, {"intend and save", true}} {
+		name    string
+		compact bool
+	}{{"compact", true}, {"log", false}} {
 		b.Run(step.name, func(b *testing.B) {
+			s, err := New(b.TempDir(), "node-a")
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := s.Save(v, nil); err != nil {
+				b.Fatal(err)
+			}
 			for i := 0; b.Loop(); i++ {
 				u := &view.Update{SystemVersion: fmt.Sprint("s", i), Resources: map[string]*switchyardv1.Resource{"ns/s-00001": svc("ns/s-00001", fmt.Sprint(i))}}
-				if step.intend {
-					if err := s.Intend(u); err != nil {
-						b.Fatal(err)
-					}
+				if err := s.Intend(u); err != nil {
+					b.Fatal(err)
 				}
 				v = v.With(u)
-				if err := s.Save(v); err != nil {
+				changed := view.Changed(u)
+				if step.compact {
+					changed = nil
+				}
+				if err := s.Save(v, changed); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -9,9 +9,9 @@ import (
 	"strings"
 )
 
-// Remove deletes what a Store keeps in dir: the view, its pending
-// record, the learnt control-plane addresses and temporary files an
-// interrupted save left. It creates nothing: a missing dir holds nothing.
+// Remove deletes what a Store keeps in dir: the view, its log (and
+// format 2's pending record), the learnt control-plane addresses and
+// temporary files an interrupted save left. It creates nothing: a missing dir holds nothing.
 // Other files, and dir itself (a hostPath the DaemonSet owns), stay. It
 // returns the paths it removed.
 func Remove(dir string) ([]string, error) {
@@ -41,7 +41,7 @@ func Remove(dir string) ([]string, error) {
 // isStateFile reports the names a Store writes (writeAtomic's temporary
 // files are "." + name + ".tmp-*").
 func isStateFile(name string) bool {
-	for _, n := range []string{FileName, PendingFileName, ControlPlanesFileName} {
+	for _, n := range []string{FileName, LogFileName, PendingFileName, ControlPlanesFileName} {
 		if name == n || strings.HasPrefix(name, "."+n+".tmp-") {
 			return true
 		}

@@ -5,9 +5,19 @@
 // partial. It owns the applied view (the last good state) and the active
 // dataplane.
 //
+// A sync carries what changed across the dataplane boundary: the names
+// the pending updates carry or remove go to Apply as its hint
+// (ApplyOptions.Changed; none on a full sync), and the dataplane state is
+// carried from sync to sync (view.WithState: each map copied once per
+// sync), never rebuilt from the whole view.
+//
 // Invariants:
 //   - Apply returns only after the dataplane returned, so the caller may
 //     ACK; on error the applied view is unchanged (the caller NACKs).
+//   - The dataplane is always given the whole desired state; the hint is
+//     exact for a partial sync, as the dataplane's last successful Apply
+//     was of the applied view (a failure makes the next sync full, a
+//     switch starts a new dataplane with a full sync).
 //   - A failed commit may have got half-way, so the sync after a failed
 //     one is full (kube-proxy's needFullSync), and its view is saved even
 //     without an update: the kernel and the journal hold the applied view

@@ -25,7 +25,7 @@ func (j *journal) Intend(u *view.Update) error {
 	return j.intendErr
 }
 
-func (j *journal) Save(v *view.View) error {
+func (j *journal) Save(v *view.View, _ map[string]struct{}) error {
 	j.h.record("save " + v.SystemVersion)
 	return nil
 }

@@ -3,6 +3,7 @@ package syncer
 import (
 	"context"
 	"fmt"
+	"maps"
 	"runtime/debug"
 	"time"
 
@@ -18,14 +19,22 @@ import (
 // sync of a Syncer is always full.
 func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 	prev := s.Applied()
-	next := prev
-	for _, p := range pending {
-		next = next.With(p.u)
+	updates := make([]*view.Update, len(pending))
+	for i, p := range pending {
+		updates[i] = p.u
 	}
+	next, nextState := prev.WithState(s.state, updates...)
 	s.intend(pending)
 	full = full || !s.synced || s.repair
+	names := view.Changed(updates...)
+	var changed map[string]struct{}
+	if !full {
+		// Exact: the dataplane's last successful Apply was of prev (a
+		// failed one makes this sync full, a switch a new dataplane).
+		changed = names
+	}
 	start := s.cfg.Clock.Now()
-	switched, err := s.program(ctx, next, full)
+	switched, err := s.program(ctx, nextState, full, changed)
 	end := s.cfg.Clock.Now()
 	s.lastSync = end
 	if err != nil {
@@ -44,8 +53,9 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 	repaired := s.repair
 	s.repair = false
 	s.mu.Lock()
-	s.applied = next
+	s.applied, s.config = next, nextState.Config
 	s.mu.Unlock()
+	s.state = nextState
 	d := end.Sub(start)
 	s.cfg.Metrics.Synced(full, d, end, next.SystemVersion, len(next.Resources))
 	s.cfg.Health.Updated()
@@ -54,20 +64,21 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 	// the failed batch must not outlive it, or a restart would restore
 	// and announce what was never applied.
 	if s.cfg.Journal != nil && (len(pending) > 0 || repaired) {
-		if err := s.cfg.Journal.Save(next); err != nil {
-			// The kernel is programmed; the pending record still covers
+		// next differs from the last saved view (prev: a failed sync
+		// saves nothing) by the batch's names.
+		if err := s.cfg.Journal.Save(next, names); err != nil {
+			// The kernel is programmed; the batch's intent still covers
 			// it, so a restart restores the older view plus this batch.
 			s.cfg.Metrics.StateWriteFailed()
 			s.cfg.Logger.Error("persisting the applied view failed", "err", err)
 		}
 	}
 	if s.cfg.OnApplied != nil {
-		s.cfg.OnApplied(next)
+		s.cfg.OnApplied(next, changed)
 	}
+	s.observe(prev, updates, end)
 	for _, p := range pending {
-		s.observe(prev, p.u, end)
 		p.result <- result{applied: report(p.u, d, end, s.mode)}
-		prev = prev.With(p.u)
 	}
 	if switched || full {
 		s.cleanOthers(ctx)
@@ -116,33 +127,48 @@ func report(u *view.Update, d time.Duration, end time.Time, mode switchyardv1.Da
 	return a
 }
 
-// observe records the changes of u against prev and their latencies.
-func (s *Syncer) observe(prev *view.View, u *view.Update, end time.Time) {
-	services, endpoints := 0, 0
-	for name, r := range u.Resources {
-		sv := r.GetService()
-		if sv == nil {
-			continue
+// observe records the changes of each update against the view before it
+// (prev, then prev with the updates before it) and their latencies.
+func (s *Syncer) observe(prev *view.View, us []*view.Update, end time.Time) {
+	// since holds what the updates before the current one changed (nil:
+	// removed), so that no intermediate view is built.
+	since := map[string]*switchyardv1.Resource{}
+	old := func(name string) *switchyardv1.ServiceView {
+		if r, ok := since[name]; ok {
+			return r.GetService()
 		}
-		services++
-		old := prev.Resources[name].GetService()
-		if !sameEndpoints(old, sv) {
-			endpoints++
-		}
+		return prev.Resources[name].GetService()
 	}
-	for _, name := range u.Removed {
-		if old := prev.Resources[name].GetService(); old != nil {
+	for _, u := range us {
+		services, endpoints := 0, 0
+		for name, r := range u.Resources {
+			sv := r.GetService()
+			if sv == nil {
+				continue
+			}
 			services++
-			if len(old.GetClusterEndpoints())+len(old.GetLocalEndpoints()) > 0 {
+			if !sameEndpoints(old(name), sv) {
 				endpoints++
 			}
 		}
-	}
-	s.cfg.Metrics.Changes(services, endpoints)
-	for _, t := range u.Triggers() {
-		if d := end.Sub(t); d >= 0 {
-			s.cfg.Metrics.ProgrammingLatency(d)
+		for _, name := range u.Removed {
+			if o := old(name); o != nil {
+				services++
+				if len(o.GetClusterEndpoints())+len(o.GetLocalEndpoints()) > 0 {
+					endpoints++
+				}
+			}
 		}
+		s.cfg.Metrics.Changes(services, endpoints)
+		for _, t := range u.Triggers() {
+			if d := end.Sub(t); d >= 0 {
+				s.cfg.Metrics.ProgrammingLatency(d)
+			}
+		}
+		for _, name := range u.Removed {
+			since[name] = nil
+		}
+		maps.Copy(since, u.Resources)
 	}
 }
 
@@ -161,18 +187,17 @@ func sameEndpoints(a, b *switchyardv1.ServiceView) bool {
 	return eq(a.GetClusterEndpoints(), b.GetClusterEndpoints()) && eq(a.GetLocalEndpoints(), b.GetLocalEndpoints())
 }
 
-// program applies v through the dataplane its mode selects, switching modes
-// when it changed (or on the first sync): the new mode first, then Cleanup
-// of the old one. switched reports a new mode in use, whose first sync it
-// was.
-func (s *Syncer) program(ctx context.Context, v *view.View, full bool) (switched bool, err error) {
+// program applies st through the dataplane its mode selects, switching
+// modes when it changed (or on the first sync): the new mode first, then
+// Cleanup of the old one. changed is the hint of a partial sync. switched
+// reports a new mode in use, whose first sync it was.
+func (s *Syncer) program(ctx context.Context, st *dataplane.State, full bool, changed map[string]struct{}) (switched bool, err error) {
 	mode := s.cfg.Mode
-	if m := v.NodeConfig().GetMode(); m != switchyardv1.DataplaneMode_DATAPLANE_MODE_UNSPECIFIED {
+	if m := st.Config.GetMode(); m != switchyardv1.DataplaneMode_DATAPLANE_MODE_UNSPECIFIED {
 		mode = m
 	}
-	st := v.State()
 	if s.dp != nil && mode == s.mode {
-		if err := s.dp.Apply(ctx, st, dataplane.ApplyOptions{Full: full}); err != nil {
+		if err := s.dp.Apply(ctx, st, dataplane.ApplyOptions{Full: full, Changed: changed}); err != nil {
 			return false, fmt.Errorf("apply %s: %w", s.dp.Mode(), err)
 		}
 		if full {

@@ -27,8 +27,10 @@ type Journal interface {
 	// Intend records, before a commit, that the kernel may soon hold u's
 	// resources on top of the last saved view.
 	Intend(u *view.Update) error
-	// Save records v as the applied view, after its commit.
-	Save(v *view.View) error
+	// Save records v as the applied view, after its commit; changed
+	// names every resource that may differ from the view of the last
+	// Save (nil: unknown), so that only those need writing.
+	Save(v *view.View, changed map[string]struct{}) error
 }
 
 // Config configures a Syncer.
@@ -53,8 +55,10 @@ type Config struct {
 	Metrics *metrics.Metrics
 	Health  *health.Tracker
 	// OnApplied is called after each successful sync with the applied view
-	// (e.g. to start and stop health-check servers); optional.
-	OnApplied func(v *view.View)
+	// and the names that may have changed since the last call (nil:
+	// unknown, after a full sync), e.g. to start and stop health-check
+	// servers; optional.
+	OnApplied func(v *view.View, changed map[string]struct{})
 	// CleanOthers removes what the modes other than inUse left in the
 	// kernel (leftovers.Cleaner.Clean); optional. It runs after the
 	// first successful sync of a mode, once its ACK is answered: at start
@@ -75,11 +79,16 @@ type Syncer struct {
 
 	mu      sync.Mutex
 	applied *view.View
+	// config is applied's NodeConfig.
+	config *switchyardv1.NodeConfig
 
 	// mode is the mode of dp; written by Run under mu.
 	mode switchyardv1.DataplaneMode
 
 	// Owned by the Run goroutine.
+	// state is the dataplane state of applied, carried from sync to
+	// sync (view.WithState) rather than rebuilt from the whole view.
+	state    *dataplane.State
 	dp       dataplane.Dataplane
 	lastSync time.Time
 	synced   bool
@@ -123,7 +132,9 @@ func New(cfg Config, restored *view.View, reconcile bool) (*Syncer, error) {
 	if restored == nil {
 		restored = &view.View{Resources: map[string]*switchyardv1.Resource{}}
 	}
-	return &Syncer{cfg: cfg, reqs: make(chan *request), stopped: make(chan struct{}), reconcile: reconcile, applied: restored}, nil
+	st := restored.State()
+	return &Syncer{cfg: cfg, reqs: make(chan *request), stopped: make(chan struct{}), reconcile: reconcile,
+		applied: restored, config: st.Config, state: st}, nil
 }
 
 // Versions returns the versions of the applied resources; it implements
@@ -147,10 +158,9 @@ func (s *Syncer) Mode() switchyardv1.DataplaneMode {
 // empty without one: the agent reports it so the control plane sees which
 // replica's settings it programs.
 func (s *Syncer) SettingsHash() string {
-	if v := s.Applied(); v != nil {
-		return v.NodeConfig().GetSettingsHash()
-	}
-	return ""
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.config.GetSettingsHash()
 }
 
 // Applied returns the applied view.
@@ -182,7 +192,9 @@ func (s *Syncer) Apply(ctx context.Context, u *view.Update) (view.Applied, error
 // periods returns the min sync and sync periods, a NodeConfig's first.
 func (s *Syncer) periods() (minSync, full time.Duration) {
 	minSync, full = s.cfg.MinSyncPeriod, s.cfg.SyncPeriod
-	ss := s.Applied().NodeConfig().GetSync()
+	s.mu.Lock()
+	ss := s.config.GetSync()
+	s.mu.Unlock()
 	if d := ss.GetMinSyncPeriod(); d != nil && d.AsDuration() > 0 {
 		minSync = d.AsDuration()
 	}

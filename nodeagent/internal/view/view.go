@@ -38,20 +38,80 @@ func (v *View) Versions() map[string]string {
 	return out
 }
 
-// With returns a new View: v with u applied. v is not modified.
-func (v *View) With(u *Update) *View {
-	res := make(map[string]*switchyardv1.Resource, len(v.Resources)+len(u.Resources))
-	maps.Copy(res, v.Resources)
-	for _, name := range u.Removed {
-		delete(res, name)
+// With returns a new View: v with us applied in order. v is not modified.
+func (v *View) With(us ...*Update) *View {
+	next, _ := v.with(nil, us)
+	return next
+}
+
+// WithState is With that also returns the dataplane state of the new
+// View, derived from st, v's (State builds it when st is nil). Each map
+// is copied once, however many updates: the syncer applies a batch with
+// it and never rebuilds a state from a whole view. Neither v nor st is
+// modified.
+func (v *View) WithState(st *dataplane.State, us ...*Update) (*View, *dataplane.State) {
+	if st == nil {
+		st = v.State()
 	}
-	maps.Copy(res, u.Resources)
-	return &View{SystemVersion: u.SystemVersion, Resources: res}
+	return v.with(st, us)
+}
+
+// with is With, carrying st along unless it is nil.
+func (v *View) with(st *dataplane.State, us []*Update) (*View, *dataplane.State) {
+	next := &View{SystemVersion: v.SystemVersion, Resources: cloneMap(v.Resources)}
+	var nst *dataplane.State
+	if st != nil {
+		nst = &dataplane.State{Config: st.Config, Services: cloneMap(st.Services)}
+	}
+	for _, u := range us {
+		next.SystemVersion = u.SystemVersion
+		for _, name := range u.Removed {
+			forget(nst, name, next.Resources[name])
+			delete(next.Resources, name)
+		}
+		for name, r := range u.Resources {
+			forget(nst, name, next.Resources[name])
+			next.Resources[name] = r
+			add(nst, name, r)
+		}
+	}
+	return next, nst
+}
+
+// forget drops from st (when not nil) what old, the resource name being
+// replaced or removed, put in it.
+func forget(st *dataplane.State, name string, old *switchyardv1.Resource) {
+	switch {
+	case st == nil:
+	case old.GetService() != nil:
+		delete(st.Services, name)
+	case old.GetNodeConfig() != nil && old.GetNodeConfig() == st.Config:
+		st.Config = nil
+	}
+}
+
+// add puts r, the resource name, into st (when not nil).
+func add(st *dataplane.State, name string, r *switchyardv1.Resource) {
+	switch {
+	case st == nil:
+	case r.GetService() != nil:
+		st.Services[name] = r.GetService()
+	case r.GetNodeConfig() != nil:
+		st.Config = r.GetNodeConfig()
+	}
+}
+
+// cloneMap is maps.Clone, never nil.
+func cloneMap[V any](m map[string]V) map[string]V {
+	if m == nil {
+		return map[string]V{}
+	}
+	return maps.Clone(m)
 }
 
 // WithAdded returns v with u's resources added or updated and u's
 // removals ignored: what a restart restores when u may or may not have
-// reached the kernel (persist's pending record). The version stays v's.
+// reached the kernel (persist's intents). The version stays v's.
 func (v *View) WithAdded(u *Update) *View {
 	res := make(map[string]*switchyardv1.Resource, len(v.Resources)+len(u.Resources))
 	maps.Copy(res, v.Resources)
@@ -80,6 +140,21 @@ func Merge(a, b *Update) *Update {
 		}
 	}
 	sort.Strings(out.Removed)
+	return out
+}
+
+// Changed returns every name the updates carry or remove: the resources
+// that may differ from the view before them.
+func Changed(us ...*Update) map[string]struct{} {
+	out := map[string]struct{}{}
+	for _, u := range us {
+		for name := range u.Resources {
+			out[name] = struct{}{}
+		}
+		for _, name := range u.Removed {
+			out[name] = struct{}{}
+		}
+	}
 	return out
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
@@ -119,5 +120,39 @@ func TestMerge(t *testing.T) {
 				t.Errorf("SystemVersion = %q", got.SystemVersion)
 			}
 		})
+	}
+}
+
+// TestWithStateMatchesState applies batches that add, replace, remove and
+// change the kind of resources, the node config included, and checks
+// that the state carried along is the one State builds from the view.
+func TestWithStateMatchesState(t *testing.T) {
+	nc := func(name, node string) *switchyardv1.Resource {
+		return &switchyardv1.Resource{Name: name, Body: &switchyardv1.Resource_NodeConfig{NodeConfig: &switchyardv1.NodeConfig{NodeName: node}}}
+	}
+	batches := [][]*Update{
+		{{SystemVersion: "s1", Resources: map[string]*switchyardv1.Resource{"ns/a": svc("ns/a", "1"), "node": nc("node", "n1")}}},
+		{{SystemVersion: "s2", Resources: map[string]*switchyardv1.Resource{"ns/b": svc("ns/b", "1")}},
+			{SystemVersion: "s3", Resources: map[string]*switchyardv1.Resource{"node": nc("node", "n2")}, Removed: []string{"ns/a"}}},
+		{{SystemVersion: "s4", Removed: []string{"node", "ns/x"}}},
+		{{SystemVersion: "s5", Resources: map[string]*switchyardv1.Resource{"ns/b": nc("ns/b", "n3")}}},
+		{{SystemVersion: "s6", Resources: map[string]*switchyardv1.Resource{"ns/b": svc("ns/b", "2"), "ns/a": svc("ns/a", "3")}}},
+		{},
+	}
+	v := &View{Resources: map[string]*switchyardv1.Resource{}}
+	st := v.State()
+	for i, b := range batches {
+		before, beforeState := v.Versions(), v.State()
+		next, nst := v.WithState(st, b...)
+		if diff := cmp.Diff(next.State(), nst, protocmp.Transform()); diff != "" {
+			t.Fatalf("batch %d: carried state differs from State (-built +carried):\n%s", i, diff)
+		}
+		if diff := cmp.Diff(before, v.Versions()); diff != "" {
+			t.Fatalf("batch %d: view modified (-before +after):\n%s", i, diff)
+		}
+		if diff := cmp.Diff(beforeState, st, protocmp.Transform()); diff != "" {
+			t.Fatalf("batch %d: state modified (-before +after):\n%s", i, diff)
+		}
+		v, st = next, nst
 	}
 }
