@@ -140,7 +140,7 @@ func listNodes(ctx context.Context, c *cluster.Cluster) error {
 	for i := range c.Nodes() {
 		addr := fmt.Sprintf("%s:%d", cluster.NodeIP(i), cluster.GRPCPort)
 		argv := append(append([]string{grpcurl}, creds...), addr, "switchyard.v1.AdminService/ListNodes")
-		say(strings.Join(argv[1:], " ") + "   (grpcurl, inside the client namespace)")
+		say("grpcurl " + strings.Join(argv[1:], " ") + "   (inside the client namespace)")
 		out, err := launch.Run(ctx, c.Topology().Guard(), launch.Spec{Name: "grpcurl", NetNS: "/run/netns/" + c.ClientNS(),
 			Argv: argv})
 		fmt.Print(string(out))
