@@ -203,6 +203,18 @@ func testCrashBetweenCommitAndSave(t *testing.T, e *env) {
 		t.Skip("gdb not installed: it injects the crash")
 	}
 	const ns = "restore-crash"
+	// The second save must be the big batch's: wait until node-0 is idle
+	// (everything acked, no ACK for 3 s — longer than its 1 s
+	// min-sync-period), or a sync still queued from the previous scenario
+	// takes one of the two saves (seen once under CI load: the agent died
+	// holding 1 of the 500).
+	waitFor(ctx, t, "node-0 idle before gdb attaches", func() (bool, string) {
+		nodes, err := e.nodes(ctx)
+		st := nodes[node.Name]
+		last := st.GetLastAckTime().AsTime()
+		return err == nil && st.GetAckedVersion() == st.GetDesiredVersion() && time.Since(last) > 3*time.Second,
+			fmt.Sprint(st.GetAckedVersion(), " ", st.GetDesiredVersion(), " last ACK ", last, " ", err)
+	})
 	resume, err := e.armCrashAtSave(t, gdb, 2)
 	if err != nil {
 		t.Fatal(err)
