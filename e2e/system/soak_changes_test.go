@@ -231,7 +231,7 @@ func (s *soak) converge(ctx context.Context, ch apiChange) changeRecord {
 	for i, n := range nodes {
 		wg.Go(func() {
 			var began time.Time // of the latest probe: the one that showed it, once done
-			err := pollEvery(life, convergeBound, 100*time.Millisecond, func() (bool, string) {
+			err := pollEvery(life, convergeBound, 50*time.Millisecond, func() (bool, string) {
 				began = time.Now()
 				return s.trafficShows(life, n, ch)
 			})
@@ -286,7 +286,8 @@ func (s *soak) trafficShows(ctx context.Context, n netns.Node, ch apiChange) (bo
 	if ch.want == nil {
 		count = 8
 	}
-	res, err := probe.New(s.c.Topo, n.NS).TCP(ctx, ch.vip, probe.Options{Count: count, Parallel: 8, Timeout: probeTimeout})
+	// All at once: a probe that fails costs one timeout, not one a batch.
+	res, err := probe.New(s.c.Topo, n.NS).TCP(ctx, ch.vip, probe.Options{Count: count, Parallel: count, Timeout: probeTimeout})
 	if ch.want == nil {
 		return err == nil && allFailed(res), fmt.Sprint(res, err)
 	}

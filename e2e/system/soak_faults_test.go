@@ -46,7 +46,8 @@ type faultRecord struct {
 	Kind   string `json:"kind"`
 	Target string `json:"target"`
 	// KilledAt: SIGKILL sent; RestartedAt: the new process launched (it
-	// was down for Down); RestartTook: until the harness saw it ready.
+	// was down for Down: the planned downtime, plus for a replica the rest
+	// of an API-server outage); RestartTook: until the harness saw it ready.
 	KilledAt    msDuration `json:"killedAtMs"`
 	RestartedAt msDuration `json:"restartedAtMs"`
 	Down        msDuration `json:"downMs"`
@@ -77,6 +78,9 @@ type faultOps struct {
 	name    func(i int) string
 	kill    func(i int) error
 	restart func(ctx context.Context, i int) error
+	// hold, when set, waits until the restart may begin and returns what
+	// ends that permission, once the restart is done.
+	hold func() (release func())
 	// recovered says whether target i is back in service after a restart
 	// at since.
 	recovered func(ctx context.Context, i int, since time.Time) (bool, string)
@@ -105,11 +109,14 @@ func (s *soak) faultOps() map[string]faultOps {
 			targets: len(s.c.ControlPlaneTargets()),
 			name:    controlPlaneTarget,
 			kill:    s.c.KillControlPlane,
-			restart: func(ctx context.Context, i int) error {
+			// A replica is ready only once it has listed the API: it
+			// is started again only while kube-apiserver is up, so its
+			// downtime includes the rest of an outage.
+			hold: func() func() {
 				s.apiGate.RLock()
-				defer s.apiGate.RUnlock()
-				return s.c.RestartControlPlane(ctx, i)
+				return s.apiGate.RUnlock
 			},
+			restart: s.c.RestartControlPlane,
 			recovered: func(ctx context.Context, i int, _ time.Time) (bool, string) {
 				code, _, err := s.c.ControlPlaneReadyz(ctx, i)
 				if err != nil || code != 200 {
@@ -205,9 +212,15 @@ func (s *soak) inject(ctx, watch context.Context, kind string, ops faultOps, i i
 	life := context.WithoutCancel(ctx)
 	rctx, cancel := context.WithTimeout(life, restartBound)
 	defer cancel()
+	release := func() {}
+	if ops.hold != nil {
+		release = ops.hold()
+	}
 	restartedAt := time.Now()
 	rec.RestartedAt, rec.Down = msDuration(s.since(restartedAt)), msDuration(restartedAt.Sub(killedAt))
-	if err := ops.restart(rctx, i); err != nil {
+	err := ops.restart(rctx, i)
+	release()
+	if err != nil {
 		rec.Error = fmt.Sprintf("restart: %v", err)
 		s.violate("%s did not come back: %v", target, err)
 		return
@@ -216,7 +229,7 @@ func (s *soak) inject(ctx, watch context.Context, kind string, ops faultOps, i i
 	if ops.exited != nil {
 		s.watchExit(watch, target, ops.exited(i))
 	}
-	err := pollEvery(life, recoveryBound, 50*time.Millisecond, func() (bool, string) { return ops.recovered(life, i, restartedAt) })
+	err = pollEvery(life, recoveryBound, 50*time.Millisecond, func() (bool, string) { return ops.recovered(life, i, restartedAt) })
 	rec.Recovery = msDuration(time.Since(restartedAt))
 	if err != nil {
 		rec.Error = fmt.Sprintf("recovery: %v", err)

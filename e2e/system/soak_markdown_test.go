@@ -72,6 +72,17 @@ func (r *soakReport) markdown() string {
 	}
 	table(&b, "changes|written:|converged:|ACK p50 / p99 / max:|traffic p50 / p99 / max:|both p50 / p99 / max:", rows)
 	p("")
+	if len(r.Slowest) > 0 {
+		p("The slowest (its slowest node; faults in progress while it converged):")
+		p("")
+		rows = nil
+		for _, c := range r.Slowest {
+			rows = append(rows, []string{strconv.Itoa(c.Seq), c.Change, c.At.String(), c.Node, c.ToAck.String(), c.ToTraffic.String(),
+				strings.Join(c.InProgress, ", ")})
+		}
+		table(&b, "#:|change|at:|node|ACK:|traffic:|in progress", rows)
+		p("")
+	}
 
 	p("### Invariants")
 	p("")

@@ -60,6 +60,7 @@ type soakReport struct {
 	Traffic      trafficSummary   `json:"traffic"`
 	FaultsByKind []faultSummary   `json:"faultsByKind"`
 	Convergence  []convergenceRow `json:"convergence"`
+	Slowest      []slowChange     `json:"slowest"`
 	Violations   []string         `json:"violations"`
 	Faults       []faultRecord    `json:"faults"`
 	Changes      []changeRecord   `json:"changes"`
@@ -117,6 +118,18 @@ type eventRef struct {
 	Before msDuration `json:"beforeMs"`
 }
 
+// slowChange is one of the slowest changes, with the faults its
+// convergence overlapped.
+type slowChange struct {
+	Seq        int        `json:"seq"`
+	Change     string     `json:"change"`
+	At         msDuration `json:"atMs"`
+	Node       string     `json:"node"` // the slowest
+	ToAck      msDuration `json:"toAckMs"`
+	ToTraffic  msDuration `json:"toTrafficMs"`
+	InProgress []string   `json:"inProgress"`
+}
+
 type convergenceRow struct {
 	Changes   string `json:"changes"`
 	Written   int    `json:"written"`
@@ -155,6 +168,7 @@ func (s *soak) report(streams []streamResult) *soakReport {
 	r.Violations = append([]string{}, broken...)
 	r.FaultsByKind = faultSummaries(faults)
 	r.Convergence = convergenceRows(changes, faults, end)
+	r.Slowest = slowest(changes, faults, end, 5)
 	return r
 }
 
@@ -266,15 +280,39 @@ func lastBefore[T any](xs []T, t time.Duration, at func(T) time.Duration) int {
 	return k
 }
 
+// overlapping lists the faults in progress at some time while c converged.
+func overlapping(c changeRecord, faults []faultRecord, end time.Duration) []string {
+	from, to := time.Duration(c.At), time.Duration(c.At)+c.took()
+	var out []string
+	for _, f := range faults {
+		if time.Duration(f.KilledAt) <= to && from <= f.end(end) {
+			out = append(out, f.Target)
+		}
+	}
+	return out
+}
+
+// slowest returns the n slowest written changes, slowest first.
+func slowest(changes []changeRecord, faults []faultRecord, end time.Duration, n int) []slowChange {
+	written := slices.DeleteFunc(slices.Clone(changes), func(c changeRecord) bool { return c.Error != "" })
+	slices.SortStableFunc(written, func(a, b changeRecord) int { return cmp.Compare(b.took(), a.took()) })
+	var out []slowChange
+	for _, c := range written[:min(n, len(written))] {
+		sc := slowChange{Seq: c.Seq, Change: c.Kind + " " + c.Service, At: c.At, InProgress: overlapping(c, faults, end)}
+		for _, nc := range c.Nodes {
+			if sc.Node == "" || max(nc.ToAck, nc.ToTraffic) > max(sc.ToAck, sc.ToTraffic) {
+				sc.Node, sc.ToAck, sc.ToTraffic = nc.Node, nc.ToAck, nc.ToTraffic
+			}
+		}
+		out = append(out, sc)
+	}
+	return out
+}
+
 // convergenceRows summarise the changes that were written: all, by kind,
 // and split by whether a fault was in progress while they converged.
 func convergenceRows(changes []changeRecord, faults []faultRecord, end time.Duration) []convergenceRow {
-	underFault := func(c changeRecord) bool {
-		from, to := time.Duration(c.At), time.Duration(c.At)+c.took()
-		return slices.ContainsFunc(faults, func(f faultRecord) bool {
-			return time.Duration(f.KilledAt) <= to && from <= f.end(end)
-		})
-	}
+	underFault := func(c changeRecord) bool { return len(overlapping(c, faults, end)) > 0 }
 	groups := []struct {
 		name string
 		keep func(changeRecord) bool

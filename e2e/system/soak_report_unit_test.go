@@ -90,6 +90,14 @@ func TestSoakConvergenceRows(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("rows: written, slowest ms (-want +got):\n%s", diff)
 	}
+	changes[1].Seq, changes[1].Service = 2, "soak/s-1"
+	changes[1].Nodes = []nodeConvergence{{Node: "node-0", ToAck: sec(0.1), ToTraffic: sec(0.1)}, {Node: "node-1", ToAck: sec(4), ToTraffic: sec(3)}}
+	top := slowest(changes, faults, 60*time.Second, 1)
+	wantTop := []slowChange{{Seq: 2, Change: "add-service soak/s-1", At: sec(20), Node: "node-1", ToAck: sec(4), ToTraffic: sec(3),
+		InProgress: []string{"agent/node-1"}}}
+	if diff := cmp.Diff(wantTop, top); diff != "" {
+		t.Errorf("slowest (-want +got):\n%s", diff)
+	}
 }
 
 // TestSoakMarkdown: the tables render from a report with every part, and
