@@ -62,7 +62,13 @@ type nodeConvergence struct {
 	ToTraffic msDuration `json:"toTrafficMs"`
 	Acked     bool       `json:"acked"`
 	Reached   bool       `json:"reached"`
+	// Probes are the last traffic probes, oldest first: when each began
+	// and what it saw; the last one showed the change, if Reached.
+	Probes []string `json:"probes,omitempty"`
 }
+
+// keptProbes is how many probes a node's convergence keeps.
+const keptProbes = 4
 
 // took is the change's convergence: both signals on every node.
 func (r changeRecord) took() time.Duration { return time.Duration(max(r.ToAck, r.ToTraffic)) }
@@ -225,7 +231,7 @@ func (s *soak) converge(ctx context.Context, ch apiChange) changeRecord {
 
 	life := context.WithoutCancel(ctx)
 	nodes := s.c.Topo.Nodes()
-	toTraffic, reached := make([]time.Duration, len(nodes)), make([]bool, len(nodes))
+	toTraffic, reached, probes := make([]time.Duration, len(nodes)), make([]bool, len(nodes)), make([][]string, len(nodes))
 	acked := map[string]time.Time{}
 	var wg sync.WaitGroup
 	for i, n := range nodes {
@@ -233,7 +239,12 @@ func (s *soak) converge(ctx context.Context, ch apiChange) changeRecord {
 			var began time.Time // of the latest probe: the one that showed it, once done
 			err := pollEvery(life, convergeBound, 50*time.Millisecond, func() (bool, string) {
 				began = time.Now()
-				return s.trafficShows(life, n, ch)
+				ok, seen := s.trafficShows(life, n, ch)
+				probes[i] = append(probes[i], fmt.Sprintf("+%v %s", began.Sub(t0).Round(time.Millisecond), seen))
+				if len(probes[i]) > keptProbes {
+					probes[i] = probes[i][1:]
+				}
+				return ok, seen
 			})
 			toTraffic[i], reached[i] = began.Sub(t0), err == nil
 		})
@@ -251,7 +262,7 @@ func (s *soak) converge(ctx context.Context, ch apiChange) changeRecord {
 			toAck = at.Sub(t0)
 		}
 		rec.Nodes = append(rec.Nodes, nodeConvergence{Node: n.Name, ToAck: msDuration(toAck), Acked: ok,
-			ToTraffic: msDuration(toTraffic[i]), Reached: reached[i]})
+			ToTraffic: msDuration(toTraffic[i]), Reached: reached[i], Probes: probes[i]})
 	}
 
 	rec.Converged = true
