@@ -15,7 +15,7 @@ FUZZTIME ?= 10s
 
 .PHONY: all deps apt-deps tools testbed proto proto-check buf-breaking build \
         lint fmt-check vet test unit-test fuzz bench bench-harness compare qemu-guest demo demo-netns \
-        cluster cluster-deps cluster-shell cluster-down images conformance clean help
+        cluster cluster-deps cluster-shell cluster-down images conformance soak clean help
 
 all: build
 
@@ -148,6 +148,16 @@ CONFORMANCE_ARGS ?=
 
 conformance: apt-deps testbed ## upstream e2e.test [sig-network] against each proxy (Switchyard's modes, kube-proxy's), a fresh 6-node bed each (3 zones), 3 ginkgo processes, one proxy at a time -> conformance/results/*.json + CONFORMANCE.md (root; ~25–31 min per proxy, ~2 h 25 min for all five; CONFORMANCE_ARGS="-proxies ... -focus ..." or -markdown-only)
 	$(NOCGO) go run -trimpath ./e2e/cmd/switchyard-conformance $(CONFORMANCE_ARGS)
+
+SOAK_DURATION ?= 10m
+SOAK_SEED     ?=
+SOAK_RATE     ?= 100
+SOAK_OUT      ?= $(CURDIR)/out/soak
+
+soak: cluster-deps ## faults on purpose: kill -9 agents, control-plane replicas and kube-apiserver at random for SOAK_DURATION=10m (seeded; SOAK_SEED=N repeats a run) under SOAK_RATE=100 conn/s and API changes -> SOAK_OUT=out/soak/soak.{json,md}; fails only when an invariant breaks (root; ~15 min; not part of make test)
+	@$(ROOT_CHECK)
+	cd e2e && SWITCHYARD_SOAK=1 SOAK_DURATION=$(SOAK_DURATION) SOAK_SEED=$(SOAK_SEED) SOAK_RATE=$(SOAK_RATE) SOAK_OUT=$(SOAK_OUT) \
+	  go test -count=1 -timeout 0 -run '^TestSoak$$' -v ./system/
 
 clean:
 	rm -rf $(BIN)

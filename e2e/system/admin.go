@@ -32,6 +32,17 @@ func (c *Cluster) APIWatchAt(ctx context.Context, i int) (*switchyardv1.ApiWatch
 	return resp.GetApi(), nil
 }
 
+// GetServiceAt asks replica i's AdminService for one service's per-node
+// status: its view on each node and whether the node acknowledged it.
+func (c *Cluster) GetServiceAt(ctx context.Context, i int, namespace, name string) ([]*switchyardv1.ServiceNodeStatus, error) {
+	resp, err := switchyardv1.NewAdminServiceClient(c.cps[i].conn).GetService(ctx,
+		&switchyardv1.GetServiceRequest{Namespace: namespace, Name: name})
+	if err != nil {
+		return nil, fmt.Errorf("GetService %s/%s on %s: %w", namespace, name, c.cps[i].id, err)
+	}
+	return resp.GetNodes(), nil
+}
+
 // Settled reports whether, on replica 0, every node's agent is connected
 // and has acked the version the control plane wants it to have.
 func (c *Cluster) Settled(ctx context.Context) (bool, error) { return c.SettledAt(ctx, 0) }

@@ -177,6 +177,10 @@ func (c *Cluster) ControlPlaneReadyz(ctx context.Context, i int) (int, string, e
 	return resp.StatusCode, string(body), err
 }
 
+// ControlPlaneExited is closed once replica i (its current process) has
+// exited and been reaped, however it died.
+func (c *Cluster) ControlPlaneExited(i int) <-chan struct{} { return c.cps[i].proc.Done() }
+
 // ControlPlaneLogs returns replica 0's output so far.
 func (c *Cluster) ControlPlaneLogs() string { return c.ControlPlaneLogsAt(0) }
 

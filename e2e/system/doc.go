@@ -47,8 +47,18 @@
 // cleanup_test.go (TestCleanupFlag: `switchyard-agent --cleanup` run in each
 // node's namespace after the agents stopped, RunAgentCleanup) and
 // apioutage_test.go (TestAPIServerOutage: kube-apiserver killed for 60 s
-// under load, Server.KillAPIServer and RestartAPIServer). Every
-// measured change logs one line per node:
+// under load, Server.KillAPIServer and RestartAPIServer). The soak
+// (TestSoak, `make soak`; skipped unless SWITCHYARD_SOAK is set) runs
+// those kills at random for minutes in one cluster of three nodes and two
+// replicas, under 100 connections/s and serial API changes, and writes
+// soak.json and soak.md; TestSoakSmoke, in the normal suite, is one fault
+// of each kind in 18 s. Files: soak_test.go (config, shared state, fleet
+// status), soak_faults_test.go (fault loops, recovery, final checks),
+// soak_changes_test.go (changes, convergence by ACK and by traffic),
+// soak_traffic_test.go, soak_report_test.go and soak_markdown_test.go
+// (failure windows and what preceded them, percentiles; checked without
+// root by soak_report_unit_test.go). Every scenario's measured change
+// logs one line per node:
 //
 //	latency scenario=<name> node=<node> to_traffic=<d> to_ack=<d> reported=<d>
 //

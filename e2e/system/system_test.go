@@ -92,6 +92,12 @@ func waitFor(ctx context.Context, t *testing.T, what string, cond func() (bool, 
 
 // poll calls cond every 20 ms until it holds, ctx ends or timeout passes.
 func poll(ctx context.Context, timeout time.Duration, cond func() (bool, string)) error {
+	return pollEvery(ctx, timeout, 20*time.Millisecond, cond)
+}
+
+// pollEvery is poll with another pause between calls, for conditions that
+// cost a burst of connections each.
+func pollEvery(ctx context.Context, timeout, every time.Duration, cond func() (bool, string)) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
@@ -102,7 +108,7 @@ func poll(ctx context.Context, timeout time.Duration, cond func() (bool, string)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w; last: %s", ctx.Err(), last)
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(every):
 		}
 	}
 }
