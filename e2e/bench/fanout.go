@@ -42,6 +42,11 @@ type FanoutOptions struct {
 	// CPUProfile and MemProfile, when set on path fake, are written by the
 	// control plane over the change phase (CPU) and after it (heap).
 	CPUProfile, MemProfile string
+	// SyncCPUProfile and SyncMemProfile, when set on path fake, profile the
+	// initial sync: CPU while the agents connect, heap as soon as the last
+	// agent has its first view (before the control plane quiesces), which
+	// is where the peak RSS is.
+	SyncCPUProfile, SyncMemProfile string
 	// Decode makes agents fully decode and cross-check every response.
 	Decode bool
 }
@@ -77,12 +82,21 @@ func RunFanout(ctx context.Context, env *Env, c *LoadedCluster, o FanoutOptions)
 	actx, stopAgents := context.WithCancel(ctx)
 	defer func() { stopAgents(); fleet.Stop() }()
 
+	if err := profile(ctx, cp, "/profile/cpu/start", o.SyncCPUProfile); err != nil {
+		return rec, err
+	}
 	begin := time.Now()
 	n := c.Shape.Nodes
 	if err := initialSync(ctx, actx, fleet, n, o); err != nil {
 		return rec, err
 	}
 	rec.InitialSyncMS = ms(time.Since(begin))
+	if err := profile(ctx, cp, "/profile/cpu/stop", o.SyncCPUProfile); err != nil {
+		return rec, err
+	}
+	if err := profile(ctx, cp, "/profile/heap", o.SyncMemProfile); err != nil {
+		return rec, err
+	}
 	initBytes, _ := fleet.Bytes()
 	rec.InitialBytesPerAgent = initBytes / int64(n)
 	cpuSynced, err := procstat.CPU(cp.Pid())

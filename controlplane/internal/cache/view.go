@@ -30,6 +30,24 @@ type NodeView interface {
 	Range(fn func(View) bool)
 }
 
+// RawView is a View that keeps the Resource Raw would build for it.
+type RawView interface {
+	View
+	// Raw returns a Resource whose only content is Encoded's bytes as
+	// unknown fields; never modified.
+	Raw() *switchyardv1.Resource
+}
+
+// FramedView is a View that keeps Encoded's bytes behind the tag and
+// length of field 2, where both discovery responses carry resources, in
+// one array, so a response can reference the whole field without a copy.
+type FramedView interface {
+	View
+	// Framed returns the tag, the length, then Encoded's bytes; never
+	// modified.
+	Framed() []byte
+}
+
 var marshal = proto.MarshalOptions{Deterministic: true}
 
 // Encode is the deterministic wire encoding a View's Encoded must return.
@@ -46,8 +64,15 @@ func Encode(r *switchyardv1.Resource) ([]byte, error) {
 // verbatim. Marshalling a response full of Raw resources is therefore a copy,
 // and the receiver parses them as ordinary known fields.
 //
-// The result is only for marshalling: its getters return zero values.
+// The result is only for marshalling: its getters return zero values. A
+// view that keeps one such Resource (RawView) hands out that one, shared
+// by every response it goes into; marshalling only reads it.
 func Raw(v View) *switchyardv1.Resource {
+	if rv, ok := v.(RawView); ok {
+		if r := rv.Raw(); r != nil {
+			return r
+		}
+	}
 	r := &switchyardv1.Resource{}
 	r.ProtoReflect().SetUnknown(protoreflect.RawFields(v.Encoded()))
 	return r

@@ -1,6 +1,8 @@
 package watch
 
 import (
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+
 	cpcache "github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/nodeview"
@@ -70,3 +72,9 @@ type view struct{ v *nodeview.View }
 func (v view) Name() string    { return v.v.Name }
 func (v view) Version() string { return v.v.Version }
 func (v view) Encoded() []byte { return v.v.Bytes }
+
+// Raw hands out the view's one Raw resource (cache.Raw uses it).
+func (v view) Raw() *switchyardv1.Resource { return v.v.Raw() }
+
+// Framed hands out the view's bytes as a response field (cache.FramedView).
+func (v view) Framed() []byte { return v.v.Framed() }

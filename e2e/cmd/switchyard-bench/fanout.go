@@ -72,10 +72,12 @@ func (h *harness) fanoutShape(ctx context.Context, path string, shape bench.Shap
 			if o.Mode == agentsim.SotW && h.o.sotwChanges > 0 {
 				o.Changes = h.o.sotwChanges
 			}
-			o.CPUProfile, o.MemProfile = "", ""
+			o.CPUProfile, o.MemProfile, o.SyncCPUProfile, o.SyncMemProfile = "", "", "", ""
 			if path == bench.PathFake && shape.Nodes == h.o.profileAgents && rep == 0 {
 				tag := fmt.Sprintf("%s-n%d-%dx%d", mode, shape.Nodes, shape.Services, shape.Endpoints)
 				o.CPUProfile, o.MemProfile = profileFile(h.o.fan.CPUProfile, tag), profileFile(h.o.fan.MemProfile, tag)
+				o.SyncCPUProfile = profileFile(h.o.fan.SyncCPUProfile, tag)
+				o.SyncMemProfile = profileFile(h.o.fan.SyncMemProfile, tag)
 			}
 			h.log.Info("fan-out run", "path", path, "mode", mode, "shape", shape.String(), "rep", rep)
 			rec, err := bench.RunFanout(ctx, h.env, cluster, o)

@@ -68,6 +68,8 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	fs.DurationVar(&o.fan.ReadyTimeout, "ready-timeout", 10*time.Minute, "bound on control-plane start and initial sync")
 	fs.StringVar(&o.fan.CPUProfile, "cpuprofile", "", "control-plane CPU profile over the change phase of path-fake runs with -profile-agents agents (first run of each size and mode); the file name gets a suffix per run")
 	fs.StringVar(&o.fan.MemProfile, "memprofile", "", "control-plane heap profile after those runs' change phase")
+	fs.StringVar(&o.fan.SyncCPUProfile, "sync-cpuprofile", "", "control-plane CPU profile over the initial sync of the runs -cpuprofile applies to")
+	fs.StringVar(&o.fan.SyncMemProfile, "sync-memprofile", "", "control-plane heap profile right after those runs' initial sync")
 	fs.IntVar(&o.profileAgents, "profile-agents", 1000, "agent count of the runs -cpuprofile and -memprofile apply to")
 	fs.StringVar(&o.loadAgents, "apiload-agents", "10,100,1000", "API load: agent counts behind one control plane, and kube-proxy-shaped informer sets")
 	fs.IntVar(&o.load.KubeProxies, "kube-proxies", 20, "API load: real kube-proxy processes (0 skips; each in its own network namespace, needs root)")

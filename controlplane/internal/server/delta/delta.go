@@ -168,6 +168,10 @@ func (v *variant) diffNames(nv cache.NodeView, names []string) ([]cache.View, []
 
 // resumed counts nv's resources the agent has at their current version.
 func (v *variant) resumed(nv cache.NodeView) int {
+	if m, ok := v.known.(initial); ok && len(m) == 0 {
+		// A fresh agent: no walk of the view (10k names) to count none.
+		return 0
+	}
 	n := 0
 	nv.Range(func(r cache.View) bool {
 		if have, ok := v.known.version(r.Name()); ok && have == r.Version() {

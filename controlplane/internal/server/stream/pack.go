@@ -49,25 +49,45 @@ func FieldSize(n int) int {
 // names as fields numbered below 16. A single resource larger than the limit
 // gets a part of its own, which exceeds the limit. No input, no parts.
 func Pack(resources []cache.View, removed []string, limit, envelope int) []Part {
+	// Parts are sub-slices of the inputs, not copies: a first batch of 10k
+	// resources is held by every session until it is acknowledged.
 	var parts []Part
-	cur, size := Part{}, envelope
+	res, rem := 0, 0 // where the current part starts in each input
+	i, j := 0, 0     // how far the current part reaches
+	size := envelope
+	cut := func() {
+		parts = append(parts, Part{Resources: resources[res:i:i], Removed: removed[rem:j:j]})
+		res, rem, size = i, j, envelope
+	}
 	add := func(n int) {
-		if size+n > limit && (len(cur.Resources) > 0 || len(cur.Removed) > 0) {
-			parts = append(parts, cur)
-			cur, size = Part{}, envelope
+		if size+n > limit && (i > res || j > rem) {
+			cut()
 		}
 		size += n
 	}
-	for _, v := range resources {
-		add(FieldSize(len(v.Encoded())))
-		cur.Resources = append(cur.Resources, v)
+	for ; i < len(resources); i++ {
+		add(FieldSize(len(resources[i].Encoded())))
 	}
-	for _, name := range removed {
-		add(FieldSize(len(name)))
-		cur.Removed = append(cur.Removed, name)
+	for ; j < len(removed); j++ {
+		add(FieldSize(len(removed[j])))
 	}
-	if len(cur.Resources) > 0 || len(cur.Removed) > 0 {
-		parts = append(parts, cur)
+	if i > res || j > rem {
+		cut()
+	}
+	for k := range parts {
+		parts[k] = normalize(parts[k])
 	}
 	return parts
+}
+
+// normalize makes an empty side of a part nil, as a part built by appends
+// has it.
+func normalize(p Part) Part {
+	if len(p.Resources) == 0 {
+		p.Resources = nil
+	}
+	if len(p.Removed) == 0 {
+		p.Removed = nil
+	}
+	return p
 }

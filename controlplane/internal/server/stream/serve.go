@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/wire"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
@@ -40,11 +41,13 @@ type Request interface {
 }
 
 // Stream is the server side of a discovery stream;
-// grpc.BidiStreamingServer[Req, Resp] satisfies it.
+// grpc.BidiStreamingServer[Req, Resp] satisfies it. Responses go out
+// through SendMsg as a *wire.Message, which the server's codec encodes
+// from the views' shared bytes; any other codec sees the response.
 type Stream[Req Request, Resp proto.Message] interface {
 	Context() context.Context
 	Recv() (Req, error)
-	Send(Resp) error
+	SendMsg(m any) error
 }
 
 // Variant is what one wire variant adds to a session.
@@ -181,7 +184,7 @@ func Serve[Req Request, Resp proto.Message](
 		node:    name,
 		watch:   w,
 		variant: v,
-		out:     send(ctx, st.Send),
+		out:     send(ctx, func(m *wire.Message) error { return st.SendMsg(m) }),
 	}
 	err = s.run(ctx, reqs, recvErr)
 	log.Info("agent disconnected", "code", status.Code(err).String())

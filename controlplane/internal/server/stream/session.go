@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/wire"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -20,7 +21,7 @@ type session[Req Request, Resp proto.Message] struct {
 	node    string
 	watch   *cache.Watch
 	variant Variant[Resp]
-	out     *sender[Resp]
+	out     *sender[*wire.Message]
 
 	nonce   uint64
 	flight  *flight       // the response awaiting an answer; nil when none
@@ -183,7 +184,7 @@ func (s *session[Req, Resp]) sendNext(ctx context.Context) error {
 			"bytes", size, "maxBytes", s.o.MaxMessageBytes)
 	}
 	select {
-	case s.out.in <- resp:
+	case s.out.in <- &wire.Message{Message: resp, Views: p.Resources}:
 	case <-ctx.Done():
 		return status.FromContextError(ctx.Err()).Err()
 	}
