@@ -2,6 +2,8 @@ package dataplanetest
 
 import (
 	"fmt"
+	"maps"
+	"testing"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
@@ -49,4 +51,39 @@ func BenchState(n int, alt bool) *dataplane.State {
 		st.Services[fmt.Sprintf("bench/s%d", i)] = BenchService(i, alt)
 	}
 	return st
+}
+
+// BenchApplyOneEndpoint measures partial syncs in which one endpoint of
+// one service ("bench/s7") moves back and forth, at 1k/5k/10k
+// BenchServices, over the dataplane newDP returns (one per size);
+// hinted passes the agent's ApplyOptions.Changed. Successive states share
+// every other service's message, as the agent's do. Every mode's
+// BenchmarkApplyOneEndpoint runs this, so their numbers compare.
+func BenchApplyOneEndpoint(b *testing.B, newDP func(b *testing.B) dataplane.Dataplane, hinted bool) {
+	var hint map[string]struct{}
+	if hinted {
+		hint = map[string]struct{}{"bench/s7": {}}
+	}
+	for _, n := range []int{1000, 5000, 10000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			dp := newDP(b)
+			st := BenchState(n, false)
+			moved := &dataplane.State{Config: st.Config, Services: maps.Clone(st.Services)}
+			moved.Services["bench/s7"] = BenchService(7, true)
+			ctx := b.Context()
+			if err := dp.Apply(ctx, st, dataplane.ApplyOptions{}); err != nil {
+				b.Fatal(err)
+			}
+			i := 0
+			for b.Loop() {
+				next := st
+				if i++; i%2 == 1 {
+					next = moved
+				}
+				if err := dp.Apply(ctx, next, dataplane.ApplyOptions{Changed: hint}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
