@@ -120,9 +120,7 @@ func TestNackHoldsUntilContentChanges(t *testing.T) {
 	// Before the retry's backoff (TestNackRetried) the rejected version
 	// is held.
 	h := start(t, c, stream.Options{NackRetry: time.Hour, NackRetryMax: time.Hour})
-	cl := h.open(t, "n1", nil, true)
-	cl.ack(cl.recv(), nil)
-	eventually(t, "ACK", func() bool { return h.status("n1").AckedVersion == nv1.Version() })
+	cl := h.openAcked(t, "n1", nv1)
 
 	bad := svc(t, 1, 99)
 	nv2 := nv1.With(bad)
@@ -174,9 +172,7 @@ func TestNackRetried(t *testing.T) {
 	c.Publish("n1", nv1, nil)
 	const base = 30 * time.Millisecond
 	h := start(t, c, stream.Options{NackRetry: base, NackRetryMax: 4 * base})
-	cl := h.open(t, "n1", nil, true)
-	cl.ack(cl.recv(), nil)
-	eventually(t, "ACK", func() bool { return h.status("n1").AckedVersion == nv1.Version() })
+	cl := h.openAcked(t, "n1", nv1)
 
 	bad := svc(t, 1, 99)
 	nv2 := nv1.With(bad)
@@ -339,9 +335,7 @@ func TestCoalescesBursts(t *testing.T) {
 	c.Publish("n1", nv, nil)
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	h := start(t, c, stream.Options{CoalesceWindow: 200 * time.Millisecond, Clock: clk})
-	cl := h.open(t, "n1", nil, true)
-	cl.ack(cl.recv(), nil)
-	eventually(t, "ACK", func() bool { return h.status("n1").AckedVersion == nv.Version() })
+	cl := h.openAcked(t, "n1", nv)
 
 	burst := make([]cache.View, 20)
 	for i := range burst {
@@ -376,9 +370,7 @@ func TestLoneChangeGoesOutAtOnce(t *testing.T) {
 	c.Publish("n1", nv, nil)
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	h := start(t, c, stream.Options{CoalesceWindow: 200 * time.Millisecond, Clock: clk})
-	cl := h.open(t, "n1", nil, true)
-	cl.ack(cl.recv(), nil)
-	eventually(t, "ACK", func() bool { return h.status("n1").AckedVersion == nv.Version() })
+	cl := h.openAcked(t, "n1", nv)
 
 	clk.Step(time.Second) // idle for longer than the window
 	lone := svc(t, 0, 1)

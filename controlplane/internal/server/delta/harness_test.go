@@ -230,3 +230,13 @@ func (h *harness) status(node string) cache.NodeStatus {
 	s, _ := h.cache.Node(node)
 	return s.Status
 }
+
+// openAcked opens node's stream, ACKs its first response and waits until
+// the cache records nv as acked: the starting point of most tests.
+func (h *harness) openAcked(t *testing.T, node string, nv cache.NodeView) *client {
+	t.Helper()
+	cl := h.open(t, node, nil, true)
+	cl.ack(cl.recv(), nil)
+	eventually(t, "ACK", func() bool { return h.status(node).AckedVersion == nv.Version() })
+	return cl
+}
