@@ -83,13 +83,21 @@ func Run(ctx context.Context, o Options) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	// TLS first: a flag error is reported before any API client is built.
-	tlsCfg, err := o.tlsConfig(ctx, o.client, log)
+	// TLS first: a flag error is reported before any API client is built;
+	// the CA Secret's client is the one the watch uses.
+	var client kubernetes.Interface
+	getClient := func() (kubernetes.Interface, error) {
+		var err error
+		if client == nil {
+			client, err = o.client()
+		}
+		return client, err
+	}
+	tlsCfg, err := o.tlsConfig(ctx, getClient, log)
 	if err != nil {
 		return err
 	}
-	client, err := o.client()
-	if err != nil {
+	if _, err := getClient(); err != nil {
 		return err
 	}
 	reg := prometheus.NewRegistry()
