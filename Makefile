@@ -113,9 +113,10 @@ bench-harness: ## control-plane fan-out (fake feed + real apiserver) and API loa
 	  -cpuprofile $(BENCH_OUT)/cpu.pprof -memprofile $(BENCH_OUT)/heap.pprof \
 	  -out-json $(BENCH_OUT)/bench.jsonl -out-md $(BENCH_OUT)/bench.md $(BENCH_ARGS)
 
-compare: ## upstream kube-proxy vs Switchyard side by side in namespaces (root; 10-40 min)
+COMPARE_ARGS ?=
+compare: ## upstream kube-proxy vs Switchyard side by side in namespaces, 1k/5k/10k services, 3 runs (root; ~60-90 min)
 	mkdir -p bench
-	go run ./e2e/cmd/switchyard-compare -sizes 1000,5000 -out bench/compare.json -markdown bench/compare.md
+	go run ./e2e/cmd/switchyard-compare -sizes 1000,5000,10000 -runs 3 -out bench/compare.json -markdown bench/compare.md $(COMPARE_ARGS)
 
 DEMO_ARGS ?=
 CLUSTER_ARGS ?=

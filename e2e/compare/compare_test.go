@@ -53,6 +53,9 @@ func TestCompareSmoke(t *testing.T) {
 	for _, r := range rep.Records {
 		checkSane(t, r)
 	}
+	if len(rep.Summaries) != 3 || rep.Summaries[0].Runs != 1 {
+		t.Errorf("summaries %+v, want one per record", rep.Summaries)
+	}
 	if len(rep.Ratios) == 0 {
 		t.Error("no ratios")
 	}
@@ -91,8 +94,13 @@ func checkSane(t *testing.T, r Record) {
 	if r.RSSBytes < 1<<20 || r.HWMBytes < r.RSSBytes {
 		t.Errorf("%s: RSS %d, peak %d", name, r.RSSBytes, r.HWMBytes)
 	}
-	if r.PollMedianSeconds <= 0 {
-		t.Errorf("%s: poll cost %v", name, r.PollMedianSeconds)
+	if r.PollMedianSeconds <= 0 || r.ReadMedianSeconds <= 0 {
+		t.Errorf("%s: dump cost %v, read cost %v", name, r.PollMedianSeconds, r.ReadMedianSeconds)
+	}
+	// The metric is read after the dump and moves with any later sync, so
+	// it is only checked to be there.
+	if r.FirstSyncMetricSeconds <= 0 {
+		t.Errorf("%s: no first sync by the proxy's own metric (dump: %v s)", name, r.FirstSyncSeconds)
 	}
 	if r.Proxy == ProxySwitchyard && (r.ControlPlaneRSSBytes < 1<<20 || r.AgentSyncSeconds <= 0) {
 		t.Errorf("%s: control plane RSS %d, agent sync %v", name, r.ControlPlaneRSSBytes, r.AgentSyncSeconds)

@@ -83,6 +83,15 @@ type Config struct {
 	SyncTimeout, ChangeTimeout time.Duration
 	// Parallel is the number of concurrent create requests (default 16).
 	Parallel int
+	// Runs is how many times every proxy is measured per size, against
+	// the same API server and workload, interleaved (default 1).
+	Runs int
+	// AgentLogLevel is the agent's --log-level (default info; debug logs
+	// every sync with its duration, in the work dir's agent log).
+	AgentLogLevel string
+	// BurnCPUs threads spin beside every proxy while it is measured: a
+	// repeatable load (default 0, none).
+	BurnCPUs int
 	// KubeProxyBinary defaults to KubeProxyPath().
 	KubeProxyBinary string
 	// ControlPlaneBinary and AgentBinary are built from the workspace
@@ -128,6 +137,12 @@ func (c Config) withDefaults() Config {
 	if c.Parallel == 0 {
 		c.Parallel = DefaultParallel
 	}
+	if c.AgentLogLevel == "" {
+		c.AgentLogLevel = "info"
+	}
+	if c.Runs == 0 {
+		c.Runs = 1
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -148,6 +163,9 @@ func (c Config) validate() error {
 			return fmt.Errorf("compare: switchyard mode %q: want iptables or nftables", m)
 		}
 	}
+	if c.Runs < 0 || c.BurnCPUs < 0 {
+		return fmt.Errorf("compare: runs %d and burn CPUs %d must not be negative", c.Runs, c.BurnCPUs)
+	}
 	if c.ChangeGap <= c.MinSyncPeriod {
 		return fmt.Errorf("compare: change gap %v must exceed the min sync period %v", c.ChangeGap, c.MinSyncPeriod)
 	}
@@ -157,5 +175,6 @@ func (c Config) validate() error {
 func (c Config) settings() Settings {
 	return Settings{Sizes: c.Sizes, EndpointsPerService: c.EndpointsPerService, Changes: c.Changes,
 		KubeProxyModes: c.KubeProxyModes, SwitchyardModes: c.SwitchyardModes, MinSyncPeriodSeconds: c.MinSyncPeriod.Seconds(),
-		CoalesceWindowSeconds: c.CoalesceWindow.Seconds(), ChangeGapSeconds: c.ChangeGap.Seconds()}
+		CoalesceWindowSeconds: c.CoalesceWindow.Seconds(), ChangeGapSeconds: c.ChangeGap.Seconds(),
+		Runs: c.Runs, BurnCPUs: c.BurnCPUs}
 }

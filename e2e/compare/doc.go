@@ -21,17 +21,28 @@
 //     start, the agent is started when the control plane is ready) until a
 //     rule dump of the node namespace (iptables-save -t nat, or nft list
 //     table ip kube-proxy) holds the cluster IP of every service; the
-//     dump's cost (PollMedianSeconds) is the resolution;
+//     dump's cost (PollMedianSeconds) is the resolution, and dumps pause at
+//     least as long as the last one took, so they never take more than
+//     half a core from the proxy. The proxy's own last-sync timestamp is
+//     recorded beside it (FirstSyncMetricSeconds);
 //   - change: one EndpointSlice update moves an endpoint to a fresh address;
-//     from just before the update until `nft monitor` in the node namespace
-//     reports a committed rule holding that address (monitor.go; it sees
-//     iptables-nft and nftables rules alike, one event per new rule, so
-//     no table dump competes with the proxy for the CPU). A dump then
-//     confirms the rule. Both proxies also export kube-proxy's
+//     from just before the update until a targeted read of that service's
+//     own rules holds the address (target.go: the chain its cluster IP
+//     jumps to, found once in the first sync's dump, and in nftables mode
+//     the named maps that chain refers to). A read costs milliseconds
+//     whatever the table's size (ReadMedianSeconds, the resolution), so
+//     nothing digests kube-proxy's 35k chains per change — `nft monitor`,
+//     used before, spent minutes doing that at 5k services before it
+//     reported anything. Both proxies also export kube-proxy's
 //     network_programming_duration_seconds, recorded per change when
 //     exactly one observation was added: a cross-check from the inside;
 //   - memory: VmRSS and VmHWM of the node process (kube-proxy, or the
 //     agent) after the changes, and the control plane's separately.
+//
+// Config.Runs repeats every proxy per size against the same API server
+// and workload, interleaved, and the report summarises min and median over
+// runs (summary.go); Config.BurnCPUs spins threads beside every proxy
+// while it is measured, a repeatable "under load".
 //
 // Switchyard's commands are built and started by e2e/testbed/launch
 // (switchyard.go): the control plane as a Loopback process, the agent with

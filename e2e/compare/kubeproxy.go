@@ -88,26 +88,18 @@ func (e *env) runKubeProxy(ctx context.Context, mode string) (rec Record, err er
 	log.Info("started kube-proxy", "ns", ns, "pid", p.Pid, "log", logPath)
 	alive := exited(p, "kube-proxy", logPath)
 	dumper := newRuleDumper(topo, ns, mode, "kube-proxy")
-	synced, err := e.waitFirstSync(ctx, dumper, alive)
-	if err != nil {
-		return rec, err
-	}
-	rec.FirstSyncSeconds = seconds(synced.Sub(start))
 	client := nsHTTPClient(topo, ns)
 	scrapeFn := func(ctx context.Context) (metrics, error) {
 		return scrape(ctx, client, "http://"+kubeProxyMetrics+"/metrics")
 	}
-	if m, err := scrapeFn(ctx); err == nil && m.get(metricLastSync) > 0 {
-		rec.FirstSyncMetricSeconds = seconds(time.Duration((m.get(metricLastSync) - float64(start.UnixNano())/1e9) * float64(time.Second)))
-	} else if err != nil {
-		log.Warn("scrape kube-proxy metrics", "err", err)
-	}
-	log.Info("kube-proxy synced", "seconds", rec.FirstSyncSeconds, "metricSeconds", rec.FirstSyncMetricSeconds)
-	mon, err := startMonitor(ctx, topo, ns, e.cfg.SyncTimeout)
+	synced, source, err := e.waitFirstSync(ctx, dumper, alive, scrapeFn)
 	if err != nil {
 		return rec, err
 	}
-	if rec.Changes, err = e.measureChanges(ctx, dumper, mon, alive, scrapeFn); err != nil {
+	rec.FirstSyncSeconds, rec.FirstSyncSource = seconds(synced.Sub(start)), source
+	rec.FirstSyncMetricSeconds = firstSyncMetric(ctx, scrapeFn, start, log)
+	log.Info("kube-proxy synced", "seconds", rec.FirstSyncSeconds, "metricSeconds", rec.FirstSyncMetricSeconds)
+	if rec.Changes, rec.ReadMedianSeconds, err = e.measureChanges(ctx, dumper, alive, scrapeFn); err != nil {
 		return rec, err
 	}
 	rec.summarize()

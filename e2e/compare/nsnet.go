@@ -152,6 +152,7 @@ const (
 	metricProgrammingSum   = "kubeproxy_network_programming_duration_seconds_sum"
 	metricProgrammingCount = "kubeproxy_network_programming_duration_seconds_count"
 	metricLastSync         = "kubeproxy_sync_proxy_rules_last_timestamp_seconds"
+	metricSyncCount        = "kubeproxy_sync_proxy_rules_duration_seconds_count"
 )
 
 // programmingDelta returns the latency of the single observation added to

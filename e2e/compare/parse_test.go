@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	gnft "github.com/google/nftables"
+	"github.com/google/nftables/expr"
 )
 
 func TestCountIPs(t *testing.T) {
@@ -53,58 +55,114 @@ func TestProgrammingDelta(t *testing.T) {
 }
 
 func TestSummaryAndRatios(t *testing.T) {
-	kp := Record{Services: 10, Proxy: ProxyKubeProxy, Mode: "iptables", FirstSyncSeconds: 4, RSSBytes: 40 << 20, HWMBytes: 50 << 20,
+	kp1 := Record{Run: 1, Services: 10, Proxy: ProxyKubeProxy, Mode: "iptables", FirstSyncSeconds: 4, RSSBytes: 40 << 20, HWMBytes: 50 << 20,
 		Changes: []Change{{Seconds: 3}, {Seconds: 1, ProgrammingSeconds: 0.9}, {Seconds: 2}}}
-	sy := Record{Services: 10, Proxy: ProxySwitchyard, Mode: "iptables", FirstSyncSeconds: 2, RSSBytes: 20 << 20, HWMBytes: 25 << 20,
+	kp2 := Record{Run: 2, Services: 10, Proxy: ProxyKubeProxy, Mode: "iptables", FirstSyncSeconds: 6, RSSBytes: 40 << 20, HWMBytes: 60 << 20,
+		Changes: []Change{{Seconds: 5}}}
+	sy := Record{Run: 1, Services: 10, Proxy: ProxySwitchyard, Mode: "iptables", FirstSyncSeconds: 2, RSSBytes: 20 << 20, HWMBytes: 30 << 20,
 		Changes: []Change{{Seconds: 0.5}, {Seconds: 0.25}}}
-	kp.summarize()
-	sy.summarize()
-	if kp.ChangeMinSeconds != 1 || kp.ChangeMedianSeconds != 2 || kp.ProgrammingMedianSeconds != 0.9 {
-		t.Errorf("kube-proxy summary %+v", kp)
+	for _, r := range []*Record{&kp1, &kp2, &sy} {
+		r.summarize()
+	}
+	if kp1.ChangeMinSeconds != 1 || kp1.ChangeMedianSeconds != 2 || kp1.ProgrammingMedianSeconds != 0.9 {
+		t.Errorf("kube-proxy run summary %+v", kp1)
 	}
 	if sy.ChangeMedianSeconds != 0.375 {
 		t.Errorf("even median = %v, want 0.375", sy.ChangeMedianSeconds)
 	}
-	rs := computeRatios([]Record{kp, sy})
+	sums := summarizeRuns([]Record{kp1, sy, kp2})
+	if len(sums) != 2 || sums[0].Name() != "kube-proxy/iptables" || sums[0].Runs != 2 {
+		t.Fatalf("summaries %+v", sums)
+	}
+	k := sums[0]
+	if k.FirstSyncMinSeconds != 4 || k.FirstSyncMedianSeconds != 5 || k.Changes != 4 ||
+		k.ChangeMinSeconds != 1 || k.ChangeMedianSeconds != 2.5 || k.HWMMaxBytes != 60<<20 {
+		t.Errorf("kube-proxy summary over runs %+v", k)
+	}
+	rs := computeRatios(sums)
 	got := map[string]float64{}
 	for _, r := range rs {
 		got[r.Metric] = r.Ratio
 	}
-	want := map[string]float64{"first sync (s)": 2, "change median (s)": 2 / 0.375, "change min (s)": 4,
-		"node RSS (MiB)": 2, "node peak RSS (MiB)": 2}
+	want := map[string]float64{"first sync median (s)": 2.5, "first sync min (s)": 2, "change median (s)": 2.5 / 0.375,
+		"change min (s)": 4, "node RSS median (MiB)": 2, "node peak RSS (MiB)": 2}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("ratios (-want +got):\n%s", d)
 	}
 	var b strings.Builder
-	rep := &Report{Records: []Record{kp, sy}, Ratios: rs, Settings: Settings{EndpointsPerService: 5, Changes: 3}}
+	rep := &Report{Records: []Record{kp1, sy, kp2}, Summaries: sums, Ratios: rs, Settings: Settings{EndpointsPerService: 5, Changes: 3}}
 	if err := rep.WriteMarkdown(&b); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(b.String(), "| 10 | kube-proxy/iptables | 4.00 s | 1.00 s | 2.00 s | 900 ms |") {
-		t.Errorf("markdown:\n%s", b.String())
+	for _, row := range []string{
+		"| 10 | 1 | kube-proxy/iptables | 4.00 s | 1.00 s | 2.00 s | 900 ms |",
+		"| 10 | kube-proxy/iptables | 2 | 4.00 s / 5.00 s | — | 4 | 1.00 s / 2.50 s | 900 ms |",
+	} {
+		if !strings.Contains(b.String(), row) {
+			t.Errorf("markdown lacks %q:\n%s", row, b.String())
+		}
 	}
 }
 
-func TestRuleMonitorWrite(t *testing.T) {
-	m := &ruleMonitor{watches: map[string]watch{}}
-	ch := m.watch("10.245.0.1")
-	other := m.watch("10.245.0.2")
-	for _, chunk := range []string{"add rule ip nat KUBE-SEP-X meta l4proto tcp dnat to 10.245.0.11:8080\nadd rule ip nat KUBE-SEP-Y meta l4proto tcp dn", "at to 10.245.0.1:8080\n# new generation 3\n"} {
-		if _, err := m.Write([]byte(chunk)); err != nil {
-			t.Fatal(err)
+func TestLocate(t *testing.T) {
+	kubeProxyIPT := `*nat
+-A KUBE-SERVICES -d 110.96.1.1/32 -p tcp -m tcp --dport 80 -j KUBE-SVC-WRONG
+-A KUBE-SERVICES -d 10.96.1.1/32 -p tcp -m comment --comment "compare/s00000:http cluster IP" -m tcp --dport 8080 -j KUBE-SVC-PORT
+-A KUBE-SERVICES -d 10.96.1.1/32 -p tcp -m comment --comment "compare/s00000:http cluster IP" -m tcp --dport 80 -j KUBE-SVC-AAAA
+-A KUBE-SVC-AAAA ! -s 10.244.0.0/16 -d 10.96.1.1/32 -p tcp -m tcp --dport 80 -j KUBE-MARK-MASQ
+`
+	switchyardIPT := `-A KUBE-SHARD-0A -d 10.96.1.1/32 -p tcp -m comment --comment "compare/s00000:http cluster IP" -m tcp --dport 80 -j KUBE-SVC-BBBB
+`
+	kubeProxyNFT := `table ip kube-proxy {
+	map service-ips {
+		type ipv4_addr . inet_proto . inet_service : verdict
+		elements = { 110.96.1.1 . tcp . 80 : goto service-WRONG,
+			     10.96.1.1 . tcp . 80 : goto service-ULMVA6XW-compare/s00000/tcp/http,
+			     10.96.1.2 . tcp . 80 : goto service-OTHER }
+	}
+}`
+	switchyardNFT := `	map service-ips {
+		elements = { 10.96.1.1 . tcp . 80 : goto "svc-SUSTUHLJ-compare/s00000/tcp/http" }
+	}`
+	for _, tc := range []struct{ name, dump, mode, want string }{
+		{"kube-proxy iptables", kubeProxyIPT, "iptables", "KUBE-SVC-AAAA"},
+		{"switchyard iptables", switchyardIPT, "iptables", "KUBE-SVC-BBBB"},
+		{"kube-proxy nftables", kubeProxyNFT, "nftables", "service-ULMVA6XW-compare/s00000/tcp/http"},
+		{"switchyard nftables", switchyardNFT, "nftables", "svc-SUSTUHLJ-compare/s00000/tcp/http"},
+	} {
+		got, err := locate([]byte(tc.dump), tc.mode, "10.96.1.1", 80)
+		if err != nil || got != tc.want {
+			t.Errorf("%s: locate = %q, %v; want %q", tc.name, got, err, tc.want)
 		}
 	}
-	select {
-	case <-ch:
-	default:
-		t.Error("10.245.0.1 not seen across a chunk boundary")
+	if _, err := locate([]byte(kubeProxyIPT), "iptables", "10.96.9.9", 80); err == nil {
+		t.Error("locate of an absent service: no error")
 	}
-	select {
-	case <-other:
-		t.Error("10.245.0.2 seen but never written")
-	default:
+}
+
+func TestDescribe(t *testing.T) {
+	rules := []*gnft.Rule{{Exprs: []expr.Any{
+		&expr.Cmp{Data: []byte{10, 96, 1, 1}},
+		&expr.Numgen{Modulus: 65536},
+		&expr.Lookup{SetName: "endpoints-tcp-05"},
+	}}, {Exprs: []expr.Any{
+		&expr.Lookup{SetName: "__map3"},
+		&expr.Verdict{Kind: expr.VerdictJump, Chain: "mark-for-masquerade"},
+	}}}
+	elems := map[string][]gnft.SetElement{
+		"endpoints-tcp-05": {{Key: []byte{0, 0, 0, 0}, Val: []byte{10, 245, 0, 1, 0x1f, 0x90, 0, 0}}},
+		"__map3":           {{Key: []byte{0, 0, 0, 1}, VerdictData: &expr.Verdict{Kind: expr.VerdictGoto, Chain: "endpoint-X__10.245.0.2/8080"}}},
 	}
-	if m.lines != 3 {
-		t.Errorf("lines = %d, want 3", m.lines)
+	if got, want := lookedUp(rules), []string{"__map3", "endpoints-tcp-05"}; !cmp.Equal(got, want) {
+		t.Errorf("lookedUp = %q, want %q", got, want)
+	}
+	d := describe(rules, elems)
+	for _, ip := range []string{"10.96.1.1", "10.245.0.1", "10.245.0.2"} {
+		if !hasIP(ip)(d) {
+			t.Errorf("%s not found in:\n%s", ip, d)
+		}
+	}
+	if hasIP("10.245.0.11")(d) {
+		t.Errorf("10.245.0.11 found in:\n%s", d)
 	}
 }

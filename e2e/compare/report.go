@@ -19,14 +19,20 @@ const (
 // Record is what one proxy in one mode measured for one cluster size.
 // Durations are seconds; memory is bytes.
 type Record struct {
+	// Run counts the repetitions of this size from 1 (Config.Runs).
+	Run              int     `json:"run"`
 	Services         int     `json:"services"`
 	EndpointsPerSvc  int     `json:"endpointsPerService"`
 	Proxy            string  `json:"proxy"`
 	Mode             string  `json:"mode"`
 	IptablesFlavour  string  `json:"iptablesFlavour,omitempty"`
 	FirstSyncSeconds float64 `json:"firstSyncSeconds"`
-	// FirstSyncMetricSeconds is kube-proxy's own view of its first sync:
-	// kubeproxy_sync_proxy_rules_last_timestamp_seconds minus the start.
+	// FirstSyncSource says how FirstSyncSeconds was observed: SourceMetric
+	// or SourceDump (see waitFirstSync).
+	FirstSyncSource string `json:"firstSyncSource"`
+	// FirstSyncMetricSeconds is the proxy's own view of its first sync:
+	// kubeproxy_sync_proxy_rules_last_timestamp_seconds minus the start,
+	// read once the rules are seen (a later sync would move it).
 	FirstSyncMetricSeconds float64 `json:"firstSyncMetricSeconds,omitempty"`
 	// ControlPlaneReadySeconds and AgentSyncSeconds split Switchyard's
 	// FirstSyncSeconds: control plane start to /readyz, agent start to rules.
@@ -39,9 +45,12 @@ type Record struct {
 	// kubeproxy_network_programming_duration_seconds observations (both
 	// proxies export kube-proxy's histogram); 0 when none was attributable.
 	ProgrammingMedianSeconds float64 `json:"programmingMedianSeconds,omitempty"`
-	// PollMedianSeconds is the median cost of one rule dump in the node
-	// namespace: the resolution of FirstSync and Change times.
+	// PollMedianSeconds is the median cost of one full rule dump in the
+	// node namespace: the resolution of FirstSyncSeconds.
 	PollMedianSeconds float64 `json:"pollMedianSeconds"`
+	// ReadMedianSeconds is the median cost of one targeted read of the
+	// changed service's rules: the resolution of Change times.
+	ReadMedianSeconds float64 `json:"readMedianSeconds"`
 	RSSBytes          uint64  `json:"rssBytes"`
 	HWMBytes          uint64  `json:"hwmBytes"`
 	// ControlPlaneRSSBytes / HWMBytes: Switchyard's control plane, which
@@ -58,9 +67,6 @@ type Change struct {
 	Service string  `json:"service"`
 	NewIP   string  `json:"newIP"`
 	Seconds float64 `json:"seconds"`
-	// Source says how Seconds was observed: "monitor" (nft monitor event)
-	// or "poll" (rule dumps; resolution PollMedianSeconds).
-	Source string `json:"source"`
 	// ProgrammingSeconds is the network-programming latency the proxy
 	// reported for this change (histogram sum delta when exactly one
 	// observation was added), 0 otherwise.
@@ -101,7 +107,10 @@ type Report struct {
 	Host             string    `json:"host"`
 	Settings         Settings  `json:"settings"`
 	Records          []Record  `json:"records"`
-	Ratios           []Ratio   `json:"ratios"`
+	// Summaries aggregate the runs of each size, proxy and mode; Ratios
+	// compare their medians.
+	Summaries []Summary `json:"summaries"`
+	Ratios    []Ratio   `json:"ratios"`
 }
 
 // Settings are the knobs a Report was measured with.
@@ -114,35 +123,8 @@ type Settings struct {
 	MinSyncPeriodSeconds  float64  `json:"minSyncPeriodSeconds"`
 	CoalesceWindowSeconds float64  `json:"coalesceWindowSeconds"`
 	ChangeGapSeconds      float64  `json:"changeGapSeconds"`
-}
-
-// computeRatios compares every kube-proxy record with the Switchyard record
-// of the same size.
-func computeRatios(recs []Record) []Ratio {
-	var out []Ratio
-	for _, sy := range recs {
-		if sy.Proxy != ProxySwitchyard {
-			continue
-		}
-		for _, kp := range recs {
-			if kp.Proxy != ProxyKubeProxy || kp.Services != sy.Services {
-				continue
-			}
-			add := func(metric string, a, b float64) {
-				r := Ratio{Services: sy.Services, Baseline: kp.Name(), Candidate: sy.Name(), Metric: metric, KubeProxy: a, Switchyard: b}
-				if b > 0 {
-					r.Ratio = a / b
-				}
-				out = append(out, r)
-			}
-			add("first sync (s)", kp.FirstSyncSeconds, sy.FirstSyncSeconds)
-			add("change median (s)", kp.ChangeMedianSeconds, sy.ChangeMedianSeconds)
-			add("change min (s)", kp.ChangeMinSeconds, sy.ChangeMinSeconds)
-			add("node RSS (MiB)", mibf(kp.RSSBytes), mibf(sy.RSSBytes))
-			add("node peak RSS (MiB)", mibf(kp.HWMBytes), mibf(sy.HWMBytes))
-		}
-	}
-	return out
+	Runs                  int      `json:"runs"`
+	BurnCPUs              int      `json:"burnCpus,omitempty"`
 }
 
 // WriteJSON writes the report, indented.
@@ -161,14 +143,21 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	if r.Command != "" {
 		fmt.Fprintf(&b, "Command: `%s`\n\n", r.Command)
 	}
-	b.WriteString("First sync: process start (Switchyard: control plane start) until a dump holds every cluster IP; " +
-		"poll cost is one dump, its resolution. Change: EndpointSlice update until `nft monitor` in the node " +
-		"namespace sees the new endpoint's rule committed. Programming metric: the proxy's own " +
-		"network_programming_duration_seconds for that change.\n\n")
-	b.WriteString("| services | proxy | first sync | change min | change median | programming metric (median) | poll cost | node RSS / peak | control plane RSS / peak |\n")
-	b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
+	if r.Settings.BurnCPUs > 0 {
+		fmt.Fprintf(&b, "Under load: %d CPU-burning threads of the harness ran beside each proxy throughout.\n\n", r.Settings.BurnCPUs)
+	}
+	b.WriteString("First sync: process start (Switchyard: control plane start) until every cluster IP is programmed: " +
+		"the proxy's own last-sync timestamp when that first sync was its only one and a full dump right after holds every " +
+		"cluster IP (marked m), else the first full dump that holds them all (marked d; the dump cost is its resolution). Change: EndpointSlice update " +
+		"until a targeted read of the service's own chain (and the maps it refers to) holds the new endpoint " +
+		"(read cost: its resolution). Programming metric: the proxy's own network_programming_duration_seconds.\n\n")
+	b.WriteString("| services | run | proxy | first sync | change min | change median | programming metric (median) | dump / read cost | node RSS / peak | control plane RSS / peak |\n")
+	b.WriteString("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, rec := range r.Records {
 		first := secs(rec.FirstSyncSeconds)
+		if rec.FirstSyncSource != "" {
+			first += " " + rec.FirstSyncSource[:1]
+		}
 		if rec.AgentSyncSeconds > 0 {
 			first += fmt.Sprintf(" (cp ready %s + agent %s)", secs(rec.ControlPlaneReadySeconds), secs(rec.AgentSyncSeconds))
 		}
@@ -176,15 +165,12 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		if rec.ControlPlaneRSSBytes > 0 {
 			cp = fmt.Sprintf("%.0f / %.0f MiB", mibf(rec.ControlPlaneRSSBytes), mibf(rec.ControlPlaneHWMBytes))
 		}
-		name := rec.Name()
-		if rec.IptablesFlavour != "" {
-			name += " (" + rec.IptablesFlavour + ")"
-		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %.0f / %.0f MiB | %s |\n",
-			rec.Services, name, first, secs(rec.ChangeMinSeconds), secs(rec.ChangeMedianSeconds),
-			secs(rec.ProgrammingMedianSeconds), secs(rec.PollMedianSeconds),
+		fmt.Fprintf(&b, "| %d | %d | %s | %s | %s | %s | %s | %s / %s | %.0f / %.0f MiB | %s |\n",
+			rec.Services, rec.Run, recordName(rec), first, secs(rec.ChangeMinSeconds), secs(rec.ChangeMedianSeconds),
+			secs(rec.ProgrammingMedianSeconds), secs(rec.PollMedianSeconds), secs(rec.ReadMedianSeconds),
 			mibf(rec.RSSBytes), mibf(rec.HWMBytes), cp)
 	}
+	writeSummaries(&b, r.Summaries)
 	if len(r.Ratios) > 0 {
 		b.WriteString("\nRatios kube-proxy ÷ Switchyard (above 1: Switchyard faster or smaller):\n\n")
 		b.WriteString("| services | baseline | switchyard | metric | kube-proxy | switchyard | ratio |\n|---:|---|---|---|---:|---:|---:|\n")

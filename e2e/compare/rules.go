@@ -9,18 +9,24 @@ import (
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 )
 
-// pollPause is the pause between two rule dumps; the dump itself (up to a
-// second for 10k services) dominates the poll period.
+// pollPause is the least pause between two rule dumps. The pause is at
+// least as long as the last dump took, so that dumping (seconds for
+// kube-proxy's tens of thousands of chains) never takes more than half a
+// core from the proxy it measures.
 const pollPause = 20 * time.Millisecond
 
 // ruleDumper reads the ruleset a proxy wrote in one node namespace, with
 // the same command whichever proxy wrote it.
 type ruleDumper struct {
-	topo *netns.Topology
-	ns   string
-	argv []string
+	topo  *netns.Topology
+	ns    string
+	mode  string // iptables or nftables
+	table string // the nftables table
+	argv  []string
 	// polls records how long each dump took.
 	polls []time.Duration
+	// last is the dump that satisfied the last waitUntil.
+	last []byte
 }
 
 // nftTable names the table an nftables-mode proxy programs.
@@ -29,7 +35,17 @@ func newRuleDumper(topo *netns.Topology, ns, mode, nftTable string) *ruleDumper 
 	if mode == "nftables" {
 		argv = []string{"nft", "list", "table", "ip", nftTable}
 	}
-	return &ruleDumper{topo: topo, ns: ns, argv: argv}
+	return &ruleDumper{topo: topo, ns: ns, mode: mode, table: nftTable, argv: argv}
+}
+
+// serviceRules locates service vip:port in the last dump waitUntil
+// accepted and returns a targeted reader of its rules.
+func (d *ruleDumper) serviceRules(vip string, port int, reads *[]time.Duration) (*serviceRules, error) {
+	chain, err := locate(d.last, d.mode, vip, port)
+	if err != nil {
+		return nil, err
+	}
+	return newServiceRules(d.topo, d.ns, d.mode, d.table, chain, reads)
 }
 
 // dump returns the ruleset; a table that does not exist yet is empty.
@@ -49,6 +65,7 @@ func (d *ruleDumper) waitUntil(ctx context.Context, what string, alive func() er
 	for {
 		out := d.dump(ctx)
 		if ok(out) {
+			d.last = out
 			return time.Now(), nil
 		}
 		if err := alive(); err != nil {
@@ -57,15 +74,18 @@ func (d *ruleDumper) waitUntil(ctx context.Context, what string, alive func() er
 		select {
 		case <-ctx.Done():
 			return time.Time{}, fmt.Errorf("waiting for %s in %s: %w", what, d.ns, context.Cause(ctx))
-		case <-time.After(pollPause):
+		case <-time.After(max(pollPause, d.polls[len(d.polls)-1])):
 		}
 	}
 }
 
 // pollMedian is the median dump time so far, in seconds.
-func (d *ruleDumper) pollMedian() float64 {
-	xs := make([]float64, len(d.polls))
-	for i, p := range d.polls {
+func (d *ruleDumper) pollMedian() float64 { return medianSeconds(d.polls) }
+
+// medianSeconds is the median of ds in seconds (0 if empty).
+func medianSeconds(ds []time.Duration) float64 {
+	xs := make([]float64, len(ds))
+	for i, p := range ds {
 		xs[i] = p.Seconds()
 	}
 	return seconds(time.Duration(median(xs) * float64(time.Second)))

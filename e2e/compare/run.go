@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"runtime"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
@@ -66,7 +68,8 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 		}
 		rep.Records = append(rep.Records, recs...)
 	}
-	rep.Ratios = computeRatios(rep.Records)
+	rep.Summaries = summarizeRuns(rep.Records)
+	rep.Ratios = computeRatios(rep.Summaries)
 	rep.ElapsedSeconds = seconds(time.Since(rep.Started))
 	return rep, nil
 }
@@ -110,23 +113,69 @@ func runSize(ctx context.Context, cfg Config, dir string, size int, bins *binari
 		return nil, err
 	}
 	e := &env{cfg: cfg, log: log, dir: dir, api: api, apiAddr: u.Host, work: w, bins: bins}
+	// Runs interleave the proxies (all of run 1, then all of run 2), so
+	// that a change in the machine's load over the minutes of a size
+	// reaches every proxy alike.
 	var recs []Record
-	for _, mode := range cfg.KubeProxyModes {
-		rec, err := e.runKubeProxy(ctx, mode)
-		if err != nil {
-			return nil, fmt.Errorf("kube-proxy %s: %w", mode, err)
+	for run := 1; run <= cfg.Runs; run++ {
+		for _, p := range e.proxies() {
+			stopBurn := burnCPU(ctx, cfg.BurnCPUs)
+			rec, err := p.run(ctx)
+			stopBurn()
+			if err != nil {
+				return nil, fmt.Errorf("run %d, %s %s: %w", run, p.proxy, p.mode, err)
+			}
+			rec.Run = run
+			recs = append(recs, rec)
 		}
-		recs = append(recs, rec)
-	}
-	for _, mode := range cfg.SwitchyardModes {
-		rec, err := e.runSwitchyard(ctx, mode)
-		if err != nil {
-			return nil, fmt.Errorf("switchyard %s: %w", mode, err)
-		}
-		recs = append(recs, rec)
 	}
 	return recs, nil
 }
+
+// proxyRun is one proxy in one mode, measured once.
+type proxyRun struct {
+	proxy, mode string
+	run         func(context.Context) (Record, error)
+}
+
+// proxies lists the configured kube-proxy modes, then Switchyard's.
+func (e *env) proxies() []proxyRun {
+	var out []proxyRun
+	for _, mode := range e.cfg.KubeProxyModes {
+		out = append(out, proxyRun{ProxyKubeProxy, mode, func(ctx context.Context) (Record, error) { return e.runKubeProxy(ctx, mode) }})
+	}
+	for _, mode := range e.cfg.SwitchyardModes {
+		out = append(out, proxyRun{ProxySwitchyard, mode, func(ctx context.Context) (Record, error) { return e.runSwitchyard(ctx, mode) }})
+	}
+	return out
+}
+
+// burnCPU keeps n threads busy until the returned func is called: a
+// repeatable "under load" for both proxies alike (they compete with the
+// same load, never with each other).
+func burnCPU(ctx context.Context, n int) func() {
+	if n <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			for x := uint64(1); ctx.Err() == nil; {
+				for range 1 << 16 {
+					x = x*6364136223846793005 + 1442695040888963407
+				}
+				burnSink.Store(x)
+			}
+		})
+	}
+	return func() { cancel(); wg.Wait() }
+}
+
+// burnSink keeps the burner's arithmetic from being optimised away.
+var burnSink atomic.Uint64
 
 // newTopology creates a proxy's node namespace; the returned func tears
 // it down (stopping every process in it first) and must be called.
@@ -147,25 +196,66 @@ func (e *env) record(proxy, mode string) Record {
 	return Record{Services: e.work.services, EndpointsPerSvc: e.work.endpoints, Proxy: proxy, Mode: mode}
 }
 
+// First-sync sources (Record.FirstSyncSource).
+const (
+	// SourceMetric: the proxy's own last-sync timestamp, taken when that
+	// sync was its only one and a dump right after held every service.
+	SourceMetric = "metric"
+	// SourceDump: the return of the first dump holding every service.
+	SourceDump = "dump"
+)
+
+// metricPollPause is the pause between two scrapes while waiting for the
+// first sync: a scrape costs about a millisecond.
+const metricPollPause = 10 * time.Millisecond
+
 // waitFirstSync waits until the rules of every service are in the node
-// namespace and returns when that was seen.
-func (e *env) waitFirstSync(ctx context.Context, d *ruleDumper, alive func() error) (time.Time, error) {
+// namespace and returns when they got there. Full dumps are slow to take
+// (hundreds of milliseconds at 1,000 services, seconds at 10,000), so it
+// polls the proxy's metrics instead until a sync has completed, then
+// dumps once: when that sync was the proxy's only one (the sync counter
+// is 1 before and after the dump) and the dump holds every cluster IP,
+// the rules were there when the proxy's own timestamp says it finished.
+// Otherwise it polls dumps, and the time is the first complete dump's.
+func (e *env) waitFirstSync(ctx context.Context, d *ruleDumper, alive func() error,
+	scrape func(context.Context) (metrics, error)) (time.Time, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.SyncTimeout)
 	defer cancel()
-	return d.waitUntil(ctx, "first sync", alive, allVIPs(e.work.vips))
+	complete := allVIPs(e.work.vips)
+	for {
+		if before, err := scrape(ctx); err == nil && before.get(metricLastSync) > 0 {
+			dump := d.dump(ctx)
+			after, err := scrape(ctx)
+			if err == nil && complete(dump) && before.get(metricSyncCount) == 1 && after.get(metricSyncCount) == 1 {
+				d.last = dump
+				return time.Unix(0, int64(before.get(metricLastSync)*1e9)), SourceMetric, nil
+			}
+			break
+		}
+		if err := alive(); err != nil {
+			return time.Time{}, "", fmt.Errorf("waiting for the first sync: %w", err)
+		}
+		if err := sleep(ctx, metricPollPause); err != nil {
+			return time.Time{}, "", fmt.Errorf("waiting for the first sync: %w", err)
+		}
+	}
+	t, err := d.waitUntil(ctx, "first sync", alive, complete)
+	return t, SourceDump, err
 }
 
 // measureChanges makes cfg.Changes EndpointSlice changes, one at a time,
-// and times each until its new endpoint's rule is committed in the node
-// namespace, as the rule monitor reports it (a dump poll when the monitor is
-// gone). A dump afterwards confirms the rule is there. scrape, when not nil,
-// reads the proxy's metrics before and after each change.
-func (e *env) measureChanges(ctx context.Context, d *ruleDumper, mon *ruleMonitor, alive func() error,
-	scrape func(context.Context) (metrics, error)) ([]Change, error) {
+// and times each from just before the update until a targeted read of the
+// service's rules (serviceRules, located in the first sync's dump) holds
+// the new endpoint. scrape, when not nil, reads the proxy's metrics before
+// and after each change. It returns the changes and the median cost of a
+// read, their resolution.
+func (e *env) measureChanges(ctx context.Context, d *ruleDumper, alive func() error,
+	scrape func(context.Context) (metrics, error)) ([]Change, float64, error) {
 	var out []Change
+	var reads []time.Duration
 	for range e.cfg.Changes {
 		if err := sleep(ctx, e.cfg.ChangeGap); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		var before metrics
 		if scrape != nil {
@@ -173,61 +263,46 @@ func (e *env) measureChanges(ctx context.Context, d *ruleDumper, mon *ruleMonito
 		}
 		i, ip := e.work.nextChange()
 		svc := workloadNS + "/" + serviceName(i)
-		seenCh := mon.watch(ip.String())
+		rules, err := d.serviceRules(serviceIP(i), servicePort, &reads)
+		if err != nil {
+			return nil, 0, fmt.Errorf("%s: %w", svc, err)
+		}
 		start := time.Now()
 		if err := e.work.applyChange(ctx, nodeName, i, ip); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		cctx, cancel := context.WithTimeout(ctx, e.cfg.ChangeTimeout)
-		c, err := e.waitChange(cctx, d, mon, seenCh, alive, ip.String(), start)
+		seen, err := rules.waitUntil(cctx, "endpoint "+ip.String(), alive, hasIP(ip.String()))
 		cancel()
-		mon.unwatch(ip.String())
+		err = errors.Join(err, rules.close())
 		if err != nil {
-			return nil, fmt.Errorf("endpoint %s of %s: %w", ip, svc, err)
+			return nil, 0, fmt.Errorf("endpoint %s of %s: %w", ip, svc, err)
 		}
-		c.Service = svc
+		c := Change{Service: svc, NewIP: ip.String(), Seconds: seconds(seen.Sub(start))}
 		if scrape != nil {
 			c.ProgrammingSeconds = e.programmingAfter(ctx, scrape, before)
 		}
 		e.log.Info("change programmed", "service", svc, "newIP", c.NewIP, "seconds", c.Seconds,
-			"source", c.Source, "programmingSeconds", c.ProgrammingSeconds)
+			"chain", rules.chain, "programmingSeconds", c.ProgrammingSeconds)
 		out = append(out, c)
 	}
-	return out, nil
+	return out, medianSeconds(reads), nil
 }
 
-// waitChange waits for the monitor to see ip (or, if the monitor is gone,
-// for a dump to hold it) and confirms it with a dump.
-func (e *env) waitChange(ctx context.Context, d *ruleDumper, mon *ruleMonitor, seenCh <-chan time.Time,
-	alive func() error, ip string, start time.Time) (Change, error) {
-	c := Change{NewIP: ip, Source: "monitor"}
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	var seen time.Time
-	for seen.IsZero() {
-		select {
-		case seen = <-seenCh:
-		case <-tick.C:
-			if err := alive(); err != nil {
-				return c, err
-			}
-			if err := mon.alive(); err != nil {
-				e.log.Warn("rule monitor gone; polling dumps", "err", err)
-				c.Source = "poll"
-				var perr error
-				if seen, perr = d.waitUntil(ctx, "endpoint "+ip, alive, hasIP(ip)); perr != nil {
-					return c, perr
-				}
-			}
-		case <-ctx.Done():
-			return c, context.Cause(ctx)
-		}
+// firstSyncMetric is the proxy's own view of its first sync: its
+// kubeproxy_sync_proxy_rules_last_timestamp_seconds (both proxies export
+// it) minus start, or 0 when it cannot be read.
+func firstSyncMetric(ctx context.Context, scrape func(context.Context) (metrics, error), start time.Time, log *slog.Logger) float64 {
+	m, err := scrape(ctx)
+	if err != nil {
+		log.Warn("scrape metrics", "err", err)
+		return 0
 	}
-	c.Seconds = seconds(seen.Sub(start))
-	if _, err := d.waitUntil(ctx, "confirming endpoint "+ip, alive, hasIP(ip)); err != nil {
-		return c, err
+	last := m.get(metricLastSync)
+	if last <= 0 {
+		return 0
 	}
-	return c, nil
+	return seconds(time.Duration((last - float64(start.UnixNano())/1e9) * float64(time.Second)))
 }
 
 // programmingAfter waits briefly for the proxy to record the change's

@@ -129,22 +129,19 @@ func (e *env) runSwitchyard(ctx context.Context, mode string) (rec Record, err e
 	log.Info("started switchyard-agent", "ns", ns, "pid", p.Pid(), "log", logPath)
 	alive := func() error { return errors.Join(cp.Alive(), p.Alive()) }
 	dumper := newRuleDumper(topo, ns, mode, "switchyard")
-	synced, err := e.waitFirstSync(ctx, dumper, alive)
-	if err != nil {
-		return rec, err
-	}
-	rec.FirstSyncSeconds = seconds(synced.Sub(start))
-	rec.AgentSyncSeconds = seconds(synced.Sub(agentStart))
-	log.Info("switchyard synced", "seconds", rec.FirstSyncSeconds, "agentSeconds", rec.AgentSyncSeconds)
 	client := nsHTTPClient(topo, ns)
 	scrapeFn := func(ctx context.Context) (metrics, error) {
 		return scrape(ctx, client, "http://"+agentMetrics+"/metrics")
 	}
-	mon, err := startMonitor(ctx, topo, ns, e.cfg.SyncTimeout)
+	synced, source, err := e.waitFirstSync(ctx, dumper, alive, scrapeFn)
 	if err != nil {
 		return rec, err
 	}
-	if rec.Changes, err = e.measureChanges(ctx, dumper, mon, alive, scrapeFn); err != nil {
+	rec.FirstSyncSeconds, rec.FirstSyncSource = seconds(synced.Sub(start)), source
+	rec.FirstSyncMetricSeconds = firstSyncMetric(ctx, scrapeFn, start, log)
+	rec.AgentSyncSeconds = seconds(synced.Sub(agentStart))
+	log.Info("switchyard synced", "seconds", rec.FirstSyncSeconds, "agentSeconds", rec.AgentSyncSeconds)
+	if rec.Changes, rec.ReadMedianSeconds, err = e.measureChanges(ctx, dumper, alive, scrapeFn); err != nil {
 		return rec, err
 	}
 	rec.summarize()
@@ -165,6 +162,7 @@ func (e *env) startAgent(topo *netns.Topology, ns, mode, bin, socket, stateDir, 
 			"--mode", mode, "--insecure", "--control-plane", "unix://" + socket, "--node-name", nodeName,
 			"--state-dir", stateDir, "--healthz-bind-address", agentHealthz,
 			"--metrics-bind-address", agentMetrics, "--min-sync-period", e.cfg.MinSyncPeriod.String(),
+			"--log-level", e.cfg.AgentLogLevel,
 		}})
 }
 

@@ -4,7 +4,7 @@
 // namespaces), the test bed (`make deps`) and the upstream kube-proxy
 // (`BUILD_KUBE_PROXY=1 hack/testbed-build.sh`).
 //
-//	go run ./e2e/cmd/switchyard-compare -sizes 1000,5000 -out bench/compare.json
+//	go run ./e2e/cmd/switchyard-compare -sizes 1000,5000,10000 -runs 3 -out bench/compare.json
 //
 // writes bench/compare.json and bench/compare.md.
 package main
@@ -41,16 +41,19 @@ func run() error {
 	sizes := fs.String("sizes", "1000,5000", "comma-separated numbers of services, one fresh API server each")
 	endpoints := fs.Int("endpoints", compare.DefaultEndpointsPerService, "endpoints per service")
 	changes := fs.Int("changes", compare.DefaultChanges, "EndpointSlice changes measured per proxy and size")
-	modes := fs.String("kube-proxy-modes", "iptables,nftables", "upstream kube-proxy modes to run")
-	syModes := fs.String("switchyard-modes", "iptables,nftables", "switchyard-agent modes to run")
+	modes := fs.String("kube-proxy-modes", "iptables,nftables", "upstream kube-proxy modes to run (none: no kube-proxy)")
+	syModes := fs.String("switchyard-modes", "iptables,nftables", "switchyard-agent modes to run (none: no Switchyard)")
 	minSync := fs.Duration("min-sync-period", compare.DefaultMinSyncPeriod, "min sync period of both proxies")
 	coalesce := fs.Duration("coalesce-window", compare.DefaultCoalesceWindow, "control plane --coalesce-window")
 	gap := fs.Duration("change-gap", compare.DefaultChangeGap, "pause before each change (must exceed -min-sync-period)")
 	parallel := fs.Int("parallel", compare.DefaultParallel, "concurrent create requests")
+	runs := fs.Int("runs", 1, "times every proxy is measured per size (interleaved, same API server); the report gives min and median over runs")
+	burn := fs.Int("burn-cpus", 0, "CPU-burning threads running beside every proxy while it is measured (a repeatable load; 0: none)")
 	out := fs.String("out", "compare.json", "JSON report path; the markdown table goes next to it with .md")
 	md := fs.String("markdown", "", "markdown path (default: -out with .md)")
 	workDir := fs.String("work-dir", "", "directory for binaries, sockets and logs (default: a temp dir, removed on success)")
 	level := fs.String("log-level", "info", "debug|info|warn|error")
+	agentLevel := fs.String("agent-log-level", "info", "switchyard-agent --log-level (debug logs every sync; keep the logs with -work-dir)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
 	}
@@ -63,6 +66,7 @@ func run() error {
 		EndpointsPerService: *endpoints, Changes: *changes, KubeProxyModes: splitList(*modes),
 		SwitchyardModes: splitList(*syModes),
 		MinSyncPeriod:   *minSync, CoalesceWindow: *coalesce, ChangeGap: *gap, Parallel: *parallel,
+		Runs: *runs, BurnCPUs: *burn, AgentLogLevel: *agentLevel,
 		WorkDir: *workDir, Logger: log, Command: strings.Join(os.Args, " "),
 	}
 	for _, s := range splitList(*sizes) {
@@ -92,7 +96,12 @@ func run() error {
 	return nil
 }
 
+// splitList splits a comma-separated flag; "none" is the empty list (an
+// empty flag means the default).
 func splitList(s string) []string {
+	if s == "none" {
+		return []string{}
+	}
 	var out []string
 	for _, f := range strings.Split(s, ",") {
 		if f = strings.TrimSpace(f); f != "" {
