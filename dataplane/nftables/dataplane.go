@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	gnft "github.com/google/nftables"
 	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
 
@@ -333,7 +334,7 @@ func (d *Dataplane) runNetlink(ops []op, fam Family, sets func(string) *Set) (bo
 	if err != nil {
 		return false, err
 	}
-	c, err := d.cfg.PartialNetlink()
+	c, err := d.cfg.PartialNetlink(gnft.WithSockOptions(bigBuffers))
 	if err != nil {
 		return false, fmt.Errorf("open netlink: %w", err)
 	}

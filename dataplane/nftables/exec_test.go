@@ -3,6 +3,7 @@ package nftables
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -77,5 +78,37 @@ func TestIsNotFound(t *testing.T) {
 		if got := IsNotFound(c.err); got != c.want {
 			t.Errorf("IsNotFound(%v) = %v", c.err, got)
 		}
+	}
+}
+
+func TestBatchElements(t *testing.T) {
+	add := func(set, e string) string { return "add element ip switchyard " + set + " { " + e + " }\n" }
+	var many, manyWant strings.Builder
+	for i := range maxElementBatch + 1 {
+		many.WriteString(add("s", fmt.Sprint(i)))
+	}
+	manyWant.WriteString("add element ip switchyard s { 0")
+	for i := 1; i < maxElementBatch; i++ {
+		fmt.Fprintf(&manyWant, ", %d", i)
+	}
+	fmt.Fprintf(&manyWant, " }\n%s", add("s", fmt.Sprint(maxElementBatch)))
+	for _, tc := range []struct{ name, in, want string }{
+		{"nothing to join", "add table ip switchyard\nflush chain ip switchyard c\n", "add table ip switchyard\nflush chain ip switchyard c\n"},
+		{"one set's run joined",
+			"flush set ip switchyard a\n" + add("a", "10.0.0.1") + add("a", "10.0.0.2 comment \"x, y\"") + "add rule ip switchyard c drop\n",
+			"flush set ip switchyard a\nadd element ip switchyard a { 10.0.0.1, 10.0.0.2 comment \"x, y\" }\nadd rule ip switchyard c drop\n"},
+		{"another set starts a new command", add("a", "1") + add("b", "2") + add("a", "3"), add("a", "1") + add("b", "2") + add("a", "3")},
+		{"deletes are left alone", "delete element ip switchyard a { 1 }\ndelete element ip switchyard a { 2 }\n",
+			"delete element ip switchyard a { 1 }\ndelete element ip switchyard a { 2 }\n"},
+		{"a verdict map element", add("m", "10.96.0.1 . tcp . 80 : goto svc-X") + add("m", "10.96.0.2 . tcp . 80 : goto svc-Y"),
+			add("m", "10.96.0.1 . tcp . 80 : goto svc-X, 10.96.0.2 . tcp . 80 : goto svc-Y")},
+		{"no newline at the end", add("a", "1") + strings.TrimSuffix(add("a", "2"), "\n"), add("a", "1, 2")},
+		{"at most maxElementBatch per command", many.String(), manyWant.String()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := string(batchElements([]byte(tc.in))); got != tc.want {
+				t.Errorf("batchElements:\n%s\nwant:\n%s", got, tc.want)
+			}
+		})
 	}
 }

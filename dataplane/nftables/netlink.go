@@ -10,6 +10,7 @@ import (
 
 	gnft "github.com/google/nftables"
 	"github.com/google/nftables/expr"
+	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
 
@@ -17,11 +18,12 @@ import (
 )
 
 // NetlinkDialer opens a google/nftables connection whose socket is in the
-// node's network namespace (for example gnft.New(gnft.AsLasting()) run on
-// a thread that entered it, or gnft.New(gnft.WithNetNSFd(fd))). The
-// Dataplane calls it once per partial sync and closes the connection
-// (CloseLasting) after the sync.
-type NetlinkDialer func() (*gnft.Conn, error)
+// node's network namespace (for example gnft.New(opts...) run on a
+// thread that entered it, or with gnft.WithNetNSFd(fd)), with the
+// Dataplane's options (socket buffers sized for the batch) applied. The
+// Dataplane calls it once per netlink transaction and closes the
+// connection (CloseLasting) after it.
+type NetlinkDialer func(opts ...gnft.ConnOption) (*gnft.Conn, error)
 
 // errNoNetlink marks an operation the netlink translator does not
 // support; the sync then runs through nft instead.
@@ -57,9 +59,18 @@ func elemStep(set *gnft.Set, add bool, elems ...gnft.SetElement) *nlStep {
 	return &nlStep{set: set, add: add, elems: elems}
 }
 
+// maxElemsPerMessage bounds the elements merged into one message: they
+// travel in one nested attribute, whose length is 16 bits, so a list
+// past 64 KiB wraps and the kernel reads garbage (measured: a first load
+// of 1,000 services, 5,000 hairpin pairs in one message, failed with
+// ENOENT). 500 elements of the widest kind here (an endpoint map's range
+// and address . port, ~80 bytes encoded) stay near 40 KiB.
+const maxElemsPerMessage = 500
+
 func (b *nlBatch) push(s *nlStep) {
 	if n := len(b.queue); n > 0 && s.fn == nil {
-		if last := b.queue[n-1]; last.fn == nil && last.set.Name == s.set.Name && last.add == s.add {
+		if last := b.queue[n-1]; last.fn == nil && last.set.Name == s.set.Name && last.add == s.add &&
+			len(last.elems)+len(s.elems) <= maxElemsPerMessage {
 			last.elems = append(last.elems, s.elems...)
 			return
 		}
@@ -253,6 +264,39 @@ func validName(n string) bool {
 	return n != "" && len(n) < 256 && !strings.ContainsAny(n, " \t\"'{}@;$,") && !strings.HasPrefix(n, "@")
 }
 
+// batchBuffer is the socket buffer size a netlink transaction is sent
+// with. google/nftables sends a whole batch in one sendmsg, which the
+// kernel refuses when it exceeds the socket's send buffer (212 KiB by
+// default: "message too long" for a batch adding ~1,000 services), and
+// every message's acknowledgement must fit in its receive buffer. nft
+// sizes both for its batches the same way (SO_SNDBUFFORCE /
+// SO_RCVBUFFORCE); the size is a limit, memory is charged only for what
+// is queued.
+const batchBuffer = 64 << 20
+
+// bigBuffers raises the socket's buffers to batchBuffer: forced (the
+// agent has CAP_NET_ADMIN), else as far as the system's maximum allows.
+func bigBuffers(c *netlink.Conn) error {
+	rc, err := c.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("netlink socket: %w", err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		for _, opt := range [][2]int{{unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}, {unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}} {
+			if unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt[0], batchBuffer) != nil {
+				serr = errors.Join(serr, unix.SetsockoptInt(int(fd), unix.SOL_SOCKET, opt[1], batchBuffer))
+			}
+		}
+	}); err != nil {
+		return fmt.Errorf("netlink socket: %w", err)
+	}
+	if serr != nil {
+		return fmt.Errorf("netlink socket buffers: %w", serr)
+	}
+	return nil
+}
+
 // DialOwnNamespace is the NetlinkDialer of an agent running in the node's
 // namespace: a connection per partial sync, in the process's namespace.
-func DialOwnNamespace() (*gnft.Conn, error) { return gnft.New() }
+func DialOwnNamespace(opts ...gnft.ConnOption) (*gnft.Conn, error) { return gnft.New(opts...) }

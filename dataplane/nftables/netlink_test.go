@@ -5,6 +5,7 @@ import (
 	"errors"
 	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -114,7 +115,7 @@ type capture struct {
 }
 
 func (c *capture) dialer() NetlinkDialer {
-	return func() (*gnft.Conn, error) {
+	return func(...gnft.ConnOption) (*gnft.Conn, error) { // no socket to size
 		return gnft.New(gnft.WithTestDial(func(req []netlink.Message) ([]netlink.Message, error) {
 			var types []uint16
 			for _, m := range req {
@@ -214,5 +215,24 @@ func checkServiceRules(t *testing.T, st *dataplane.State) {
 				}
 			}
 		}
+	}
+}
+
+// TestPushBoundsElementsPerMessage: a set's elements travel in one
+// nested attribute with a 16-bit length, so merged runs are cut at
+// maxElemsPerMessage.
+func TestPushBoundsElementsPerMessage(t *testing.T) {
+	b := &nlBatch{}
+	set := &gnft.Set{Name: "hairpin-endpoints"}
+	for i := range 2*maxElemsPerMessage + 1 {
+		b.push(elemStep(set, true, gnft.SetElement{Key: []byte{byte(i), 0, 0, 0}}))
+	}
+	b.push(elemStep(&gnft.Set{Name: "other"}, true, gnft.SetElement{Key: []byte{1, 0, 0, 0}}))
+	var sizes []int
+	for _, q := range b.queue {
+		sizes = append(sizes, len(q.elems))
+	}
+	if want := []int{maxElemsPerMessage, maxElemsPerMessage, 1, 1}; !slices.Equal(sizes, want) {
+		t.Errorf("elements per message = %v, want %v", sizes, want)
 	}
 }

@@ -22,10 +22,10 @@ import (
 // nsNetlink opens google/nftables connections whose socket is created on
 // a thread inside ns (Topology.Do): the socket stays in ns.
 func nsNetlink(topo *netns.Topology, ns string) nftables.NetlinkDialer {
-	return func() (*gnft.Conn, error) {
+	return func(opts ...gnft.ConnOption) (*gnft.Conn, error) {
 		var c *gnft.Conn
 		err := topo.Do(ns, func() (err error) {
-			c, err = gnft.New(gnft.AsLasting())
+			c, err = gnft.New(append(opts, gnft.AsLasting())...)
 			return err
 		})
 		return c, err
@@ -276,5 +276,28 @@ func TestNetlinkFallsBackToNft(t *testing.T) {
 	}
 	if len(res.Failures) > 0 || len(res.Counts) != len(b.Pods) {
 		t.Fatalf("want every backend, got %v, failures %v", res.Counts, res.Failures)
+	}
+}
+
+// TestNetlinkLargePartial: a partial sync that adds a thousand services
+// at once (15,000 operations, 5,000 hairpin pairs in one set) goes over
+// netlink: the batch outgrows the socket's default buffers and a 64 KiB
+// attribute, so it is sent with forced buffers and elements are split
+// into messages of at most 500.
+func TestNetlinkLargePartial(t *testing.T) {
+	b := newBed(t)
+	b.dp = b.newDP(t, nftables.Config{PartialNetlink: nsNetlink(b.Topo, b.Node.NS)})
+	one := dptest.BenchState(1, false)
+	b.apply(t, one)
+	b.apply(t, dptest.BenchState(1000, false))
+	if s := b.dp.LastSync(); s.Full || s.Netlink != 1 || s.NetlinkFallbacks != 0 || s.Operations < 10000 {
+		t.Fatalf("partial sync of 999 new services did not go over netlink: %+v", s)
+	}
+	out, err := b.Topo.Exec(t.Context(), b.Node.NS, "nft", "list", "map", "ip", nftables.DefaultTable, "service-ips")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(out), ". tcp . 80 : goto"); n != 1000 {
+		t.Fatalf("service-ips holds %d services, want 1000", n)
 	}
 }
