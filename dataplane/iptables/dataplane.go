@@ -250,9 +250,21 @@ func (d *Dataplane) planFullSync(ctx context.Context, fam Family, rs *Ruleset) (
 	if !shouldRewrite(p, rs, opaque, d.rewriteAbove()) {
 		return p, false, nil
 	}
-	err = d.rewrite(ctx, fam, rewritePayload(saved, rs))
-	if err == nil || ctx.Err() != nil {
-		return p, err == nil, err
+	// The rewrite commits the transitional filter table, then nat; the
+	// final filter chains follow with --noflush (phases).
+	ph := p.phases(rs)
+	err = d.rewrite(ctx, fam, rewritePayload(saved, rs, p.transitional(ph)))
+	if err == nil {
+		for _, payload := range payloads(rs, ph[2:], 0) {
+			if err := d.restore(ctx, fam, payload); err != nil {
+				return p, false, fmt.Errorf("after the table rewrite: %w", err)
+			}
+			d.stats.Restores++
+		}
+		return p, true, nil
+	}
+	if ctx.Err() != nil {
+		return p, false, err
 	}
 	// Each COMMIT is its own transaction, so the failed restore may have
 	// replaced some tables: plan the batched --noflush path from a fresh
