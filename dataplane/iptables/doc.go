@@ -34,10 +34,11 @@
 // SHA-256 of "namespace/name:port/protocol" (and the endpoint for
 // KUBE-SEP), so they are stable across restarts and at most 26 characters.
 //
-// RenderOptions.KubeProxyShape (Config.KubeProxyShape, for comparison
-// benchmarks only) renders kube-proxy's exact structure instead: one flat
-// KUBE-SERVICES, a KUBE-SEP chain per endpoint with its own hairpin rule
-// (-s endpoint -j KUBE-MARK-MASQ) and no ipset.
+// This package renders only that structure. The benchmark that compares
+// it with kube-proxy's exact one (one flat KUBE-SERVICES, a KUBE-SEP
+// chain per endpoint with its own hairpin rule, no ipset, top-level
+// chains rewritten at every sync) has its own renderer of kube-proxy's
+// shape, in e2e/dataplane/iptables (kubeproxyshape_test.go).
 //
 // # Why shards
 //
@@ -139,7 +140,7 @@
 //     the filter chains) rebuilt from their contributors, KUBE-SERVICES
 //     from the shards left, and the hairpin set and the conntrack cleanup
 //     change by their members and ports. A change of the node's settings
-//     (or kube-proxy's shape) renders every service instead.
+//     renders every service instead.
 //   - Chains are written leaves first. On iptables-nft, whose --noflush
 //     restore is quadratic in the chains it declares, a full sync is split
 //     into restores of at most MaxChainsPerRestore chains (default 5000);
@@ -150,9 +151,9 @@
 //     restore that adds to a big table costs ~130 ms at 5k services, and
 //     declaring chains is quadratic, so a first sync into an empty table
 //     took 35–46 s at 5k in batches. When a full sync must write more than
-//     Config.RewriteTablesAbove chains (default 1000, nft only, never with
-//     KubeProxyShape) and at least a quarter of the rendered ones, it
-//     instead replaces nat and filter with ONE restore without --noflush,
+//     Config.RewriteTablesAbove chains (default 1000, nft only) and at
+//     least a quarter of the rendered ones, it instead replaces nat and
+//     filter with ONE restore without --noflush,
 //     rebuilt from the read-back it has just taken: built-in chains keep
 //     their policy, every foreign chain and rule is re-emitted verbatim and
 //     in order, missing jumps go on top of their built-in chain, rules

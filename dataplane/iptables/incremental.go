@@ -217,9 +217,7 @@ func (p *incPlan) planSets(rs *Ruleset, changes []change, members map[string]boo
 			delete(rs.hairpin, h)
 		}
 	}
-	if rs.HairpinSet != "" {
-		p.hairpin = ipset.Diff(hairpinSpec(rs.HairpinSet, rs.Family), have, want, false)
-	}
+	p.hairpin = ipset.Diff(hairpinSpec(rs.HairpinSet, rs.Family), have, want, false)
 	for _, c := range changes {
 		if c.Old != nil {
 			maps.Copy(p.udpOld, c.Old.udp)

@@ -49,15 +49,13 @@ type syncPlan struct {
 
 // planPartial diffs rs against prev, the ruleset applied last. Rules of
 // services the render memo reused are the very same slices, so comparing
-// them costs a pointer check. Chains named in always are written even
-// when unchanged (kube-proxy's behaviour for its top-level chains, kept
-// for comparison).
-func planPartial(prev, rs *Ruleset, always map[string]bool) syncPlan {
+// them costs a pointer check.
+func planPartial(prev, rs *Ruleset) syncPlan {
 	p := syncPlan{write: map[string][]string{}, remove: map[string][]string{}, before: map[string][]string{}}
 	for t, chains := range rs.Chains {
 		for n, c := range chains {
 			old, ok := prev.Chains[t][n]
-			if ok && sameRules(old.Rules, c.Rules) && !always[n] {
+			if ok && sameRules(old.Rules, c.Rules) {
 				continue
 			}
 			p.write[t] = append(p.write[t], n)
@@ -78,14 +76,13 @@ func planPartial(prev, rs *Ruleset, always map[string]bool) syncPlan {
 }
 
 // planFull compares rs with the kernel read-back: it rewrites every chain
-// whose rules differ or that is missing (every chain when rewriteAll),
-// deletes owned chains the kernel holds but rs does not, and inserts
-// missing jumps.
-func planFull(kv kernelView, rs *Ruleset, rewriteAll bool) syncPlan {
+// whose rules differ or that is missing, deletes owned chains the kernel
+// holds but rs does not, and inserts missing jumps.
+func planFull(kv kernelView, rs *Ruleset) syncPlan {
 	p := syncPlan{write: map[string][]string{}, remove: map[string][]string{}, before: kv.owned[tableFilter]}
 	for t, chains := range rs.Chains {
 		for n, c := range chains {
-			if got, ok := kv.owned[t][n]; ok && !rewriteAll && SameRules(got, c.Rules) {
+			if got, ok := kv.owned[t][n]; ok && SameRules(got, c.Rules) {
 				continue
 			}
 			p.write[t] = append(p.write[t], n)
