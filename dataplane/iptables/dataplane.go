@@ -23,10 +23,6 @@ type Config struct {
 	Flavour Flavour
 	// ShardBits picks 1<<ShardBits shard chains; 0 means DefaultShardBits.
 	ShardBits int
-	// KubeProxyShape renders kube-proxy's structure (every service rule in
-	// KUBE-SERVICES, no shards) and rewrites the top-level chains on every
-	// sync, as kube-proxy does; for comparison benchmarks only.
-	KubeProxyShape bool
 	// MaxChainsPerRestore bounds the chains one restore declares (nft's
 	// restore slows down with it). 0: 5000 on nft, unbounded on legacy.
 	MaxChainsPerRestore int
@@ -34,8 +30,7 @@ type Config struct {
 	// or one with ApplyOptions.Full) must write before it replaces the nat
 	// and filter tables whole with one restore without --noflush, foreign
 	// chains and rules carried over verbatim from the read-back (see
-	// doc.go). 0: 1000 on nft, never on legacy or with KubeProxyShape;
-	// negative: never.
+	// doc.go). 0: 1000 on nft, never on legacy; negative: never.
 	RewriteTablesAbove int
 	// Conntrack deletes stale UDP conntrack entries after a sync; nil
 	// disables that.
@@ -112,9 +107,6 @@ func (d *Dataplane) LastSync() SyncStats {
 }
 
 func (d *Dataplane) renderOptions() RenderOptions {
-	if d.cfg.KubeProxyShape {
-		return RenderOptions{KubeProxyShape: true}
-	}
 	return RenderOptions{ShardBits: d.cfg.ShardBits}
 }
 
@@ -185,12 +177,7 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 		d.log.Warn("skipped input", "family", fam.String(), "service", s.Service, "reason", s.Reason)
 	}
 	full := opts.Full || cur == nil
-	next := &famState{rs: rs}
-	if !d.cfg.KubeProxyShape {
-		// kube-proxy's shape rewrites its top chains at every sync:
-		// never incremental.
-		next.idx = buildIndex(memo)
-	}
+	next := &famState{rs: rs, idx: buildIndex(memo)}
 	stale := conntrack.Stale(d.udp[fam], rs.udp)
 	var p syncPlan
 	if full {
@@ -216,14 +203,7 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 			return d.finish(ctx, fam, next, p, hp, stale)
 		}
 	} else {
-		var always map[string]bool
-		if d.cfg.KubeProxyShape {
-			always = map[string]bool{}
-			for _, c := range ownedFixedChains {
-				always[c] = true
-			}
-		}
-		p = planPartial(cur.rs, rs, always)
+		p = planPartial(cur.rs, rs)
 		if err := rs.validate(p.write); err != nil {
 			return fmt.Errorf("render %s: %w", fam, err)
 		}
@@ -246,13 +226,25 @@ func (d *Dataplane) planFullSync(ctx context.Context, fam Family, rs *Ruleset) (
 	if err != nil {
 		return p, false, err
 	}
-	p = planFull(readKernel(saved), rs, d.cfg.KubeProxyShape)
+	p = planFull(readKernel(saved), rs)
 	if !shouldRewrite(p, rs, opaque, d.rewriteAbove()) {
 		return p, false, nil
 	}
-	err = d.rewrite(ctx, fam, rewritePayload(saved, rs))
-	if err == nil || ctx.Err() != nil {
-		return p, err == nil, err
+	// The rewrite commits the transitional filter table, then nat; the
+	// final filter chains follow with --noflush (phases).
+	ph := p.phases(rs)
+	err = d.rewrite(ctx, fam, rewritePayload(saved, rs, p.transitional(ph)))
+	if err == nil {
+		for _, payload := range payloads(rs, ph[2:], 0) {
+			if err := d.restore(ctx, fam, payload); err != nil {
+				return p, false, fmt.Errorf("after the table rewrite: %w", err)
+			}
+			d.stats.Restores++
+		}
+		return p, true, nil
+	}
+	if ctx.Err() != nil {
+		return p, false, err
 	}
 	// Each COMMIT is its own transaction, so the failed restore may have
 	// replaced some tables: plan the batched --noflush path from a fresh
@@ -261,7 +253,7 @@ func (d *Dataplane) planFullSync(ctx context.Context, fam Family, rs *Ruleset) (
 	if saved, _, err = d.readBack(ctx, fam); err != nil {
 		return p, false, err
 	}
-	return planFull(readKernel(saved), rs, d.cfg.KubeProxyShape), false, nil
+	return planFull(readKernel(saved), rs), false, nil
 }
 
 func (d *Dataplane) readBack(ctx context.Context, fam Family) (map[string]*SavedTable, bool, error) {
@@ -282,9 +274,7 @@ func (d *Dataplane) finish(ctx context.Context, fam Family, next *famState, p sy
 	}
 	d.stats.HairpinAdded += hp.Added
 	d.stats.HairpinRemoved += hp.Removed
-	if next.rs.HairpinSet != "" {
-		d.hairpin[fam] = next.rs.hairpin
-	}
+	d.hairpin[fam] = next.rs.hairpin
 	d.stats.ChainsWritten += p.written
 	for _, rm := range p.remove {
 		d.stats.ChainsRemoved += len(rm)
@@ -312,7 +302,7 @@ func (d *Dataplane) rewriteAbove() int {
 	switch {
 	case d.cfg.RewriteTablesAbove != 0:
 		return d.cfg.RewriteTablesAbove
-	case d.flavour != FlavourNFT || d.cfg.KubeProxyShape:
+	case d.flavour != FlavourNFT:
 		return -1
 	}
 	return defaultRewriteAbove

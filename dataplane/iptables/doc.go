@@ -34,10 +34,11 @@
 // SHA-256 of "namespace/name:port/protocol" (and the endpoint for
 // KUBE-SEP), so they are stable across restarts and at most 26 characters.
 //
-// RenderOptions.KubeProxyShape (Config.KubeProxyShape, for comparison
-// benchmarks only) renders kube-proxy's exact structure instead: one flat
-// KUBE-SERVICES, a KUBE-SEP chain per endpoint with its own hairpin rule
-// (-s endpoint -j KUBE-MARK-MASQ) and no ipset.
+// This package renders only that structure. The benchmark that compares
+// it with kube-proxy's exact one (one flat KUBE-SERVICES, a KUBE-SEP
+// chain per endpoint with its own hairpin rule, no ipset, top-level
+// chains rewritten at every sync) has its own renderer of kube-proxy's
+// shape, in e2e/dataplane/iptables (kubeproxyshape_test.go).
 //
 // # Why shards
 //
@@ -86,6 +87,39 @@
 // 400 and 1712 ms, a tie). The numbers and how to rerun them are in
 // README.md.
 //
+// # Commit order
+//
+// Each table block of a restore is its own kernel transaction (both
+// flavours commit at every COMMIT), so a sync is a sequence of commits
+// and every state between them carries traffic. A service port with
+// endpoints is served by its DNAT in nat; one without by its REJECT (or
+// DROP) in filter. A REJECT matches the service address, which a packet
+// nat has DNATed no longer carries, so a REJECT next to a DNAT changes
+// nothing, while a port with neither sends new connections to the
+// address itself: they time out (RELIABILITY.md, finding 1: filter used
+// to commit first, and a service gaining its first endpoints lost its
+// REJECT ~15–20 ms before its DNAT arrived).
+//
+// Invariant: no commit of any sync leaves a service port that had a
+// DNAT or a REJECT with neither. Every sync (partial, full, batched, the
+// whole-table rewrite) commits in three steps (plan.go, phases):
+//
+//  1. filter, transitional: each filter chain that gains rules holds its
+//     old rules and its new ones (REJECTs only added);
+//  2. nat, in as many batches as it takes (DNATs added and removed);
+//  3. filter, final: the REJECTs that went away removed.
+//
+// A port that loses its endpoints has its REJECT from step 1 on and its
+// DNAT until step 2; one that gains them keeps its REJECT until step 3
+// and has its DNAT from step 2 on. Steps with nothing to write are
+// skipped: a sync where ports only lose endpoints is filter then nat, one
+// where they only gain is nat then filter, a mixed one writes filter
+// twice (two restores, since one restore names each table once). The
+// whole-table rewrite commits steps 1 and 2 as its two tables and step 3
+// with --noflush after it. Owned filter chains the render no longer has
+// are deleted in step 3 (the rewrite drops them in step 1); service
+// rules live only in the fixed filter chains, which every render has.
+//
 // # Applying
 //
 //   - The first Apply and every Apply with Full read the tables back
@@ -106,26 +140,29 @@
 //     the filter chains) rebuilt from their contributors, KUBE-SERVICES
 //     from the shards left, and the hairpin set and the conntrack cleanup
 //     change by their members and ports. A change of the node's settings
-//     (or kube-proxy's shape) renders every service instead.
+//     renders every service instead.
 //   - Chains are written leaves first. On iptables-nft, whose --noflush
 //     restore is quadratic in the chains it declares, a full sync is split
 //     into restores of at most MaxChainsPerRestore chains (default 5000);
 //     every batch only references chains that exist, so each intermediate
-//     state forwards correctly. On legacy a sync is one atomic restore.
+//     state forwards correctly. On legacy a sync is one restore (two when
+//     filter commits twice, see "Commit order"), each table atomic.
 //   - Whole-table rewrite (rewrite.go): on iptables-nft every --noflush
 //     restore that adds to a big table costs ~130 ms at 5k services, and
 //     declaring chains is quadratic, so a first sync into an empty table
 //     took 35–46 s at 5k in batches. When a full sync must write more than
-//     Config.RewriteTablesAbove chains (default 1000, nft only, never with
-//     KubeProxyShape) and at least a quarter of the rendered ones, it
-//     instead replaces nat and filter with ONE restore without --noflush,
+//     Config.RewriteTablesAbove chains (default 1000, nft only) and at
+//     least a quarter of the rendered ones, it instead replaces nat and
+//     filter with ONE restore without --noflush,
 //     rebuilt from the read-back it has just taken: built-in chains keep
 //     their policy, every foreign chain and rule is re-emitted verbatim and
 //     in order, missing jumps go on top of their built-in chain, rules
 //     jumping to owned chains that no longer exist are dropped, and our
 //     chains come from the render. The result is the same table the
 //     batched path produces (tested against it), written atomically per
-//     table. The rewrite is skipped when the read-back is not reproducible
+//     table, filter first in its transitional form, and the final filter
+//     chains follow in one --noflush restore (see "Commit order"). The
+//     rewrite is skipped when the read-back is not reproducible
 //     (iptables-nft-save reports an incompatible table, or prints a line
 //     we cannot parse). A failed rewrite falls back to the batched path,
 //     planned from a fresh read-back (each table commits on its own, so

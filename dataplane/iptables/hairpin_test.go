@@ -1,7 +1,6 @@
 package iptables_test
 
 import (
-	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -130,23 +129,5 @@ func TestCleanupDestroysOnlyOurSets(t *testing.T) {
 	}
 	if dump := tables(f.Dump()); strings.Contains(dump, "KUBE-") {
 		t.Errorf("rules left:\n%s", dump)
-	}
-}
-
-func TestKubeProxyShapeUsesNoSet(t *testing.T) {
-	f := iptablestest.New()
-	d := newDP(t, f, func(c *iptables.Config) { c.KubeProxyShape = true })
-	st := state(5)
-	apply(t, d, st, false)
-	next := &dataplane.State{Config: st.Config, Services: maps.Clone(st.Services)}
-	next.Services["ns/s1"] = service(1, "10.244.7.7")
-	apply(t, d, next, false)
-	apply(t, d, next, true)
-	if got := ipsetCalls(f); len(got) != 0 {
-		t.Errorf("kube-proxy's shape ran ipset: %q", got)
-	}
-	dump := f.Dump()
-	if !strings.Contains(dump, "-s 10.244.7.7 -j KUBE-MARK-MASQ") || strings.Contains(dump, "--match-set") {
-		t.Errorf("kube-proxy's shape must mark hairpin traffic in KUBE-SEP:\n%s", dump)
 	}
 }

@@ -2,8 +2,6 @@ package iptables
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -31,12 +29,5 @@ func benchService(i, eps int) *switchyardv1.ServiceView {
 	return sv
 }
 
-// caseOptions are the render options of a golden case: sharded, or
-// kube-proxy's shape (flat, KUBE-SEP chains, no hairpin set) when the
-// case directory holds a file named "flat".
-func caseOptions(dir string) RenderOptions {
-	if _, err := os.Stat(filepath.Join(dir, "flat")); err == nil {
-		return RenderOptions{KubeProxyShape: true}
-	}
-	return RenderOptions{ShardBits: DefaultShardBits}
-}
+// goldenOptions are the render options of the golden cases.
+var goldenOptions = RenderOptions{ShardBits: DefaultShardBits}

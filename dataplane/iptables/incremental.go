@@ -100,7 +100,7 @@ type incPlan struct {
 // update after the commit. r is a renderer holding the fixed chains of
 // the node and no service.
 func planIncremental(r *renderer, cur *famState, m *Memo, changes []change) *incPlan {
-	p := &incPlan{syncPlan: syncPlan{write: map[string][]string{}, remove: map[string][]string{}},
+	p := &incPlan{syncPlan: syncPlan{write: map[string][]string{}, remove: map[string][]string{}, before: map[string][]string{}},
 		udpOld: map[string]conntrack.UDPPort{}, udpNew: map[string]conntrack.UDPPort{}}
 	frags := map[string]*fragment{}
 	for _, c := range changes {
@@ -115,9 +115,17 @@ func planIncremental(r *renderer, cur *famState, m *Memo, changes []change) *inc
 	}
 	rs := cur.rs
 	touchedMembers := cur.idx.move(changes)
+	filterSeen := map[string]bool{}
 	setChain := func(t, n string, rules []string) {
-		if old, ok := rs.Chains[t][n]; ok && sameRules(old.Rules, rules) {
+		old, ok := rs.Chains[t][n]
+		if ok && sameRules(old.Rules, rules) {
 			return
+		}
+		if t == tableFilter && !filterSeen[n] {
+			filterSeen[n] = true
+			if ok {
+				p.before[n] = old.Rules // what the kernel holds (phases)
+			}
 		}
 		rs.Chains[t][n] = &Chain{Table: t, Name: n, Rules: rules}
 		p.write[t] = append(p.write[t], n)
@@ -209,9 +217,7 @@ func (p *incPlan) planSets(rs *Ruleset, changes []change, members map[string]boo
 			delete(rs.hairpin, h)
 		}
 	}
-	if rs.HairpinSet != "" {
-		p.hairpin = ipset.Diff(hairpinSpec(rs.HairpinSet, rs.Family), have, want, false)
-	}
+	p.hairpin = ipset.Diff(hairpinSpec(rs.HairpinSet, rs.Family), have, want, false)
 	for _, c := range changes {
 		if c.Old != nil {
 			maps.Copy(p.udpOld, c.Old.udp)

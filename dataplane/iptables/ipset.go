@@ -38,9 +38,6 @@ func createSetLine(name string, fam Family) string { return hairpinSpec(name, fa
 // read back from the kernel (creating it when missing, repairing any
 // drift); a partial sync with the members last applied.
 func (d *Dataplane) planHairpin(ctx context.Context, fam Family, rs *Ruleset, full bool) (ipset.Changes, error) {
-	if rs.HairpinSet == "" {
-		return ipset.Changes{}, nil
-	}
 	spec := hairpinSpec(rs.HairpinSet, fam)
 	have, create := d.hairpin[fam], false
 	if full || have == nil {

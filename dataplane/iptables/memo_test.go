@@ -53,7 +53,7 @@ func TestMemoMatchesFreshRender(t *testing.T) {
 	for _, dir := range dirs {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
 			st := dataplanetest.LoadState(t, dir)
-			opts := caseOptions(dir)
+			opts := goldenOptions
 			for _, fam := range []Family{IPv4, IPv6} {
 				want := freshRender(t, st, fam, opts)
 				if diff := cmp.Diff(want, memoRender(t, st, fam, opts, m)); diff != "" {

@@ -16,16 +16,8 @@ const DefaultShardBits = 6
 // RenderOptions tune rendering.
 type RenderOptions struct {
 	// ShardBits is the number of low destination-address bits that pick a
-	// shard chain (0..8). 0 puts every service rule into KUBE-SERVICES,
-	// kube-proxy's flat structure (kept for comparison benchmarks).
+	// shard chain (1..8); 0 means DefaultShardBits.
 	ShardBits int
-	// KubeProxyShape renders kube-proxy's endpoint structure: a KUBE-SEP
-	// chain per endpoint with its own hairpin rule, no hairpin ipset. By
-	// default only ClientIP-affinity services have KUBE-SEP chains (for
-	// -m recent); the others DNAT from KUBE-SVC/KUBE-SVL and hairpin
-	// traffic is marked through the family's hairpin set (doc.go, "Why
-	// no KUBE-SEP chains").
-	KubeProxyShape bool
 }
 
 // renderer holds the state of one Render call.
@@ -35,12 +27,14 @@ type renderer struct {
 	// node is the NodeConfig read for the family.
 	node serviceport.Node
 	rs   *Ruleset
-	// shards[i] holds the rules of shard i (or of KUBE-SERVICES itself
-	// when sharding is off), in service order.
+	// shards[i] holds the rules of shard i, in service order.
 	shards map[int][]string
 }
 
 func newRenderer(fam Family, opts RenderOptions) *renderer {
+	if opts.ShardBits == 0 {
+		opts.ShardBits = DefaultShardBits
+	}
 	return &renderer{fam: fam, opts: opts, rs: newRuleset(fam), shards: map[int][]string{}}
 }
 
@@ -55,7 +49,7 @@ func Render(st *dataplane.State, fam Family, opts RenderOptions) (*Ruleset, erro
 // not nil) and checking every jump when validate is set.
 func render(st *dataplane.State, fam Family, opts RenderOptions, memo *Memo, validate bool) (*Ruleset, error) {
 	if opts.ShardBits < 0 || opts.ShardBits > 8 {
-		return nil, fmt.Errorf("shard bits %d out of range 0..8", opts.ShardBits)
+		return nil, fmt.Errorf("shard bits %d out of range 1..8 (0: default)", opts.ShardBits)
 	}
 	r := newRenderer(fam, opts)
 	r.readNode(st)
@@ -107,14 +101,12 @@ func (r *renderer) fixedChains() {
 	// Written as iptables-save prints them (--or-mark, --xor-mark), so the
 	// read-back comparison of a full sync matches.
 	rs.add(tableNAT, chainMarkMasq, "-j MARK --set-xmark", masqMark+"/"+masqMark)
-	if !r.opts.KubeProxyShape {
-		// Before the RETURN below: packets from an endpoint to itself
-		// (src ip, dst port, dst ip all in one member) get the masquerade
-		// mark, so the reply comes back through the node.
-		rs.HairpinSet = r.fam.hairpinSet()
-		rs.add(tableNAT, chainPostrouting, comment("hairpin: endpoint reaching itself through a service"),
-			"-m set --match-set", rs.HairpinSet, "src,dst,dst -j MARK --set-xmark", masqMark+"/"+masqMark)
-	}
+	// Before the RETURN below: packets from an endpoint to itself (src
+	// ip, dst port, dst ip all in one member) get the masquerade mark, so
+	// the reply comes back through the node.
+	rs.HairpinSet = r.fam.hairpinSet()
+	rs.add(tableNAT, chainPostrouting, comment("hairpin: endpoint reaching itself through a service"),
+		"-m set --match-set", rs.HairpinSet, "src,dst,dst -j MARK --set-xmark", masqMark+"/"+masqMark)
 	rs.add(tableNAT, chainPostrouting, "-m mark ! --mark", masqMark+"/"+masqMark, "-j RETURN")
 	rs.add(tableNAT, chainPostrouting, "-j MARK --set-xmark", masqMark+"/0x0")
 	rs.add(tableNAT, chainPostrouting, `-m comment --comment "kubernetes service traffic requiring SNAT"`,
@@ -159,30 +151,21 @@ func (r *renderer) fixedChains() {
 
 // toShard adds a destination rule for dst to its shard.
 func (r *renderer) toShard(dst netip.Addr, rule string) {
-	i := -1
-	if r.opts.ShardBits > 0 {
-		i = shardOf(dst, r.opts.ShardBits)
-	}
+	i := shardOf(dst, r.opts.ShardBits)
 	r.shards[i] = append(r.shards[i], rule)
 }
 
-// dispatch writes KUBE-SERVICES: one jump per non-empty shard (or, with
-// sharding off, every service rule), then the jump to KUBE-NODEPORTS,
-// which must stay last.
+// dispatch writes KUBE-SERVICES: one jump per non-empty shard, then the
+// jump to KUBE-NODEPORTS, which must stay last.
 func (r *renderer) dispatch() {
-	if r.opts.ShardBits == 0 {
-		c := r.rs.chain(tableNAT, chainServices)
-		c.Rules = append(c.Rules, r.shards[-1]...)
-	} else {
-		for i := 0; i < 1<<r.opts.ShardBits; i++ {
-			rules := r.shards[i]
-			if len(rules) == 0 {
-				continue
-			}
-			name := shardChain(i)
-			r.rs.chain(tableNAT, name).Rules = rules
-			r.rs.add(tableNAT, chainServices, "-d", r.fam.shardMatch(i, r.opts.ShardBits), "-j", name)
+	for i := 0; i < 1<<r.opts.ShardBits; i++ {
+		rules := r.shards[i]
+		if len(rules) == 0 {
+			continue
 		}
+		name := shardChain(i)
+		r.rs.chain(tableNAT, name).Rules = rules
+		r.rs.add(tableNAT, chainServices, "-d", r.fam.shardMatch(i, r.opts.ShardBits), "-j", name)
 	}
 	r.nodePorts()
 }

@@ -40,17 +40,17 @@ func (r *renderer) service(key string, sv *switchyardv1.ServiceView) {
 		sp := &svc.Ports[i]
 		p := portPlan{sp: sp, id: portID(svc.Namespace, svc.ServiceName, sp.Name, sp.Protocol),
 			match: "-p " + sp.Protocol + " -m " + sp.Protocol}
-		seps := r.usesSEPs(&p)
+		seps := usesSEPs(&p)
 		p.cluster = endpointsOf(p.id, sp.Cluster, seps)
 		p.local = endpointsOf(p.id, sp.Local, seps)
 		r.port(&p)
 	}
 }
 
-// usesSEPs reports whether a port's endpoints get KUBE-SEP chains: in
-// kube-proxy's shape always, else only with ClientIP affinity, whose
-// -m recent lists need a name per endpoint.
-func (r *renderer) usesSEPs(p *portPlan) bool { return r.opts.KubeProxyShape || p.sp.Affinity > 0 }
+// usesSEPs reports whether a port's endpoints get KUBE-SEP chains: only
+// with ClientIP affinity, whose -m recent lists need a name per endpoint
+// (doc.go, "Why no KUBE-SEP chains").
+func usesSEPs(p *portPlan) bool { return p.sp.Affinity > 0 }
 
 // endpointsOf lists the endpoints of one service port, naming their
 // KUBE-SEP chains when they have one (a hash per endpoint, so skipped
@@ -191,11 +191,10 @@ func (r *renderer) clusterChain(p *portPlan, svc string) {
 // balance writes the affinity checks and the random choice over eps:
 // jumps to their KUBE-SEP chains, or DNATs right here when the port has
 // none (the DNAT needs -p for its port). Every endpoint balanced over is
-// a member of the hairpin set unless kube-proxy's shape marks hairpin
-// traffic in KUBE-SEP.
+// a member of the hairpin set.
 func (r *renderer) balance(p *portPlan, chain string, eps []endpoint) {
 	r.rs.chain(tableNAT, chain)
-	seps := r.usesSEPs(p)
+	seps := usesSEPs(p)
 	if p.sp.Affinity > 0 {
 		for _, ep := range eps {
 			r.rs.add(tableNAT, chain, comment(p.sp.Label+" -> "+ep.addr.String()),
@@ -217,9 +216,7 @@ func (r *renderer) balance(p *portPlan, chain string, eps []endpoint) {
 			args = append(args, "-j DNAT --to-destination", ep.addr.String())
 		}
 		r.rs.add(tableNAT, chain, args...)
-		if !r.opts.KubeProxyShape {
-			r.rs.addHairpin(hairpinMember(p.sp.Protocol, ep.addr))
-		}
+		r.rs.addHairpin(hairpinMember(p.sp.Protocol, ep.addr))
 	}
 }
 
@@ -257,25 +254,18 @@ func (r *renderer) extChain(p *portPlan, ext, svc, svl string) {
 }
 
 // seps writes one KUBE-SEP chain per endpoint when the port has them:
-// DNAT (recording the client for affinity), preceded in kube-proxy's
-// shape by its per-endpoint hairpin masquerade.
+// DNAT, recording the client for affinity (the hairpin set marks
+// hairpin traffic, as for every other endpoint).
 func (r *renderer) seps(p *portPlan, eps []endpoint) {
-	if !r.usesSEPs(p) {
+	if !usesSEPs(p) {
 		return
 	}
 	for _, ep := range eps {
 		if _, done := r.rs.Chains[tableNAT][ep.chain]; done {
 			continue
 		}
-		c := comment(p.sp.Label)
-		if r.opts.KubeProxyShape {
-			r.rs.add(tableNAT, ep.chain, c, "-s", ep.addr.Addr().String(), "-j", chainMarkMasq)
-		}
-		recent := ""
-		if p.sp.Affinity > 0 {
-			recent = " -m recent --name " + ep.chain + " --set"
-		}
-		r.rs.add(tableNAT, ep.chain, c, p.match+recent, "-j DNAT --to-destination", ep.addr.String())
+		r.rs.add(tableNAT, ep.chain, comment(p.sp.Label), p.match, "-m recent --name", ep.chain,
+			"--set -j DNAT --to-destination", ep.addr.String())
 	}
 }
 

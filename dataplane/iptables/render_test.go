@@ -29,7 +29,7 @@ func hasIPv6(st *dataplane.State) bool {
 // input followed by its skips.
 func renderCase(t testing.TB, dir string) string {
 	st := dataplanetest.LoadState(t, dir)
-	opts := caseOptions(dir)
+	opts := goldenOptions
 	fams := []Family{IPv4}
 	if hasIPv6(st) {
 		fams = append(fams, IPv6)
@@ -73,34 +73,6 @@ func TestValidateFindsDanglingJump(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %s", err, want)
 		}
-	}
-}
-
-// TestKubeProxyShapeKeepsSEPHairpin renders the affinity case in
-// kube-proxy's shape: every KUBE-SEP chain marks its own hairpin traffic
-// before the DNAT, and there is no set. (The golden inputs are shared
-// with the ipvs mode, so this is not a golden case of its own.)
-func TestKubeProxyShapeKeepsSEPHairpin(t *testing.T) {
-	rs, err := Render(dataplanetest.LoadState(t, "testdata/affinity"), IPv4, RenderOptions{KubeProxyShape: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if rs.HairpinSet != "" || len(rs.HairpinMembers()) != 0 || strings.Contains(rs.String(), "--match-set") {
-		t.Errorf("kube-proxy's shape uses a set:\n%s", rs)
-	}
-	seps := 0
-	for _, n := range rs.ChainNames(tableNAT) {
-		if !strings.HasPrefix(n, prefixSEP) {
-			continue
-		}
-		seps++
-		r := rs.Chains[tableNAT][n].Rules
-		if len(r) != 2 || !strings.Contains(r[0], "-j "+chainMarkMasq) || !strings.Contains(r[1], "--name "+n+" --set -j DNAT") {
-			t.Errorf("%s: %q", n, r)
-		}
-	}
-	if seps != 2 {
-		t.Errorf("%d KUBE-SEP chains, want 2", seps)
 	}
 }
 

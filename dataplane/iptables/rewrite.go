@@ -47,10 +47,12 @@ func shouldRewrite(p syncPlan, rs *Ruleset, opaque bool, above int) bool {
 //
 // Owned chains the read-back holds and rs does not are left out, that is
 // deleted. Tables rs does not name are not in the payload, so the restore
-// leaves them alone.
-func rewritePayload(saved map[string]*SavedTable, rs *Ruleset) string {
+// leaves them alone. Filter comes first, with the rules of transitional
+// (filter chain → rules) in place of rs's, then nat: the order and the
+// first step of syncPlan.phases, whose last step the caller writes next.
+func rewritePayload(saved map[string]*SavedTable, rs *Ruleset, transitional map[string][]string) string {
 	var b strings.Builder
-	for _, t := range rs.Tables() {
+	for _, t := range []string{tableFilter, tableNAT} {
 		st := saved[t]
 		if st == nil {
 			st = &SavedTable{decls: map[string]string{}, rules: map[string][]string{}}
@@ -82,7 +84,11 @@ func rewritePayload(saved map[string]*SavedTable, rs *Ruleset) string {
 			writeForeignRules(&b, rs, t, c, st.rules[c])
 		}
 		for _, n := range names {
-			for _, r := range rs.Chains[t][n].Rules {
+			rules, ok := transitional[n]
+			if !ok || t != tableFilter {
+				rules = rs.Chains[t][n].Rules
+			}
+			for _, r := range rules {
 				fmt.Fprintf(&b, "-A %s %s\n", n, r)
 			}
 		}

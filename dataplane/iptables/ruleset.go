@@ -41,8 +41,7 @@ type Ruleset struct {
 	Jumps  []Jump
 	Skips  []Skip
 	// HairpinSet is the ipset KUBE-POSTROUTING matches to masquerade an
-	// endpoint reaching itself through a service; "" in kube-proxy's
-	// shape, whose KUBE-SEP chains mark that traffic themselves.
+	// endpoint reaching itself through a service.
 	HairpinSet string
 	// hairpin holds HairpinSet's members ("ip,proto:port,ip").
 	hairpin map[string]struct{}

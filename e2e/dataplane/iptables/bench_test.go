@@ -1,6 +1,7 @@
 package iptables
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"testing"
@@ -12,8 +13,9 @@ import (
 )
 
 // BenchmarkSync measures syncs in a throwaway node namespace, on both
-// flavours, for the sharded structure and for kube-proxy's (flat
-// KUBE-SERVICES rewritten on every sync). Sub-benchmarks:
+// flavours, for the sharded structure (the Dataplane) and for
+// kube-proxy's (kubeProxyShape: flat KUBE-SERVICES, a KUBE-SEP chain per
+// endpoint, top-level chains rewritten on every sync). Sub-benchmarks:
 //   - full: a Full resync of an unchanged state (read-back + rewrite all);
 //   - one-endpoint: one endpoint of one service moves (partial sync);
 //   - add-service: a service appears / disappears (partial sync);
@@ -40,16 +42,24 @@ func BenchmarkSync(b *testing.B) {
 	}
 }
 
+// syncer is what BenchmarkSync measures: the Dataplane or kubeProxyShape.
+type syncer interface {
+	Apply(ctx context.Context, st *dataplane.State, opts dataplane.ApplyOptions) error
+	LastSync() iptables.SyncStats
+}
+
 func benchOne(b *testing.B, fl iptables.Flavour, kubeProxy bool, n int) {
 	_, r := dptest.BenchNode(b, runnerOptions)
-	cfg := iptables.Config{Runner: r, Families: []iptables.Family{iptables.IPv4},
-		Flavour: fl, KubeProxyShape: kubeProxy}
-	if os.Getenv("SWITCHYARD_BENCH_NO_REWRITE") != "" {
-		cfg.RewriteTablesAbove = -1
-	}
-	dp, err := iptables.New(cfg)
-	if err != nil {
-		b.Fatal(err)
+	var dp syncer = newKubeProxyShape(r, fl)
+	if !kubeProxy {
+		cfg := iptables.Config{Runner: r, Families: []iptables.Family{iptables.IPv4}, Flavour: fl}
+		if os.Getenv("SWITCHYARD_BENCH_NO_REWRITE") != "" {
+			cfg.RewriteTablesAbove = -1
+		}
+		var err error
+		if dp, err = iptables.New(cfg); err != nil {
+			b.Fatal(err)
+		}
 	}
 	ctx := b.Context()
 	st := dptest.BenchState(n, false)

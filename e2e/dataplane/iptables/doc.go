@@ -3,4 +3,6 @@
 // namespace, built by e2e/testbed. The dataplane runs every iptables
 // command inside the node namespace; nothing touches the machine's own.
 // The tests need root and skip without it (fail when CI is set).
+// BenchmarkSync compares the mode with kube-proxy's structure, which
+// only the benchmark renders (kubeProxyShape, kubeproxyshape_test.go).
 package iptables
