@@ -71,7 +71,10 @@ func TestEndpointChangesNeverTimeOut(t *testing.T) {
 			for _, s := range streams {
 				wg.Go(func() {
 					s.res, s.err = probe.New(b.Topo, s.from).Stream(ctx, s.vip,
-						probe.StreamOptions{Rate: 250, Timeout: 300 * time.Millisecond})
+						// Below TCP's first SYN retransmit (1 s), so a SYN
+						// lost in a gap still times out; long enough that a
+						// probe starved of the CPU under CI load does not.
+						probe.StreamOptions{Rate: 250, Timeout: 800 * time.Millisecond})
 				})
 			}
 			const swaps = 20
