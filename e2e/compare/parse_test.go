@@ -166,3 +166,37 @@ func TestDescribe(t *testing.T) {
 		t.Errorf("10.245.0.11 found in:\n%s", d)
 	}
 }
+
+// TestTimedOutRunsLeaveTheFigures: a run whose first sync timed out is
+// counted and named, never averaged in, and a proxy with no measured run
+// gets no ratio.
+func TestTimedOutRunsLeaveTheFigures(t *testing.T) {
+	ok := Record{Run: 2, Services: 10, Proxy: ProxyKubeProxy, Mode: "nftables", FirstSyncSeconds: 3, Changes: []Change{{Seconds: 1}}}
+	ok.summarize()
+	recs := []Record{
+		{Run: 1, Services: 10, Proxy: ProxyKubeProxy, Mode: "nftables", Error: "first sync timed out: not within 5m0s"},
+		ok,
+		{Run: 1, Services: 10, Proxy: ProxyKubeProxy, Mode: "iptables", Error: "first sync timed out: not within 5m0s"},
+		{Run: 2, Services: 10, Proxy: ProxyKubeProxy, Mode: "iptables", Error: "skipped: the first sync timed out in run 1"},
+		{Run: 1, Services: 10, Proxy: ProxySwitchyard, Mode: "nftables", FirstSyncSeconds: 1, Changes: []Change{{Seconds: 0.1}}},
+	}
+	sums := summarizeRuns(recs)
+	if s := sums[0]; s.Runs != 1 || s.Failed != 1 || s.FirstSyncMinSeconds != 3 || s.ChangeMedianSeconds != 1 {
+		t.Errorf("nftables summary %+v, want the one measured run only", s)
+	}
+	if s := sums[1]; s.Runs != 0 || s.Failed != 2 || !strings.Contains(s.Error, "timed out") {
+		t.Errorf("iptables summary %+v", s)
+	}
+	for _, r := range computeRatios(sums) {
+		if r.Baseline == "kube-proxy/iptables" {
+			t.Errorf("ratio against a proxy with no measured run: %+v", r)
+		}
+	}
+	var b strings.Builder
+	if err := (&Report{Records: recs, Summaries: sums}).WriteMarkdown(&b); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "| 10 | kube-proxy/iptables | 0 of 2 | first sync timed out") {
+		t.Errorf("markdown:\n%s", b.String())
+	}
+}

@@ -20,7 +20,10 @@ const (
 // Durations are seconds; memory is bytes.
 type Record struct {
 	// Run counts the repetitions of this size from 1 (Config.Runs).
-	Run              int     `json:"run"`
+	Run int `json:"run"`
+	// Error says why nothing else was measured (ErrFirstSyncTimeout, or
+	// skipped after one); empty for a measured run.
+	Error            string  `json:"error,omitempty"`
 	Services         int     `json:"services"`
 	EndpointsPerSvc  int     `json:"endpointsPerService"`
 	Proxy            string  `json:"proxy"`
@@ -154,6 +157,10 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 	b.WriteString("| services | run | proxy | first sync | change min | change median | programming metric (median) | dump / read cost | node RSS / peak | control plane RSS / peak |\n")
 	b.WriteString("|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, rec := range r.Records {
+		if rec.Error != "" {
+			fmt.Fprintf(&b, "| %d | %d | %s | %s | | | | | | |\n", rec.Services, rec.Run, recordName(rec), rec.Error)
+			continue
+		}
 		first := secs(rec.FirstSyncSeconds)
 		if rec.FirstSyncSource != "" {
 			first += " " + rec.FirstSyncSource[:1]

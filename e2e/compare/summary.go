@@ -9,10 +9,14 @@ import (
 // figures are over runs (one first sync each); change figures over every
 // change of every run; memory is the median RSS and the largest peak.
 type Summary struct {
-	Services                 int     `json:"services"`
-	Proxy                    string  `json:"proxy"`
-	Mode                     string  `json:"mode"`
-	Runs                     int     `json:"runs"`
+	Services int    `json:"services"`
+	Proxy    string `json:"proxy"`
+	Mode     string `json:"mode"`
+	Runs     int    `json:"runs"`
+	// Failed counts the runs with an Error (not in any figure here);
+	// Error is the first of them.
+	Failed                   int     `json:"failed,omitempty"`
+	Error                    string  `json:"error,omitempty"`
 	FirstSyncMinSeconds      float64 `json:"firstSyncMinSeconds"`
 	FirstSyncMedianSeconds   float64 `json:"firstSyncMedianSeconds"`
 	AgentSyncMedianSeconds   float64 `json:"agentSyncMedianSeconds,omitempty"`
@@ -52,9 +56,16 @@ func summarizeRuns(recs []Record) []Summary {
 }
 
 func summarize(runs []Record) Summary {
-	s := Summary{Services: runs[0].Services, Proxy: runs[0].Proxy, Mode: runs[0].Mode, Runs: len(runs)}
+	s := Summary{Services: runs[0].Services, Proxy: runs[0].Proxy, Mode: runs[0].Mode}
 	var first, agent, change, prog, reads, rss []float64
 	for _, r := range runs {
+		if r.Error != "" {
+			if s.Failed++; s.Error == "" {
+				s.Error = r.Error
+			}
+			continue
+		}
+		s.Runs++
 		first = append(first, r.FirstSyncSeconds)
 		if r.AgentSyncSeconds > 0 {
 			agent = append(agent, r.AgentSyncSeconds)
@@ -89,7 +100,7 @@ func computeRatios(sums []Summary) []Ratio {
 			continue
 		}
 		for _, kp := range sums {
-			if kp.Proxy != ProxyKubeProxy || kp.Services != sy.Services {
+			if kp.Proxy != ProxyKubeProxy || kp.Services != sy.Services || kp.Runs == 0 || sy.Runs == 0 {
 				continue
 			}
 			add := func(metric string, a, b float64) {
@@ -119,6 +130,10 @@ func writeSummaries(b *strings.Builder, sums []Summary) {
 	b.WriteString("| services | proxy | runs | first sync min / median | agent share (median) | changes | change min / median | programming metric (median) | read cost | node RSS median / peak |\n")
 	b.WriteString("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, s := range sums {
+		if s.Runs == 0 {
+			fmt.Fprintf(b, "| %d | %s | 0 of %d | %s | | | | | | |\n", s.Services, s.Name(), s.Failed, s.Error)
+			continue
+		}
 		fmt.Fprintf(b, "| %d | %s | %d | %s / %s | %s | %d | %s / %s | %s | %s | %.0f / %.0f MiB |\n",
 			s.Services, s.Name(), s.Runs, secs(s.FirstSyncMinSeconds), secs(s.FirstSyncMedianSeconds),
 			secs(s.AgentSyncMedianSeconds), s.Changes, secs(s.ChangeMinSeconds), secs(s.ChangeMedianSeconds),

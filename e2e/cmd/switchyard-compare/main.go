@@ -47,6 +47,7 @@ func run() error {
 	coalesce := fs.Duration("coalesce-window", compare.DefaultCoalesceWindow, "control plane --coalesce-window")
 	gap := fs.Duration("change-gap", compare.DefaultChangeGap, "pause before each change (must exceed -min-sync-period)")
 	parallel := fs.Int("parallel", compare.DefaultParallel, "concurrent create requests")
+	syncTimeout := fs.Duration("sync-timeout", compare.DefaultSyncTimeout, "longest first sync waited for; a proxy that takes longer is recorded as timed out and skipped in later runs of that size")
 	runs := fs.Int("runs", 1, "times every proxy is measured per size (interleaved, same API server); the report gives min and median over runs")
 	burn := fs.Int("burn-cpus", 0, "CPU-burning threads running beside every proxy while it is measured (a repeatable load; 0: none)")
 	out := fs.String("out", "compare.json", "JSON report path; the markdown table goes next to it with .md")
@@ -66,7 +67,7 @@ func run() error {
 		EndpointsPerService: *endpoints, Changes: *changes, KubeProxyModes: splitList(*modes),
 		SwitchyardModes: splitList(*syModes),
 		MinSyncPeriod:   *minSync, CoalesceWindow: *coalesce, ChangeGap: *gap, Parallel: *parallel,
-		Runs: *runs, BurnCPUs: *burn, AgentLogLevel: *agentLevel,
+		Runs: *runs, BurnCPUs: *burn, AgentLogLevel: *agentLevel, SyncTimeout: *syncTimeout,
 		WorkDir: *workDir, Logger: log, Command: strings.Join(os.Args, " "),
 	}
 	for _, s := range splitList(*sizes) {
