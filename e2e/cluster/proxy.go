@@ -2,9 +2,11 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Kinds of service proxy the bed runs.
@@ -62,4 +64,27 @@ func (c *Cluster) InstallProxy(ctx context.Context, p Proxy, overlay string) err
 		return err
 	}
 	return c.WaitDNS(ctx)
+}
+
+// UpWithProxy is Up and then InstallProxy (at most 6 minutes), for
+// harnesses that measure one proxy per fresh bed; a bed whose install
+// fails is torn down. kubeProxyImage is kube-proxy's archive
+// (BuildKubeProxyImage), imported only when p is kube-proxy.
+func UpWithProxy(ctx context.Context, cfg Config, p Proxy, overlay, kubeProxyImage string) (*Cluster, error) {
+	cfg.Images = slices.Clone(cfg.Images)
+	if p.Kind == KindKubeProxy {
+		cfg.Images = append(cfg.Images, kubeProxyImage)
+	}
+	c, err := Up(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	ictx, cancel := context.WithTimeout(ctx, 6*time.Minute)
+	defer cancel()
+	if err := c.InstallProxy(ictx, p, overlay); err != nil {
+		dctx, dcancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer dcancel()
+		return nil, errors.Join(fmt.Errorf("install %s: %w", p.Name, err), c.Down(dctx))
+	}
+	return c, nil
 }

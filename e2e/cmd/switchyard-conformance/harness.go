@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -69,13 +68,8 @@ func (h *harness) runProxy(ctx context.Context, name string) (err error) {
 		return err
 	}
 	log := h.log.With("proxy", p.Name)
-	cfg := h.base
-	cfg.Images = slices.Clone(cfg.Images)
-	if p.Kind == cluster.KindKubeProxy {
-		cfg.Images = append(cfg.Images, h.kpImage)
-	}
 	begin := time.Now()
-	c, err := cluster.Up(ctx, cfg)
+	c, err := cluster.UpWithProxy(ctx, h.base, p, h.cfg.overlay, h.kpImage)
 	if err != nil {
 		return err
 	}
@@ -84,12 +78,6 @@ func (h *harness) runProxy(ctx context.Context, name string) (err error) {
 		defer cancel()
 		err = errors.Join(err, c.Down(dctx))
 	}()
-	wctx, cancel := context.WithTimeout(ctx, 6*time.Minute)
-	err = c.InstallProxy(wctx, p, h.cfg.overlay)
-	cancel()
-	if err != nil {
-		return err
-	}
 	ready := time.Since(begin)
 	log.Info("bed ready", "nodes", c.Nodes(), "after", ready.Round(time.Millisecond))
 	res, err := conformance.Run(ctx, c, conformance.Options{Proxy: p.Name, Focus: h.cfg.focus, Skip: h.cfg.skip,
