@@ -15,7 +15,7 @@ FUZZTIME ?= 10s
 
 .PHONY: all deps apt-deps tools testbed proto proto-check buf-breaking build \
         lint fmt-check vet test unit-test fuzz bench bench-harness compare qemu-guest demo demo-netns \
-        cluster cluster-deps cluster-shell cluster-down images conformance soak clean help
+        cluster cluster-deps cluster-shell cluster-down images conformance latency soak clean help
 
 all: build
 
@@ -154,6 +154,14 @@ CONFORMANCE_ARGS ?=
 
 conformance: apt-deps testbed ## upstream e2e.test [sig-network] against each proxy (Switchyard's modes, kube-proxy's), a fresh 6-node bed each (3 zones), 3 ginkgo processes, one proxy at a time -> conformance/results/*.json + CONFORMANCE.md (root; ~25–31 min per proxy, ~2 h 25 min for all five; CONFORMANCE_ARGS="-proxies ... -focus ..." or -markdown-only)
 	$(NOCGO) go run -trimpath ./e2e/cmd/switchyard-conformance $(CONFORMANCE_ARGS)
+
+LATENCY_ARGS ?=
+LATENCY_OUT  ?= $(CURDIR)/out/latency
+
+latency: cluster-deps ## network programming latency on the real cluster, pod Ready -> rules on every node: Switchyard (deploy/) vs kube-proxy's DaemonSet, iptables and nftables, 100 scale events each on a fresh 2-node bed -> LATENCY_OUT=out/latency/latency.{json,md} (root; ~40 min per run; LATENCY_ARGS="-runs 3 -proxies ... -events N")
+	@$(ROOT_CHECK)
+	BUILD_KUBE_PROXY=1 hack/testbed-build.sh >/dev/null
+	$(NOCGO) go run -trimpath ./e2e/cmd/switchyard-latency -out-json $(LATENCY_OUT)/latency.json -out-md $(LATENCY_OUT)/latency.md $(LATENCY_ARGS)
 
 SOAK_DURATION ?= 10m
 SOAK_SEED     ?=

@@ -23,7 +23,8 @@ const kubeProxyNS = "kube-proxy-test"
 // only service proxy, the baseline the conformance comparison runs
 // against: it must program the kubernetes VIP (CoreDNS becomes Ready only
 // through it), serve healthz and proxyMode on the node address, and carry
-// ClusterIP, NodePort and DNS traffic from a pod. It skips unless
+// ClusterIP, NodePort and DNS traffic from a pod; then the latency
+// harness's smoke run measures it (latencySmoke). It skips unless
 // kube-proxy is built (BUILD_KUBE_PROXY=1 hack/testbed-build.sh, which make
 // deps does), so a Switchyard-only checkout never needs it.
 func TestKubeProxyOnBed(t *testing.T) {
@@ -104,6 +105,9 @@ func TestKubeProxyOnBed(t *testing.T) {
 		t.Fatalf("DNS %s via %s = %v, %v; want [%s]", name, cluster.DNSVIP, addrs, err, vip.Addr())
 	}
 	t.Logf("DNS via kube-dns VIP %s: %s = %v", cluster.DNSVIP, name, addrs)
+
+	// The latency harness's kube-proxy side, on this bed.
+	latencySmoke(t, c, cluster.Proxy{Name: "kube-proxy-" + cluster.KubeProxyIPTables, Kind: cluster.KindKubeProxy, Mode: cluster.KubeProxyIPTables})
 }
 
 // dialFrom opens and closes a TCP connection to addr from the pod.

@@ -307,9 +307,22 @@ func clientTLS(caFile, certFile, keyFile string) (credentials.TransportCredentia
 // DialContext dials addr from a socket created inside the client namespace:
 // a dial from this process's own namespace would leave the machine.
 func (c *Cluster) DialContext(ctx context.Context, addr string) (net.Conn, error) {
+	return c.dialIn(ctx, c.ClientNS(), addr)
+}
+
+// NodeDialContext dials addr from a socket created inside node i's
+// network namespace, as a hostNetwork pod would: 127.0.0.1 is the node's
+// own loopback (where the agent serves /metrics).
+func (c *Cluster) NodeDialContext(ctx context.Context, i int, addr string) (net.Conn, error) {
+	return c.dialIn(ctx, c.nodes[i].ns, addr)
+}
+
+// dialIn opens a TCP connection from a socket created in namespace ns;
+// the socket stays there whichever thread uses it afterwards.
+func (c *Cluster) dialIn(ctx context.Context, ns, addr string) (net.Conn, error) {
 	var conn net.Conn
 	var dialErr error
-	err := c.topo.Do(c.ClientNS(), func() error {
+	err := c.topo.Do(ns, func() error {
 		d := net.Dialer{Timeout: 5 * time.Second}
 		conn, dialErr = d.DialContext(ctx, "tcp", addr)
 		return nil

@@ -13,62 +13,84 @@ import (
 // EchoPort is the port of the echo Services.
 const EchoPort = 80
 
-// EchoWorkload is a Deployment of agnhost serve-hostname pods (each answers
-// a TCP connection with its name and closes it) behind the ClusterIP
-// Service "echo" and the NodePort Service "echo-np", and a pod "client" on
-// node clientNode that tests run probes from.
+// EchoWorkload is a Deployment of agnhost serve-hostname pods behind the
+// ClusterIP Service "echo" (AgnhostWorkload "echo") and the NodePort
+// Service "echo-np", and a pod "client" on node clientNode that tests run
+// probes from.
 func EchoWorkload(namespace string, replicas, clientNode int) string {
-	return fmt.Sprintf(`apiVersion: v1
-kind: Namespace
-metadata: {name: %[1]s}
----
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: echo, namespace: %[1]s}
-spec:
-  replicas: %[2]d
-  selector: {matchLabels: {app: echo}}
-  template:
-    metadata: {labels: {app: echo}}
-    spec:
-      terminationGracePeriodSeconds: 1
-      containers:
-        - name: echo
-          image: %[3]s
-          imagePullPolicy: Never
-          args: [serve-hostname, --tcp, --http=false, --port=9376]
-          ports: [{containerPort: 9376}]
-          readinessProbe:
-            tcpSocket: {port: 9376}
-            periodSeconds: 1
----
-apiVersion: v1
-kind: Service
-metadata: {name: echo, namespace: %[1]s}
-spec:
-  selector: {app: echo}
-  ports: [{port: %[5]d, targetPort: 9376}]
----
+	return AgnhostWorkload(namespace, "echo", replicas, 0) + fmt.Sprintf(`---
 apiVersion: v1
 kind: Service
 metadata: {name: echo-np, namespace: %[1]s}
 spec:
   type: NodePort
   selector: {app: echo}
-  ports: [{port: %[5]d, targetPort: 9376}]
+  ports: [{port: %[4]d, targetPort: %[5]d}]
 ---
 apiVersion: v1
 kind: Pod
 metadata: {name: client, namespace: %[1]s}
 spec:
-  nodeName: %[4]s
+  nodeName: %[3]s
   terminationGracePeriodSeconds: 1
   containers:
     - name: client
-      image: %[3]s
+      image: %[2]s
       imagePullPolicy: Never
       args: [pause]
-`, namespace, replicas, images.AgnhostRef, NodeName(clientNode), EchoPort)
+`, namespace, images.AgnhostRef, NodeName(clientNode), EchoPort, AgnhostPort)
+}
+
+// AgnhostWorkload is the namespace, AgnhostDeployment name and the
+// ClusterIP Service name in front of it on port EchoPort.
+func AgnhostWorkload(namespace, name string, replicas, readyDelay int) string {
+	return fmt.Sprintf(`apiVersion: v1
+kind: Namespace
+metadata: {name: %[1]s}
+---
+%[3]s---
+apiVersion: v1
+kind: Service
+metadata: {name: %[2]s, namespace: %[1]s}
+spec:
+  selector: {app: %[2]s}
+  ports: [{port: %[4]d, targetPort: %[5]d}]
+`, namespace, name, AgnhostDeployment(namespace, name, replicas, readyDelay), EchoPort, AgnhostPort)
+}
+
+// AgnhostPort is the port AgnhostDeployment's pods serve on.
+const AgnhostPort = 9376
+
+// AgnhostDeployment is a Deployment name (pods labelled app=name) of
+// agnhost serve-hostname pods: each answers a TCP connection on
+// AgnhostPort with its name and closes it. A pod is Ready once the port
+// accepts, probed every second from readyDelay seconds after its start;
+// a deleted pod goes within a second (grace 1 s).
+func AgnhostDeployment(namespace, name string, replicas, readyDelay int) string {
+	delay := ""
+	if readyDelay > 0 {
+		delay = fmt.Sprintf("\n            initialDelaySeconds: %d", readyDelay)
+	}
+	return fmt.Sprintf(`apiVersion: apps/v1
+kind: Deployment
+metadata: {name: %[2]s, namespace: %[1]s}
+spec:
+  replicas: %[3]d
+  selector: {matchLabels: {app: %[2]s}}
+  template:
+    metadata: {labels: {app: %[2]s}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+        - name: %[2]s
+          image: %[4]s
+          imagePullPolicy: Never
+          args: [serve-hostname, --tcp, --http=false, --port=%[5]d]
+          ports: [{containerPort: %[5]d}]
+          readinessProbe:
+            tcpSocket: {port: %[5]d}
+            periodSeconds: 1%[6]s
+`, namespace, name, replicas, images.AgnhostRef, AgnhostPort, delay)
 }
 
 // ReadyEndpoints counts the ready endpoints in a Service's EndpointSlices.

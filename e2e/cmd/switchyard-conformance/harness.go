@@ -7,9 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -18,28 +16,6 @@ import (
 	"github.com/switchyard-proxy/switchyard/e2e/conformance"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
 )
-
-// proxy is one entry of -proxies.
-type proxy struct {
-	name string // "switchyard-nftables"
-	kind string // "switchyard" or "kube-proxy"
-	mode string
-}
-
-func parseProxy(name string) (proxy, error) {
-	for kind, modes := range map[string][]string{
-		"switchyard": {"iptables", "nftables", "userspace", "ipvs"},
-		"kube-proxy": {cluster.KubeProxyIPTables, cluster.KubeProxyNFTables},
-	} {
-		if mode, ok := strings.CutPrefix(name, kind+"-"); ok {
-			if !slices.Contains(modes, mode) {
-				return proxy{}, fmt.Errorf("proxy %q: %s has modes %s", name, kind, strings.Join(modes, ", "))
-			}
-			return proxy{name: name, kind: kind, mode: mode}, nil
-		}
-	}
-	return proxy{}, fmt.Errorf("proxy %q: want switchyard-<mode> or kube-proxy-<mode>", name)
-}
 
 // harness runs the proxies one bed at a time.
 type harness struct {
@@ -87,18 +63,13 @@ func (h *harness) buildImages(ctx context.Context) error {
 // runProxy brings up a bed for one proxy, runs the suite, writes the
 // results and tears the bed down.
 func (h *harness) runProxy(ctx context.Context, name string) (err error) {
-	p, err := parseProxy(name)
+	p, err := cluster.ParseProxy(name)
 	if err != nil {
 		return err
 	}
-	log := h.log.With("proxy", p.name)
-	cfg := h.base
-	cfg.Images = slices.Clone(cfg.Images)
-	if p.kind == "kube-proxy" {
-		cfg.Images = append(cfg.Images, h.kpImage)
-	}
+	log := h.log.With("proxy", p.Name)
 	begin := time.Now()
-	c, err := cluster.Up(ctx, cfg)
+	c, err := cluster.UpWithProxy(ctx, h.base, p, h.cfg.overlay, h.kpImage)
 	if err != nil {
 		return err
 	}
@@ -107,13 +78,10 @@ func (h *harness) runProxy(ctx context.Context, name string) (err error) {
 		defer cancel()
 		err = errors.Join(err, c.Down(dctx))
 	}()
-	if err := h.install(ctx, c, p); err != nil {
-		return err
-	}
 	ready := time.Since(begin)
 	log.Info("bed ready", "nodes", c.Nodes(), "after", ready.Round(time.Millisecond))
-	res, err := conformance.Run(ctx, c, conformance.Options{Proxy: p.name, Focus: h.cfg.focus, Skip: h.cfg.skip,
-		Dir: filepath.Join(h.cfg.logDir, p.name), Timeout: h.cfg.timeout, Logger: h.log, Parallel: h.cfg.parallel})
+	res, err := conformance.Run(ctx, c, conformance.Options{Proxy: p.Name, Focus: h.cfg.focus, Skip: h.cfg.skip,
+		Dir: filepath.Join(h.cfg.logDir, p.Name), Timeout: h.cfg.timeout, Logger: h.log, Parallel: h.cfg.parallel})
 	if err != nil {
 		return err
 	}
@@ -124,33 +92,16 @@ func (h *harness) runProxy(ctx context.Context, name string) (err error) {
 	if h.cfg.dualStack {
 		res.Versions["dualStack"] = "true"
 	}
-	if p.kind == "switchyard" {
+	if p.Kind == cluster.KindSwitchyard {
 		res.Versions["overlay"] = h.cfg.overlay
 	}
 	for k, v := range h.versions {
 		res.Versions[k] = v
 	}
-	if p.kind == "kube-proxy" {
+	if p.Kind == cluster.KindKubeProxy {
 		res.Versions["kube-proxy"] = res.Versions["kubernetes"]
 	}
 	return h.report(res, ready)
-}
-
-// install deploys CoreDNS and the proxy and waits until CoreDNS is Ready:
-// it lists Services through the kubernetes VIP only the proxy programs.
-func (h *harness) install(ctx context.Context, c *cluster.Cluster, p proxy) error {
-	wctx, cancel := context.WithTimeout(ctx, 6*time.Minute)
-	defer cancel()
-	if p.kind == "switchyard" {
-		return c.InstallWithDNS(wctx, h.cfg.overlay, p.mode)
-	}
-	if err := c.InstallPinnedDNS(wctx); err != nil {
-		return err
-	}
-	if err := c.InstallKubeProxy(wctx, p.mode); err != nil {
-		return err
-	}
-	return c.WaitDNS(wctx)
 }
 
 // report writes the results file, printing the summary, the failures and
@@ -175,32 +126,4 @@ func (h *harness) report(res conformance.Results, ready time.Duration) error {
 		}
 	}
 	return nil
-}
-
-// versions are what every results file records: Kubernetes (kubelets,
-// control plane, e2e.test), CoreDNS, and the Switchyard commit ("+dirty"
-// when the tree has changes).
-func versions(ctx context.Context, root string) map[string]string {
-	v := map[string]string{}
-	for key, name := range map[string]string{"K8S_VERSION": "kubernetes", "COREDNS_VERSION": "coredns"} {
-		if s, err := cluster.PinnedVersion(key); err == nil {
-			v[name] = s
-		}
-	}
-	git := func(args ...string) string {
-		cmd := exec.CommandContext(ctx, "git", args...)
-		cmd.Dir = root
-		out, err := cmd.Output()
-		if err != nil {
-			return ""
-		}
-		return strings.TrimSpace(string(out))
-	}
-	if commit := git("rev-parse", "--short=12", "HEAD"); commit != "" {
-		if git("status", "--porcelain", "--untracked-files=no") != "" {
-			commit += "+dirty"
-		}
-		v["switchyard"] = commit
-	}
-	return v
 }

@@ -33,6 +33,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/switchyard-proxy/switchyard/e2e/cluster"
 	"github.com/switchyard-proxy/switchyard/e2e/conformance"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
 )
@@ -95,7 +96,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	if err := run(ctx, os.Stdout, log, root, c); err != nil {
+	if err := run(ctx, os.Stdout, log, c); err != nil {
 		fmt.Fprintln(os.Stderr, "switchyard-conformance:", err)
 		os.Exit(1)
 	}
@@ -138,7 +139,7 @@ func parseFlags(root string, args []string) (config, error) {
 	return c, nil
 }
 
-func run(ctx context.Context, stdout io.Writer, log *slog.Logger, root string, c config) error {
+func run(ctx context.Context, stdout io.Writer, log *slog.Logger, c config) error {
 	if c.markdownOnly {
 		if c.dualStack {
 			return errors.New("-markdown-only regenerates CONFORMANCE.md, the IPv4 bed's table: drop -dual-stack")
@@ -146,7 +147,7 @@ func run(ctx context.Context, stdout io.Writer, log *slog.Logger, root string, c
 		return writeMarkdown(stdout, c)
 	}
 	for _, p := range c.proxies {
-		if _, err := parseProxy(p); err != nil {
+		if _, err := cluster.ParseProxy(p); err != nil {
 			return err
 		}
 	}
@@ -156,7 +157,7 @@ func run(ctx context.Context, stdout io.Writer, log *slog.Logger, root string, c
 	if err := os.MkdirAll(c.out, 0o755); err != nil {
 		return err
 	}
-	h := &harness{log: log, out: stdout, cfg: c, versions: versions(ctx, root)}
+	h := &harness{log: log, out: stdout, cfg: c, versions: cluster.Versions(ctx)}
 	if err := h.buildImages(ctx); err != nil {
 		return err
 	}

@@ -6,31 +6,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/switchyard-proxy/switchyard/e2e/cluster"
 	"github.com/switchyard-proxy/switchyard/e2e/conformance"
 )
 
-func TestParseProxy(t *testing.T) {
-	tests := []struct {
-		name    string
-		want    proxy
-		wantErr bool
-	}{
-		{name: "switchyard-nftables", want: proxy{name: "switchyard-nftables", kind: "switchyard", mode: "nftables"}},
-		{name: "switchyard-userspace", want: proxy{name: "switchyard-userspace", kind: "switchyard", mode: "userspace"}},
-		{name: "kube-proxy-iptables", want: proxy{name: "kube-proxy-iptables", kind: "kube-proxy", mode: "iptables"}},
-		{name: "kube-proxy-ipvs", wantErr: true}, // the bed's kernel has no IPVS
-		{name: "cilium", wantErr: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := parseProxy(tt.name)
-			if (err != nil) != tt.wantErr || got != tt.want {
-				t.Errorf("parseProxy(%q) = %+v, %v; want %+v, error %v", tt.name, got, err, tt.want, tt.wantErr)
-			}
-		})
-	}
+// TestDefaultProxies: every proxy of the default matrix is one the bed runs.
+func TestDefaultProxies(t *testing.T) {
 	for _, p := range defaultProxies {
-		if _, err := parseProxy(p); err != nil {
+		if _, err := cluster.ParseProxy(p); err != nil {
 			t.Errorf("default proxy: %v", err)
 		}
 	}
