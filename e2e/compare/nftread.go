@@ -75,11 +75,11 @@ func lookedUp(rules []*gnft.Rule) []string {
 	return slices.Compact(names)
 }
 
-// describe renders rules and set elements as lines hasIP can search: every
-// data value of four bytes or more as the IPv4 address its first four
-// bytes spell (addresses lead both Switchyard's "address . port" map
-// values and the rules' comparisons), and every verdict's chain name
-// (kube-proxy names an endpoint's chain after its address).
+// describe renders rules and set elements as lines ruleread.HoldsAddr
+// can search: every data value of four bytes or more as the IPv4 address
+// its first four bytes spell (addresses lead both Switchyard's "address .
+// port" map values and the rules' comparisons), and every verdict's chain
+// name (kube-proxy names an endpoint's chain after its address).
 func describe(rules []*gnft.Rule, elems map[string][]gnft.SetElement) []byte {
 	var b bytes.Buffer
 	data := func(d []byte) {

@@ -1,43 +1,16 @@
 package compare
 
 import (
+	"net/netip"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	gnft "github.com/google/nftables"
 	"github.com/google/nftables/expr"
+
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/ruleread"
 )
-
-func TestCountIPs(t *testing.T) {
-	dump := []byte(`-A KUBE-SERVICES -d 10.96.1.1/32 -p tcp -j KUBE-SVC-A
--A KUBE-SERVICES -d 10.96.1.10/32 -p tcp -j KUBE-SVC-B
--A X -d 110.96.1.2/32
-	10.96.1.3 . tcp . 80 : goto service-x
--A KUBE-SERVICES -d 10.96.0.1/32 -j KUBE-SVC-K`)
-	want := map[string]bool{"10.96.1.1": true, "10.96.1.2": true, "10.96.1.3": true, "10.96.1.10": true}
-	if got := countIPs(dump, []byte("10.96."), want); got != 3 {
-		t.Errorf("countIPs = %d, want 3 (10.96.1.2 only as part of 110.96.1.2)", got)
-	}
-}
-
-func TestHasIP(t *testing.T) {
-	for _, tc := range []struct {
-		dump string
-		want bool
-	}{
-		{"-j DNAT --to-destination 10.245.0.1:8080", true},
-		{"chain endpoint-X-compare/s1/tcp/http__10.245.0.1/8080 {", true},
-		{"--to-destination 10.245.0.11:8080", false},
-		{"--to-destination 110.245.0.1:8080", false},
-		{"10.245.0.1", true},
-		{"", false},
-	} {
-		if got := hasIP("10.245.0.1")([]byte(tc.dump)); got != tc.want {
-			t.Errorf("hasIP(%q) = %v, want %v", tc.dump, got, tc.want)
-		}
-	}
-}
 
 func TestProgrammingDelta(t *testing.T) {
 	before := metrics{metricProgrammingSum: 0.125, metricProgrammingCount: 2}
@@ -130,12 +103,12 @@ func TestLocate(t *testing.T) {
 		{"kube-proxy nftables", kubeProxyNFT, "nftables", "service-ULMVA6XW-compare/s00000/tcp/http"},
 		{"switchyard nftables", switchyardNFT, "nftables", "svc-SUSTUHLJ-compare/s00000/tcp/http"},
 	} {
-		got, err := locate([]byte(tc.dump), tc.mode, "10.96.1.1", 80)
+		got, err := locate([]byte(tc.dump), tc.mode, netip.MustParseAddrPort("10.96.1.1:80"))
 		if err != nil || got != tc.want {
 			t.Errorf("%s: locate = %q, %v; want %q", tc.name, got, err, tc.want)
 		}
 	}
-	if _, err := locate([]byte(kubeProxyIPT), "iptables", "10.96.9.9", 80); err == nil {
+	if _, err := locate([]byte(kubeProxyIPT), "iptables", netip.MustParseAddrPort("10.96.9.9:80")); err == nil {
 		t.Error("locate of an absent service: no error")
 	}
 }
@@ -158,11 +131,11 @@ func TestDescribe(t *testing.T) {
 	}
 	d := describe(rules, elems)
 	for _, ip := range []string{"10.96.1.1", "10.245.0.1", "10.245.0.2"} {
-		if !hasIP(ip)(d) {
+		if !ruleread.HoldsAddr(d, netip.MustParseAddr(ip)) {
 			t.Errorf("%s not found in:\n%s", ip, d)
 		}
 	}
-	if hasIP("10.245.0.11")(d) {
+	if ruleread.HoldsAddr(d, netip.MustParseAddr("10.245.0.11")) {
 		t.Errorf("10.245.0.11 found in:\n%s", d)
 	}
 }

@@ -1,12 +1,13 @@
 package compare
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/ruleread"
 )
 
 // pollPause is the least pause between two rule dumps. The pause is at
@@ -38,10 +39,10 @@ func newRuleDumper(topo *netns.Topology, ns, mode, nftTable string) *ruleDumper 
 	return &ruleDumper{topo: topo, ns: ns, mode: mode, table: nftTable, argv: argv}
 }
 
-// serviceRules locates service vip:port in the last dump waitUntil
-// accepted and returns a targeted reader of its rules.
-func (d *ruleDumper) serviceRules(vip string, port int, reads *[]time.Duration) (*serviceRules, error) {
-	chain, err := locate(d.last, d.mode, vip, port)
+// serviceRules locates service vip in the last dump waitUntil accepted
+// and returns a targeted reader of its rules.
+func (d *ruleDumper) serviceRules(vip netip.AddrPort, reads *[]time.Duration) (*serviceRules, error) {
+	chain, err := locate(d.last, d.mode, vip)
 	if err != nil {
 		return nil, err
 	}
@@ -92,54 +93,6 @@ func medianSeconds(ds []time.Duration) float64 {
 }
 
 // allVIPs reports whether every address in want occurs in dump.
-func allVIPs(want map[string]bool) func([]byte) bool {
-	return func(dump []byte) bool { return countIPs(dump, []byte("10.96."), want) == len(want) }
+func allVIPs(want map[netip.Addr]bool) func([]byte) bool {
+	return func(dump []byte) bool { return ruleread.CountAddrs(dump, "10.96.", want) == len(want) }
 }
-
-// countIPs counts the distinct addresses of want that occur in dump, looking
-// only at tokens starting with prefix.
-func countIPs(dump, prefix []byte, want map[string]bool) int {
-	seen := make(map[string]bool, len(want))
-	for rest := dump; ; {
-		i := bytes.Index(rest, prefix)
-		if i < 0 {
-			break
-		}
-		if i > 0 && isIPByte(rest[i-1]) {
-			rest = rest[i+len(prefix):]
-			continue
-		}
-		j := i + len(prefix)
-		for j < len(rest) && isIPByte(rest[j]) {
-			j++
-		}
-		if ip := string(rest[i:j]); want[ip] {
-			seen[ip] = true
-		}
-		rest = rest[j:]
-	}
-	return len(seen)
-}
-
-// hasIP reports whether ip occurs in dump as a whole address (not as the
-// prefix of a longer one).
-func hasIP(ip string) func([]byte) bool {
-	needle := []byte(ip)
-	return func(dump []byte) bool {
-		for rest := dump; ; {
-			i := bytes.Index(rest, needle)
-			if i < 0 {
-				return false
-			}
-			before := i == 0 || !isIPByte(rest[i-1])
-			end := i + len(needle)
-			after := end == len(rest) || !isIPByte(rest[end])
-			if before && after {
-				return true
-			}
-			rest = rest[i+1:]
-		}
-	}
-}
-
-func isIPByte(b byte) bool { return b == '.' || (b >= '0' && b <= '9') }

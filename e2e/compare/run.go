@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/ruleread"
 )
 
 // nodeName is the Node every proxy runs as (one at a time).
@@ -293,7 +294,7 @@ func (e *env) measureChanges(ctx context.Context, d *ruleDumper, alive func() er
 		}
 		i, ip := e.work.nextChange()
 		svc := workloadNS + "/" + serviceName(i)
-		rules, err := d.serviceRules(serviceIP(i), servicePort, &reads)
+		rules, err := d.serviceRules(serviceAddr(i), &reads)
 		if err != nil {
 			return nil, 0, fmt.Errorf("%s: %w", svc, err)
 		}
@@ -302,7 +303,8 @@ func (e *env) measureChanges(ctx context.Context, d *ruleDumper, alive func() er
 			return nil, 0, err
 		}
 		cctx, cancel := context.WithTimeout(ctx, e.cfg.ChangeTimeout)
-		seen, err := rules.waitUntil(cctx, "endpoint "+ip.String(), alive, hasIP(ip.String()))
+		seen, err := rules.waitUntil(cctx, "endpoint "+ip.String(), alive,
+			func(out []byte) bool { return ruleread.HoldsAddr(out, ip) })
 		cancel()
 		err = errors.Join(err, rules.close())
 		if err != nil {

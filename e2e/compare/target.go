@@ -1,14 +1,15 @@
 package compare
 
 import (
-	"bytes"
 	"context"
 	"fmt"
+	"net/netip"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/ruleread"
 )
 
 // readPause is the pause between two targeted reads of one service's
@@ -33,57 +34,20 @@ type serviceRules struct {
 	reads *[]time.Duration
 }
 
-// locate finds the chain service vip:port jumps to in dump (the output of
+// locate finds the chain service vip jumps to in dump (the output of
 // ruleDumper for mode).
-func locate(dump []byte, mode, vip string, port int) (string, error) {
+func locate(dump []byte, mode string, vip netip.AddrPort) (string, error) {
 	var chain string
+	var err error
 	if mode == "nftables" {
-		chain = nftServiceChain(dump, vip, port)
+		chain, err = ruleread.NftServiceChain(dump, vip)
 	} else {
-		chain = iptablesServiceChain(dump, vip, port)
+		chain, err = ruleread.IptablesServiceChain(dump, vip)
 	}
-	if chain == "" {
-		return "", fmt.Errorf("no chain for %s:%d in the %s dump (%d bytes)", vip, port, mode, len(dump))
+	if err != nil {
+		return "", fmt.Errorf("the %s dump (%d bytes): %w", mode, len(dump), err)
 	}
 	return chain, nil
-}
-
-// iptablesServiceChain finds, in iptables-save output, the rule matching
-// destination vip and port that jumps to a KUBE-SVC- chain (kube-proxy's
-// in KUBE-SERVICES, Switchyard's in a KUBE-SHARD- chain).
-func iptablesServiceChain(dump []byte, vip string, port int) string {
-	dport := []byte(fmt.Sprintf("--dport %d ", port))
-	isVIP := hasIP(vip)
-	for line := range bytes.Lines(dump) {
-		i := bytes.Index(line, []byte("-j KUBE-SVC-"))
-		if i < 0 || !bytes.Contains(line, dport) || !isVIP(line) {
-			continue
-		}
-		return string(bytes.Fields(line[i+3:])[0])
-	}
-	return ""
-}
-
-// nftServiceChain finds, in `nft list table` output, the service-ips map
-// element "vip . tcp . port : goto CHAIN".
-func nftServiceChain(dump []byte, vip string, port int) string {
-	key := []byte(fmt.Sprintf("%s . tcp . %d : goto ", vip, port))
-	for rest := dump; ; {
-		i := bytes.Index(rest, key)
-		if i < 0 {
-			return ""
-		}
-		if i > 0 && isIPByte(rest[i-1]) { // 10.96.1.1 inside 110.96.1.1
-			rest = rest[i+1:]
-			continue
-		}
-		name := rest[i+len(key):]
-		end := bytes.IndexAny(name, ", \t\n}")
-		if end >= 0 {
-			name = name[:end]
-		}
-		return strings.Trim(string(name), `"`)
-	}
 }
 
 // newServiceRules prepares targeted reads of chain in ns; close it.

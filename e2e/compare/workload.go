@@ -40,8 +40,8 @@ type workload struct {
 	log       *slog.Logger
 	services  int
 	endpoints int
-	vips      map[string]bool // every service's cluster IP
-	changes   atomic.Int64    // changes made so far (addresses stay unique)
+	vips      map[netip.Addr]bool // every service's cluster IP
+	changes   atomic.Int64        // changes made so far (addresses stay unique)
 }
 
 func newWorkload(cs kubernetes.Interface, services, endpoints int, log *slog.Logger) (*workload, error) {
@@ -49,9 +49,9 @@ func newWorkload(cs kubernetes.Interface, services, endpoints int, log *slog.Log
 		return nil, fmt.Errorf("workload: %d services × %d endpoints is outside the address plan", services, endpoints)
 	}
 	w := &workload{cs: cs, slices: eps.New(cs), log: log, services: services, endpoints: endpoints,
-		vips: make(map[string]bool, services)}
+		vips: make(map[netip.Addr]bool, services)}
 	for i := range services {
-		w.vips[serviceIP(i)] = true
+		w.vips[serviceAddr(i).Addr()] = true
 	}
 	return w, nil
 }
@@ -59,6 +59,11 @@ func newWorkload(cs kubernetes.Interface, services, endpoints int, log *slog.Log
 func serviceName(i int) string { return fmt.Sprintf("s%05d", i) }
 
 func serviceIP(i int) string { return fmt.Sprintf("10.96.%d.%d", 1+i/250, i%250+1) }
+
+// serviceAddr is service i's cluster IP and port.
+func serviceAddr(i int) netip.AddrPort {
+	return netip.AddrPortFrom(netip.MustParseAddr(serviceIP(i)), servicePort)
+}
 
 func endpointIP(n int) string { return fmt.Sprintf("10.244.%d.%d", n/250, n%250+1) }
 

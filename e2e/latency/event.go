@@ -3,6 +3,7 @@ package latency
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -11,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/switchyard-proxy/switchyard/e2e/cluster"
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/ruleread"
 )
 
 // nodePoll is one node's reads during one event.
@@ -30,6 +32,10 @@ type nodePoll struct {
 // rewritten, a busy lock) counts as not seen and is retried.
 func poll(ctx context.Context, r *ruleReader, ip string, want bool, pause time.Duration) (nodePoll, error) {
 	var p nodePoll
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return p, fmt.Errorf("node %d: the pod's address: %w", r.node, err)
+	}
 	var lastErr error
 	for {
 		begin := time.Now()
@@ -37,7 +43,7 @@ func poll(ctx context.Context, r *ruleReader, ip string, want bool, pause time.D
 		end := time.Now()
 		p.reads++
 		p.readCosts = append(p.readCosts, end.Sub(begin))
-		if err == nil && holdsIP(out, ip) == want {
+		if err == nil && ruleread.HoldsAddr(out, addr) == want {
 			p.seen = end
 			return p, nil
 		}

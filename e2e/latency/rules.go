@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/switchyard-proxy/switchyard/e2e/cluster"
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/ruleread"
 )
 
 // The nftables tables each proxy programs (family ip).
@@ -47,7 +48,7 @@ func resolveReader(ctx context.Context, c *cluster.Cluster, node int, p cluster.
 		if err != nil {
 			return nil, err
 		}
-		if r.chain, err = iptablesServiceChain(out, vip); err != nil {
+		if r.chain, err = ruleread.IptablesServiceChain(out, vip); err != nil {
 			return nil, err
 		}
 	case "nftables":
@@ -59,7 +60,7 @@ func resolveReader(ctx context.Context, c *cluster.Cluster, node int, p cluster.
 		if err != nil {
 			return nil, err
 		}
-		if r.chain, err = nftServiceChain(out, vip); err != nil {
+		if r.chain, err = ruleread.NftServiceChain(out, vip); err != nil {
 			return nil, err
 		}
 	default:
@@ -97,86 +98,6 @@ func (r *ruleReader) read(ctx context.Context) ([]byte, error) {
 		return ownElements(chain, refs, maps), nil
 	}
 	return nil, fmt.Errorf("node %d: the maps of chain %s keep changing", r.node, r.chain)
-}
-
-// iptablesServiceChain finds, in iptables-save output of the nat table,
-// the KUBE-SVC- (or KUBE-SVL-) chain that vip's rule jumps to: in
-// KUBE-SERVICES for kube-proxy, in one of its KUBE-SHARD- chains for
-// Switchyard.
-func iptablesServiceChain(save []byte, vip netip.AddrPort) (string, error) {
-	dst := "-d " + vip.Addr().String() + "/32 "
-	port := "--dport " + strconv.Itoa(int(vip.Port()))
-	sc := bufio.NewScanner(bytes.NewReader(save))
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, "-A ") || !strings.Contains(line, dst) || !hasWord(line, port) {
-			continue
-		}
-		f := strings.Fields(line)
-		for i := 0; i+1 < len(f); i++ {
-			if (f[i] == "-j" || f[i] == "-g") && (strings.HasPrefix(f[i+1], "KUBE-SVC-") || strings.HasPrefix(f[i+1], "KUBE-SVL-")) {
-				return f[i+1], nil
-			}
-		}
-	}
-	return "", fmt.Errorf("no nat rule sends %s to a KUBE-SVC chain (not programmed yet, or written by another iptables flavour)", vip)
-}
-
-// hasWord reports whether s holds w followed by a space or the end.
-func hasWord(s, w string) bool {
-	for rest := s; ; {
-		i := strings.Index(rest, w)
-		if i < 0 {
-			return false
-		}
-		end := i + len(w)
-		if end == len(rest) || rest[end] == ' ' {
-			return true
-		}
-		rest = rest[end:]
-	}
-}
-
-// nftServiceChain finds, in `nft list map ip <table> service-ips`, the
-// chain the element for vip (TCP) goes to.
-func nftServiceChain(listing []byte, vip netip.AddrPort) (string, error) {
-	key := vip.Addr().String() + " . tcp . " + strconv.Itoa(int(vip.Port())) + " :"
-	for _, el := range elements(listing) {
-		rest, ok := strings.CutPrefix(el, key)
-		if !ok {
-			continue
-		}
-		f := strings.Fields(rest)
-		if len(f) == 2 && (f[0] == "goto" || f[0] == "jump") {
-			return f[1], nil
-		}
-	}
-	return "", fmt.Errorf("no element of service-ips sends %s anywhere (not programmed yet)", vip)
-}
-
-// elements returns the elements of every `elements = { … }` block in an
-// nft listing, trimmed, in order.
-func elements(listing []byte) []string {
-	var out []string
-	s := string(listing)
-	for {
-		i := strings.Index(s, "elements = {")
-		if i < 0 {
-			return out
-		}
-		s = s[i+len("elements = {"):]
-		j := strings.IndexByte(s, '}')
-		if j < 0 {
-			j = len(s)
-		}
-		for el := range strings.SplitSeq(s[:j], ",") {
-			if el = strings.Join(strings.Fields(el), " "); el != "" {
-				out = append(out, el)
-			}
-		}
-		s = s[j:]
-	}
 }
 
 // splitNftListing separates the output of `list chain …; list map …` into
@@ -258,7 +179,7 @@ func ownElements(chain string, refs []mapRef, maps map[string]string) []byte {
 	var b strings.Builder
 	b.WriteString(chain)
 	for _, ref := range refs {
-		for _, el := range elements([]byte(maps[ref.name])) {
+		for _, el := range ruleread.Elements([]byte(maps[ref.name])) {
 			key, _, _ := strings.Cut(el, " : ")
 			if ref.lo == ref.hi || keyIn(key, ref.lo, ref.hi) {
 				b.WriteString(ref.name + ": " + el + "\n")
@@ -274,27 +195,3 @@ func keyIn(key string, lo, hi uint64) bool {
 	v, err := strconv.ParseUint(strings.TrimSpace(first), 10, 64)
 	return err == nil && v >= lo && v < hi
 }
-
-// holdsIP reports whether ip occurs in text as a whole address, not as
-// part of a longer one (10.244.1.5 in 10.244.1.50). It is followed by
-// ":port" in iptables DNAT targets and kube-proxy's comments, by " . port"
-// in nftables map elements, and by "/port" in kube-proxy's nftables
-// endpoint chain names.
-func holdsIP(text []byte, ip string) bool {
-	needle := []byte(ip)
-	for rest := text; ; {
-		i := bytes.Index(rest, needle)
-		if i < 0 {
-			return false
-		}
-		end := i + len(needle)
-		before := i == 0 || !isAddrByte(rest[i-1])
-		after := end == len(rest) || !isAddrByte(rest[end])
-		if before && after {
-			return true
-		}
-		rest = rest[i+1:]
-	}
-}
-
-func isAddrByte(b byte) bool { return b == '.' || (b >= '0' && b <= '9') }

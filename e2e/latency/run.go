@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/switchyard-proxy/switchyard/e2e/cluster"
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/ruleread"
 )
 
 // workloadName is the workload's Deployment and ClusterIP Service
@@ -197,9 +199,12 @@ func (m *measurement) prepare(ctx context.Context) error {
 	}
 }
 
+// holdsAll reports whether out holds every address of ips; one that is
+// not an address is never held, so the wait for it times out naming it.
 func holdsAll(out []byte, ips []string) bool {
 	for _, ip := range ips {
-		if !holdsIP(out, ip) {
+		a, err := netip.ParseAddr(ip)
+		if err != nil || !ruleread.HoldsAddr(out, a) {
 			return false
 		}
 	}
