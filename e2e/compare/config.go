@@ -89,6 +89,10 @@ type Config struct {
 	// AgentLogLevel is the agent's --log-level (default info; debug logs
 	// every sync with its duration, in the work dir's agent log).
 	AgentLogLevel string
+	// AgentHeapProfiles, when set, is a directory that gets a heap profile
+	// of every agent (agent-<mode>-<services>-run<N>.pb.gz), taken when
+	// its RSS is read; the agent then runs with --profiling.
+	AgentHeapProfiles string
 	// BurnCPUs threads spin beside every proxy while it is measured: a
 	// repeatable load (default 0, none).
 	BurnCPUs int

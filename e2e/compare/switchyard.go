@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -149,6 +151,13 @@ func (e *env) runSwitchyard(ctx context.Context, mode string) (rec Record, err e
 	if err := e.readSwitchyardMemory(&rec, p.Pid(), cp.Pid()); err != nil {
 		return rec, err
 	}
+	if e.cfg.AgentHeapProfiles != "" {
+		path := filepath.Join(e.cfg.AgentHeapProfiles, fmt.Sprintf("agent-%s-%d-run%d.pb.gz", mode, rec.Services, rec.Run))
+		if err := fetchTo(ctx, client, "http://"+agentMetrics+"/debug/pprof/heap", path); err != nil {
+			return rec, fmt.Errorf("agent heap profile: %w", err)
+		}
+		log.Info("agent heap profile", "path", path)
+	}
 	log.Info("switchyard measured", "agentRssMiB", strconv.FormatFloat(mibf(rec.RSSBytes), 'f', 1, 64),
 		"controlPlaneRssMiB", strconv.FormatFloat(mibf(rec.ControlPlaneRSSBytes), 'f', 1, 64))
 	return rec, nil
@@ -163,7 +172,32 @@ func (e *env) startAgent(topo *netns.Topology, ns, mode, bin, socket, stateDir, 
 			"--state-dir", stateDir, "--healthz-bind-address", agentHealthz,
 			"--metrics-bind-address", agentMetrics, "--min-sync-period", e.cfg.MinSyncPeriod.String(),
 			"--log-level", e.cfg.AgentLogLevel,
+			fmt.Sprintf("--profiling=%v", e.cfg.AgentHeapProfiles != ""),
 		}})
+}
+
+// fetchTo writes the body of a GET of url to path.
+func fetchTo(ctx context.Context, c *http.Client, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return fmt.Errorf("get %s: %w", url, err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("get %s: %s", url, resp.Status)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", url, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, body, 0o644)
 }
 
 func (e *env) readSwitchyardMemory(rec *Record, agentPid, cpPid int) error {

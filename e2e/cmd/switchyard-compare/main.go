@@ -54,6 +54,7 @@ func run() error {
 	md := fs.String("markdown", "", "markdown path (default: -out with .md)")
 	workDir := fs.String("work-dir", "", "directory for binaries, sockets and logs (default: a temp dir, removed on success)")
 	level := fs.String("log-level", "info", "debug|info|warn|error")
+	heapDir := fs.String("agent-heap-profiles", "", "directory for a heap profile of every switchyard-agent, taken after its changes, next to its RSS (runs the agent with --profiling; read with go tool pprof)")
 	agentLevel := fs.String("agent-log-level", "info", "switchyard-agent --log-level (debug logs every sync; keep the logs with -work-dir)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return err
@@ -67,7 +68,7 @@ func run() error {
 		EndpointsPerService: *endpoints, Changes: *changes, KubeProxyModes: splitList(*modes),
 		SwitchyardModes: splitList(*syModes),
 		MinSyncPeriod:   *minSync, CoalesceWindow: *coalesce, ChangeGap: *gap, Parallel: *parallel,
-		Runs: *runs, BurnCPUs: *burn, AgentLogLevel: *agentLevel, SyncTimeout: *syncTimeout,
+		Runs: *runs, BurnCPUs: *burn, AgentLogLevel: *agentLevel, AgentHeapProfiles: *heapDir, SyncTimeout: *syncTimeout,
 		WorkDir: *workDir, Logger: log, Command: strings.Join(os.Args, " "),
 	}
 	for _, s := range splitList(*sizes) {

@@ -168,7 +168,8 @@ func benchFirstSync(b *testing.B, n int) {
 	var self time.Duration
 	r.TakeCPU()
 	for b.Loop() {
-		dp, err := nftables.New(nftables.Config{Runner: r})
+		// As the agent runs it: the table listed over netlink.
+		dp, err := nftables.New(nftables.Config{Runner: r, PartialNetlink: nsNetlink(topo, ns)})
 		if err != nil {
 			b.Fatal(err)
 		}

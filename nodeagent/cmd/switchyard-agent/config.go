@@ -34,6 +34,7 @@ type Config struct {
 	LogFormat              string   `json:"logFormat,omitempty"`
 	CleanupKubeProxy       bool     `json:"cleanupKubeProxy,omitempty"`
 	GCPercent              int      `json:"gcPercent,omitempty"`
+	EnableProfiling        bool     `json:"enableProfiling,omitempty"`
 	// Cleanup is the one-shot --cleanup: a flag only, never in the file,
 	// where a DaemonSet's config would make every start remove the rules
 	// and exit.
@@ -120,6 +121,7 @@ func bind(fs *flag.FlagSet, c *Config, configFile *string) {
 	fs.DurationVar(&c.SyncPeriod.Duration, "sync-period", c.SyncPeriod.Duration, "time between full resyncs that read the kernel back and repair drift (kube-proxy does its full sync hourly too); changes are applied as they arrive, not on this period")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug|info|warn|error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: text|json")
+	fs.BoolVar(&c.EnableProfiling, "profiling", c.EnableProfiling, "serve Go's profiles (net/http/pprof) under /debug/pprof/ on the metrics address, as kube-proxy's --profiling does")
 	fs.IntVar(&c.GCPercent, "gc-percent", c.GCPercent, "Go garbage-collection target (GOGC) of the agent: below Go's default 100 the resident set every node pays stays smaller (1k services: 29 vs 31 MiB) for a little GC CPU on a heap of a few MB; the GOGC environment variable, when set, wins")
 	fs.BoolVar(&c.CleanupKubeProxy, "cleanup-kube-proxy", c.CleanupKubeProxy, "on start, before the first sync, remove what kube-proxy left on this node (its iptables chains, nftables tables, kube-ipvs0 and IPVS services, ipsets); does nothing where kube-proxy left nothing. With --cleanup, remove kube-proxy's too")
 	fs.BoolVar(&c.Cleanup, "cleanup", false, "remove everything every Switchyard mode programmed on this node (iptables chains and ipsets, nftables tables, IPVS services and kube-ipvs0; never other software's rules, nor kube-proxy's unless --cleanup-kube-proxy) and the persisted state in --state-dir, then exit: 0 when nothing is left, 1 with the errors otherwise. "+

@@ -116,6 +116,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		StateDir:          c.StateDir,
 		HealthzAddr:       c.HealthzBindAddress,
 		MetricsAddr:       c.MetricsBindAddress,
+		Profiling:         c.EnableProfiling,
 		HealthCheckBindIP: c.HealthCheckBindAddress,
 		MinSyncPeriod:     c.MinSyncPeriod.Duration,
 		SyncPeriod:        c.SyncPeriod.Duration,

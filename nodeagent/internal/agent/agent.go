@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -56,6 +57,8 @@ type Options struct {
 	// HealthzAddr serves /healthz and /livez; MetricsAddr serves /metrics.
 	// Empty disables.
 	HealthzAddr, MetricsAddr string
+	// Profiling serves net/http/pprof under /debug/pprof/ on MetricsAddr.
+	Profiling bool
 	// HealthCheckBindIP is the address health-check node ports bind to.
 	HealthCheckBindIP string
 	// HealthCheckListen overrides how health-check ports are opened (tests).
@@ -287,7 +290,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return a.syncer.Run(ctx) })
 	g.Go(func() error { return a.client.Run(ctx) })
-	handlers := map[string]http.Handler{"healthz": a.health.Mux(), "metrics": metricsMux(a.metrics, a.syncer.Mode)}
+	handlers := map[string]http.Handler{"healthz": a.health.Mux(), "metrics": metricsMux(a.metrics, a.syncer.Mode, a.o.Profiling)}
 	for name, l := range a.listeners {
 		srv := &http.Server{Handler: handlers[name], ReadHeaderTimeout: 5 * time.Second}
 		g.Go(func() error {
@@ -316,9 +319,16 @@ func (a *Agent) Run(ctx context.Context) error {
 // metricsMux serves /metrics and, like kube-proxy's metrics port,
 // /proxyMode: the mode in use as plain text ("iptables", "nftables", …),
 // which operators' scripts and upstream's e2e "should check kube-proxy
-// urls" read.
-func metricsMux(m *metrics.Metrics, mode func() switchyardv1.DataplaneMode) *http.ServeMux {
+// urls" read; with profiling, also Go's profiles under /debug/pprof/.
+func metricsMux(m *metrics.Metrics, mode func() switchyardv1.DataplaneMode, profiling bool) *http.ServeMux {
 	mux := http.NewServeMux()
+	if profiling {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.Handle("/metrics", m.Handler())
 	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

@@ -3,6 +3,7 @@ package agent
 import (
 	"io"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/metrics"
@@ -23,12 +24,25 @@ func TestProxyMode(t *testing.T) {
 		{switchyardv1.DataplaneMode_DATAPLANE_MODE_DRY_RUN, "dry-run"},
 		{switchyardv1.DataplaneMode_DATAPLANE_MODE_UNSPECIFIED, ""},
 	} {
-		mux := metricsMux(metrics.New(), func() switchyardv1.DataplaneMode { return tc.mode })
+		mux := metricsMux(metrics.New(), func() switchyardv1.DataplaneMode { return tc.mode }, false)
 		rec := httptest.NewRecorder()
 		mux.ServeHTTP(rec, httptest.NewRequest("GET", "/proxyMode", nil))
 		body, _ := io.ReadAll(rec.Body)
 		if rec.Code != 200 || string(body) != tc.want {
 			t.Errorf("%v: /proxyMode = %d %q, want 200 %q", tc.mode, rec.Code, body, tc.want)
+		}
+	}
+}
+
+// Profiles are served only when asked for: they expose the process.
+func TestProfilingOnlyWhenEnabled(t *testing.T) {
+	for _, on := range []bool{false, true} {
+		mux := metricsMux(metrics.New(), func() switchyardv1.DataplaneMode { return 0 }, on)
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest("GET", "/debug/pprof/heap?debug=1", nil))
+		body, _ := io.ReadAll(rec.Body)
+		if got := rec.Code == 200 && strings.Contains(string(body), "heap profile"); got != on {
+			t.Errorf("profiling %v: /debug/pprof/heap = %d (%.40q)", on, rec.Code, body)
 		}
 	}
 }
