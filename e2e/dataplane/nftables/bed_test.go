@@ -3,6 +3,8 @@ package nftables
 import (
 	"net/netip"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
@@ -26,11 +28,19 @@ func TestMain(m *testing.M) {
 // measure) and record the input of every "nft -f" in nftInputs.
 var runnerOptions = dptest.RunnerOptions{Fork: true, Record: record}
 
-const nftInputs = "nft -f"
+// nftInputs logs the input of every "nft -f"; nftLists every nft run
+// that lists (its arguments).
+const (
+	nftInputs = "nft -f"
+	nftLists  = "nft list"
+)
 
 func record(argv []string, stdin []byte) (log, entry string) {
-	if len(argv) > 1 && argv[1] == "-f" {
+	switch {
+	case len(argv) > 1 && argv[1] == "-f":
 		return nftInputs, string(stdin)
+	case slices.Contains(argv, "list"):
+		return nftLists, strings.Join(argv, " ")
 	}
 	return "", ""
 }

@@ -104,14 +104,30 @@ func secondApplyFullResyncCleanup(t *testing.T, b *bed) {
 	if again := b.listTables(t); again != listed {
 		t.Errorf("full resync of an unchanged state changed the tables:\nbefore:\n%s\nafter:\n%s", listed, again)
 	}
-	// A restarted agent reconciles (lists, rewrites, deletes leftovers).
-	restarted := b.newDP(t, nftables.Config{})
+	// A restarted agent reconciles (lists, rewrites, deletes leftovers),
+	// whether it lists the table with nft or over netlink.
 	web := st.Services["default/web"]
-	if err := restarted.Apply(t.Context(), dptest.State(b.Node, web), dataplane.ApplyOptions{}); err != nil {
-		t.Fatalf("first Apply after restart: %v", err)
-	}
-	if got := b.listTables(t); strings.Contains(got, "default/sticky/") || strings.Contains(got, "default/lb/") {
-		t.Errorf("leftovers after restart:\n%s", got)
+	var restarted *nftables.Dataplane
+	for _, c := range []struct {
+		listing string
+		cfg     nftables.Config
+	}{{"nft", nftables.Config{}}, {"netlink", nftables.Config{PartialNetlink: nsNetlink(b.Topo, b.Node.NS)}}} {
+		b.apply(t, st) // the leftovers back
+		if got := b.listTables(t); !strings.Contains(got, "default/sticky/") {
+			t.Fatalf("%s: the full state is not in the kernel:\n%s", c.listing, got)
+		}
+		restarted = b.newDP(t, c.cfg)
+		b.Runner.Take(nftLists)
+		if err := restarted.Apply(t.Context(), dptest.State(b.Node, web), dataplane.ApplyOptions{}); err != nil {
+			t.Fatalf("%s listing: first Apply after restart: %v", c.listing, err)
+		}
+		if lists := b.Runner.Take(nftLists); (len(lists) > 0) != (c.listing == "nft") {
+			t.Errorf("%s listing: nft listed %d times: %q", c.listing, len(lists), lists)
+		}
+		if got := b.listTables(t); strings.Contains(got, "default/sticky/") || strings.Contains(got, "default/lb/") {
+			t.Errorf("%s listing: leftovers after restart:\n%s", c.listing, got)
+		}
+		b.dp = restarted
 	}
 	if err := restarted.Cleanup(t.Context()); err != nil {
 		t.Fatal(err)
