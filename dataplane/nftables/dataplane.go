@@ -66,7 +66,7 @@ type Dataplane struct {
 	// memo keeps each family's rendered services between syncs; owners
 	// the services behind each shared element of the applied ruleset.
 	memo   map[Family]*Memo
-	owners map[Family]owners
+	owners map[Family]*owners
 	stats  SyncStats
 }
 
@@ -123,7 +123,7 @@ func New(cfg Config) (*Dataplane, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Dataplane{cfg: cfg, log: log, nft: nft, applied: map[Family]*Ruleset{}, baseReset: map[Family]bool{},
-		udp: map[Family]map[string]conntrack.UDPPort{}, memo: map[Family]*Memo{}, owners: map[Family]owners{}}, nil
+		udp: map[Family]map[string]conntrack.UDPPort{}, memo: map[Family]*Memo{}, owners: map[Family]*owners{}}, nil
 }
 
 // Mode implements dataplane.Dataplane.

@@ -25,28 +25,78 @@ import (
 // in name order wins, as in a full Render.
 type owner struct{ svc, value string }
 
-// owners maps shared set → key → owners, sorted by service.
-type owners map[string]map[string][]owner
+// owners records which services hold each element of the shared sets
+// and maps, for the incremental path: almost every key has one owner,
+// kept as its name alone (its value is the applied element's); the few
+// keys several services hold keep every owner with its value, sorted by
+// service. At 10,000 services that is 120,000 keys, and a list per key
+// was the largest thing the agent kept (14 MB of a 64 MB heap).
+type owners struct {
+	one  map[string]map[string]string // set → key → the only owner
+	many map[elemKey][]owner
+}
 
 // buildOwners records the shared elements of every fragment.
-func buildOwners(m *Memo) owners {
-	o := owners{}
+func buildOwners(m *Memo) *owners {
+	o := &owners{one: map[string]map[string]string{}, many: map[elemKey][]owner{}}
 	for name, f := range m.All() {
-		for set, elems := range f.rs.Elements {
-			if _, own := f.rs.Sets[set]; own {
+		var keys map[string]string
+		for i, e := range f.shared {
+			if i == 0 || f.shared[i-1].set != e.set {
+				if keys = o.one[e.set]; keys == nil {
+					keys = map[string]string{}
+					o.one[e.set] = keys
+				}
+			}
+			ek := elemKey{e.set, e.key}
+			if many, ok := o.many[ek]; ok {
+				o.many[ek] = append(many, owner{name, e.value}) // names ascend: stays sorted
 				continue
 			}
-			keys := o[set]
-			if keys == nil {
-				keys = map[string][]owner{}
-				o[set] = keys
+			first, ok := keys[e.key]
+			if !ok {
+				keys[e.key] = name
+				continue
 			}
-			for k, v := range elems {
-				keys[k] = append(keys[k], owner{name, v}) // names ascend: stays sorted
-			}
+			// A second owner: the first one's value is its fragment's.
+			ff, _ := m.Get(first)
+			o.many[ek] = []owner{{first, ff.sharedValue(e.set, e.key)}, {name, e.value}}
+			delete(keys, e.key)
 		}
 	}
 	return o
+}
+
+// get returns the owners of a key, sorted by service, in a new slice; rs
+// is the applied ruleset, which holds the value of a key with one owner.
+func (o *owners) get(rs *Ruleset, ek elemKey) []owner {
+	if many, ok := o.many[ek]; ok {
+		return slices.Clone(many)
+	}
+	if svc, ok := o.one[ek.set][ek.key]; ok {
+		return []owner{{svc, rs.Elements[ek.set][ek.key]}}
+	}
+	return nil
+}
+
+// put records the owners of a key after a committed change.
+func (o *owners) put(ek elemKey, cur []owner) {
+	keys := o.one[ek.set]
+	switch len(cur) {
+	case 0:
+		delete(keys, ek.key)
+		delete(o.many, ek)
+	case 1:
+		if keys == nil {
+			keys = map[string]string{}
+			o.one[ek.set] = keys
+		}
+		keys[ek.key] = cur[0].svc
+		delete(o.many, ek)
+	default:
+		delete(keys, ek.key)
+		o.many[ek] = cur
+	}
 }
 
 // elemKey names one element of one set.
@@ -80,7 +130,7 @@ type incPlan struct {
 
 // planIncremental writes into tx what planPartial would write for the
 // same change, in the same order, looking only at the changed services.
-func planIncremental(tx txWriter, rs *Ruleset, own owners, changes []change) *incPlan {
+func planIncremental(tx txWriter, rs *Ruleset, own *owners, changes []change) *incPlan {
 	p := &incPlan{changes: changes, shared: map[elemKey][]owner{},
 		udpOld: map[string]conntrack.UDPPort{}, udpNew: map[string]conntrack.UDPPort{}}
 	empty := newRuleset(rs.Family)
@@ -153,31 +203,21 @@ func planIncremental(tx txWriter, rs *Ruleset, own owners, changes []change) *in
 			ek := elemKey{set, key}
 			cur, ok := p.shared[ek]
 			if !ok {
-				cur = slices.Clone(own[set][key])
+				cur = own.get(rs, ek)
 				if v, had := effective(cur); had {
 					before[ek], hadBefore[ek] = v, true
 				}
 			}
 			return cur
 		}
-		for set, elems := range o.Elements {
-			if _, ownSet := o.Sets[set]; ownSet {
-				continue
-			}
-			for k := range elems {
-				cur := touch(set, k)
-				p.shared[elemKey{set, k}] = slices.DeleteFunc(cur, func(w owner) bool { return w.svc == c.Name })
-			}
+		for _, e := range sharedElems(c.Old) {
+			cur := touch(e.set, e.key)
+			p.shared[elemKey{e.set, e.key}] = slices.DeleteFunc(cur, func(w owner) bool { return w.svc == c.Name })
 		}
-		for set, elems := range n.Elements {
-			if _, ownSet := n.Sets[set]; ownSet {
-				continue
-			}
-			for k, v := range elems {
-				cur := touch(set, k)
-				i, _ := slices.BinarySearchFunc(cur, c.Name, func(w owner, name string) int { return strings.Compare(w.svc, name) })
-				p.shared[elemKey{set, k}] = slices.Insert(cur, i, owner{c.Name, v})
-			}
+		for _, e := range sharedElems(c.New) {
+			cur := touch(e.set, e.key)
+			i, _ := slices.BinarySearchFunc(cur, c.Name, func(w owner, name string) int { return strings.Compare(w.svc, name) })
+			p.shared[elemKey{e.set, e.key}] = slices.Insert(cur, i, owner{c.Name, e.value})
 		}
 		for id, u := range o.udp {
 			p.udpOld[id] = u
@@ -259,12 +299,12 @@ func effective(os []owner) (string, bool) {
 
 // commit applies a committed incremental plan to the applied ruleset,
 // the owners and the memo.
-func (p *incPlan) commit(rs *Ruleset, own owners, m *Memo, nodeSkips []Skip) {
+func (p *incPlan) commit(rs *Ruleset, own *owners, m *Memo, nodeSkips []Skip) {
 	rebuildSkips := false
 	for _, c := range p.changes {
 		if c.Old != nil {
-			for chain := range c.Old.rs.blocks {
-				if c.New == nil || !c.New.rs.blocks[chain] {
+			for _, chain := range c.Old.blocks {
+				if c.New == nil || !slices.Contains(c.New.blocks, chain) {
 					m.slots.release(chain)
 				}
 				delete(rs.blocks, chain)
@@ -298,24 +338,18 @@ func (p *incPlan) commit(rs *Ruleset, own owners, m *Memo, nodeSkips []Skip) {
 		for id, u := range f.udp {
 			rs.udp[id] = u
 		}
-		for chain := range f.blocks {
+		for _, chain := range c.New.blocks {
 			rs.blocks[chain] = true
 		}
 		rebuildSkips = rebuildSkips || len(f.Skips) > 0
 		m.Put(c.Name, c.View, c.New)
 	}
 	for ek, cur := range p.shared {
-		keys := own[ek.set]
-		if keys == nil {
-			keys = map[string][]owner{}
-			own[ek.set] = keys
-		}
+		own.put(ek, cur)
 		if len(cur) == 0 {
-			delete(keys, ek.key)
 			delete(rs.Elements[ek.set], ek.key)
 			continue
 		}
-		keys[ek.key] = cur
 		v, _ := effective(cur)
 		if rs.Elements[ek.set] == nil {
 			rs.Elements[ek.set] = map[string]string{}
