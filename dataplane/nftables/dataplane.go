@@ -335,11 +335,11 @@ func (d *Dataplane) runNetlink(ops []op, fam Family, sets func(string) *Set) (bo
 	if err != nil {
 		return false, err
 	}
-	c, err := d.cfg.PartialNetlink(gnft.WithSockOptions(bigBuffers))
+	c, err := d.cfg.PartialNetlink(gnft.AsLasting(), gnft.WithSockOptions(bigBuffers))
 	if err != nil {
 		return false, fmt.Errorf("open netlink: %w", err)
 	}
-	defer func() { _ = c.CloseLasting() }()
+	defer closeLater(c)
 	runtime.LockOSThread() // so the thread's CPU time is this batch's
 	defer runtime.UnlockOSThread()
 	cpu0 := threadCPU()

@@ -20,9 +20,10 @@ import (
 // NetlinkDialer opens a google/nftables connection whose socket is in the
 // node's network namespace (for example gnft.New(opts...) run on a
 // thread that entered it, or with gnft.WithNetNSFd(fd)), with the
-// Dataplane's options (socket buffers sized for the batch) applied. The
-// Dataplane calls it once per netlink transaction and closes the
-// connection (CloseLasting) after it.
+// Dataplane's options (a lasting connection, socket buffers sized for
+// the batch) applied. The Dataplane calls it once per netlink transaction
+// (and once to list the table before a first sync) and closes the
+// connection (CloseLasting) in the background after it.
 type NetlinkDialer func(opts ...gnft.ConnOption) (*gnft.Conn, error)
 
 // errNoNetlink marks an operation the netlink translator does not
@@ -295,6 +296,15 @@ func bigBuffers(c *netlink.Conn) error {
 		return fmt.Errorf("netlink socket buffers: %w", serr)
 	}
 	return nil
+}
+
+// closeLater closes a lasting connection in the background. Closing a
+// netlink socket waits for an RCU grace period in the kernel (8–10 ms
+// here, measured with strace: close() of the socket), which is most of a
+// one-endpoint sync's wall time; the transaction has committed by then
+// and nothing waits for the socket to go.
+func closeLater(c *gnft.Conn) {
+	go func() { _ = c.CloseLasting() }()
 }
 
 // DialOwnNamespace is the NetlinkDialer of an agent running in the node's

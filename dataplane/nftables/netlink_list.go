@@ -16,11 +16,11 @@ import (
 // under a millisecond), and unlike "list table" it carries no rules.
 func listNetlink(dial NetlinkDialer, fam Family, table string) (tableObjects, error) {
 	var t tableObjects
-	c, err := dial()
+	c, err := dial(gnft.AsLasting())
 	if err != nil {
 		return t, fmt.Errorf("open netlink: %w", err)
 	}
-	defer func() { _ = c.CloseLasting() }()
+	defer closeLater(c)
 	tf := gnft.TableFamilyIPv4
 	if fam == IPv6 {
 		tf = gnft.TableFamilyIPv6
