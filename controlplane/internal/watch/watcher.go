@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -93,15 +94,19 @@ func (w *Watcher) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := w.register(inf); err != nil {
+	regs, err := w.register(inf)
+	if err != nil {
 		return err
 	}
 	infCtx, stopInformers := context.WithCancel(ctx)
 	inf.start(infCtx)
 	defer inf.wait()
 	defer stopInformers()
-	if !cache.WaitForCacheSync(ctx.Done(), inf.synced()...) {
-		return fmt.Errorf("watch: informer caches did not sync: %w", context.Cause(ctx))
+	// The handlers too: the first batch is the keys they marked, so a
+	// handler still delivering the initial list would leave objects out
+	// of the first views.
+	if err := waitSynced(ctx, append(inf.synced(), regs...)); err != nil {
+		return err
 	}
 	st := &store{
 		st: model.NewState(), rec: w.cfg.Recorder, log: w.cfg.Logger,
@@ -148,7 +153,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	}
 }
 
-func (w *Watcher) register(inf *informerSet) error {
+func (w *Watcher) register(inf *informerSet) ([]cache.InformerSynced, error) {
 	regs := []struct {
 		kind string
 		inf  cache.SharedIndexInformer
@@ -160,16 +165,19 @@ func (w *Watcher) register(inf *informerSet) error {
 		{"ServiceCIDR", inf.serviceCIDRs, func(_, name string) { w.dirty.addServiceCIDR(name) }},
 		{"ConfigMap", inf.configMap, func(string, string) { w.dirty.addConfigMap() }},
 	}
+	var synced []cache.InformerSynced
 	for _, r := range regs {
 		if r.inf == nil {
 			continue // not served
 		}
 		h := handler{kind: r.kind, mark: r.mark, obs: w.cfg.Observer, log: w.cfg.Logger}
-		if _, err := r.inf.AddEventHandler(h); err != nil {
-			return fmt.Errorf("watch: register %s handler: %w", r.kind, err)
+		reg, err := r.inf.AddEventHandler(h)
+		if err != nil {
+			return nil, fmt.Errorf("watch: register %s handler: %w", r.kind, err)
 		}
+		synced = append(synced, reg.HasSynced)
 	}
-	return nil
+	return synced, nil
 }
 
 // handler turns informer events into dirty keys.
@@ -201,3 +209,25 @@ type nopObserver struct{}
 
 func (nopObserver) InformerEvent(string, string) {}
 func (nopObserver) Computed(time.Duration, int)  {}
+
+// syncPoll is how often waitSynced looks at the informers: client-go's
+// WaitForCacheSync looks every 100 ms, which a cold start (the first
+// views of every node, and an agent's first sync behind them) waited for
+// on average half of, for caches that had synced.
+const syncPoll = 5 * time.Millisecond
+
+// waitSynced returns when every informer has synced, or ctx's cause.
+func waitSynced(ctx context.Context, synced []cache.InformerSynced) error {
+	err := wait.PollUntilContextCancel(ctx, syncPoll, true, func(context.Context) (bool, error) {
+		for _, ok := range synced {
+			if !ok() {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	if err != nil {
+		return fmt.Errorf("watch: informer caches did not sync: %w", context.Cause(ctx))
+	}
+	return nil
+}

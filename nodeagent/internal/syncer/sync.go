@@ -82,6 +82,9 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 	}
 	if switched || full {
 		s.cleanOthers(ctx)
+		// After the ACK: a forced collection at 10k services takes tens
+		// of milliseconds, which the sync and its report need not wait for.
+		releaseMemory()
 	}
 }
 
@@ -200,12 +203,8 @@ func (s *Syncer) program(ctx context.Context, st *dataplane.State, full bool, ch
 		if err := s.dp.Apply(ctx, st, dataplane.ApplyOptions{Full: full, Changed: changed}); err != nil {
 			return false, fmt.Errorf("apply %s: %w", s.dp.Mode(), err)
 		}
-		if full {
-			releaseMemory()
-		}
 		return false, nil
 	}
-	defer releaseMemory()
 	dp, err := s.cfg.NewDataplane(mode)
 	if err != nil {
 		return false, fmt.Errorf("dataplane for mode %s: %w", mode, err)
