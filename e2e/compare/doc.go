@@ -27,7 +27,8 @@
 //     recorded beside it (FirstSyncMetricSeconds);
 //   - change: one EndpointSlice update moves an endpoint to a fresh address;
 //     from just before the update until a targeted read of that service's
-//     own rules holds the address (target.go: the chain its cluster IP
+//     own rules holds the address, reading from the write on (a proxy may
+//     program it before the update's response arrives) (target.go: the chain its cluster IP
 //     jumps to, found once in the first sync's dump, and in nftables mode
 //     the named maps that chain refers to). A read costs milliseconds
 //     whatever the table's size (ReadMedianSeconds, the resolution), so
