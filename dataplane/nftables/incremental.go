@@ -40,31 +40,42 @@ type owners struct {
 func buildOwners(m *Memo) *owners {
 	o := &owners{one: map[string]map[string]string{}, many: map[elemKey][]owner{}}
 	for name, f := range m.All() {
-		var keys map[string]string
-		for i, e := range f.shared {
-			if i == 0 || f.shared[i-1].set != e.set {
-				if keys = o.one[e.set]; keys == nil {
-					keys = map[string]string{}
-					o.one[e.set] = keys
-				}
+		for set, elems := range f.sharedBySet() {
+			keys := o.keys(set)
+			for _, e := range elems {
+				o.add(m, keys, name, e)
 			}
-			ek := elemKey{e.set, e.key}
-			if many, ok := o.many[ek]; ok {
-				o.many[ek] = append(many, owner{name, e.value}) // names ascend: stays sorted
-				continue
-			}
-			first, ok := keys[e.key]
-			if !ok {
-				keys[e.key] = name
-				continue
-			}
-			// A second owner: the first one's value is its fragment's.
-			ff, _ := m.Get(first)
-			o.many[ek] = []owner{{first, ff.sharedValue(e.set, e.key)}, {name, e.value}}
-			delete(keys, e.key)
 		}
 	}
 	return o
+}
+
+// keys returns the single owners of set's keys, creating the map.
+func (o *owners) keys(set string) map[string]string {
+	keys := o.one[set]
+	if keys == nil {
+		keys = map[string]string{}
+		o.one[set] = keys
+	}
+	return keys
+}
+
+// add records svc as an owner of e; services come in name order.
+func (o *owners) add(m *Memo, keys map[string]string, svc string, e sharedElem) {
+	ek := elemKey{e.set, e.key}
+	if many, ok := o.many[ek]; ok {
+		o.many[ek] = append(many, owner{svc, e.value}) // names ascend: stays sorted
+		return
+	}
+	first, ok := keys[e.key]
+	if !ok {
+		keys[e.key] = svc
+		return
+	}
+	// A second owner: the first one's value is its fragment's.
+	ff, _ := m.Get(first)
+	o.many[ek] = []owner{{first, ff.sharedValue(e.set, e.key)}, {svc, e.value}}
+	delete(keys, e.key)
 }
 
 // get returns the owners of a key, sorted by service, in a new slice; rs
@@ -81,20 +92,15 @@ func (o *owners) get(rs *Ruleset, ek elemKey) []owner {
 
 // put records the owners of a key after a committed change.
 func (o *owners) put(ek elemKey, cur []owner) {
-	keys := o.one[ek.set]
 	switch len(cur) {
 	case 0:
-		delete(keys, ek.key)
+		delete(o.one[ek.set], ek.key)
 		delete(o.many, ek)
 	case 1:
-		if keys == nil {
-			keys = map[string]string{}
-			o.one[ek.set] = keys
-		}
-		keys[ek.key] = cur[0].svc
+		o.keys(ek.set)[ek.key] = cur[0].svc
 		delete(o.many, ek)
 	default:
-		delete(keys, ek.key)
+		delete(o.one[ek.set], ek.key)
 		o.many[ek] = cur
 	}
 }

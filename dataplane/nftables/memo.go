@@ -3,6 +3,7 @@ package nftables
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"maps"
 	"slices"
 	"strings"
@@ -93,6 +94,23 @@ func bySetAndKey(a, b sharedElem) int {
 	return strings.Compare(a.key, b.key)
 }
 
+// sharedBySet yields the shared elements of f one set at a time (they
+// are sorted by set).
+func (f *fragment) sharedBySet() iter.Seq2[string, []sharedElem] {
+	return func(yield func(string, []sharedElem) bool) {
+		for i := 0; i < len(f.shared); {
+			j := i + 1
+			for j < len(f.shared) && f.shared[j].set == f.shared[i].set {
+				j++
+			}
+			if !yield(f.shared[i].set, f.shared[i:j]) {
+				return
+			}
+			i = j
+		}
+	}
+}
+
 // sharedElems returns the shared elements of f, none for a nil fragment
 // (a service added or removed).
 func sharedElems(f *fragment) []sharedElem {
@@ -125,15 +143,15 @@ func (r *renderer) replay(f *fragment) {
 	maps.Copy(rs.Chains, f.rs.Chains)
 	maps.Copy(rs.Sets, f.rs.Sets)
 	maps.Copy(rs.Elements, f.rs.Elements) // its own sets' maps, shared as they are
-	var dst map[string]string
-	for i, e := range f.shared {
-		if i == 0 || f.shared[i-1].set != e.set {
-			if dst = rs.Elements[e.set]; dst == nil {
-				dst = map[string]string{}
-				rs.Elements[e.set] = dst
-			}
+	for set, elems := range f.sharedBySet() {
+		dst := rs.Elements[set]
+		if dst == nil {
+			dst = map[string]string{}
+			rs.Elements[set] = dst
 		}
-		dst[e.key] = e.value
+		for _, e := range elems {
+			dst[e.key] = e.value
+		}
 	}
 	rs.Skips = append(rs.Skips, f.rs.Skips...)
 	maps.Copy(rs.udp, f.rs.udp)
@@ -170,11 +188,13 @@ func validateIn(f *fragment, a, b *Ruleset) error {
 			errs = append(errs, checkRefs("element "+n+" { "+k+" }", f.rs.Elements[n][k], hasChain, hasSet)...)
 		}
 	}
-	for i, e := range f.shared {
-		if (i == 0 || f.shared[i-1].set != e.set) && !hasSet(e.set) {
-			errs = append(errs, fmt.Errorf("elements of missing set %s", e.set))
+	for set, elems := range f.sharedBySet() {
+		if !hasSet(set) {
+			errs = append(errs, fmt.Errorf("elements of missing set %s", set))
 		}
-		errs = append(errs, checkRefs("element "+e.set+" { "+e.key+" }", e.value, hasChain, hasSet)...)
+		for _, e := range elems {
+			errs = append(errs, checkRefs("element "+set+" { "+e.key+" }", e.value, hasChain, hasSet)...)
+		}
 	}
 	return errors.Join(errs...)
 }

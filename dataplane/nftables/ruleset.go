@@ -198,9 +198,6 @@ func setRefs(text string) []string {
 			out = append(out, text[start:end])
 		}
 		i = end
-		if end == start {
-			i = start
-		}
 	}
 	return out
 }
