@@ -13,11 +13,13 @@ require (
 	golang.org/x/sys v0.48.0
 	google.golang.org/protobuf v1.36.12
 	sigs.k8s.io/knftables v0.0.22
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (
 	github.com/mdlayher/socket v0.6.1 // indirect
 	github.com/sirupsen/logrus v1.9.0 // indirect
+	go.yaml.in/yaml/v2 v2.4.2 // indirect
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sync v0.23.0 // indirect
 	golang.org/x/text v0.42.0 // indirect

@@ -1,0 +1,232 @@
+package explain
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
+)
+
+// Mode names, as dataplane.Dataplane.Mode spells them.
+const (
+	ModeIPTables  = "iptables"
+	ModeIPVS      = "ipvs"
+	ModeNFTables  = "nftables"
+	ModeUserspace = "userspace"
+)
+
+// Explain says what a node programmed from st in mode does with pkt.
+// mode matters where kube-proxy's modes differ: the node port addresses
+// an empty list means, the Service ranges only nftables guards, and the
+// userspace proxy that always connects from the node. An unknown mode is
+// read as iptables, the agent's default.
+func Explain(st *dataplane.State, mode string, pkt Packet) Verdict {
+	if err := pkt.Validate(); err != nil {
+		return Verdict{Action: Pass, Why: WhyNotAService, Notes: []string{"not a packet a node can see: " + err.Error()}}
+	}
+	fam := serviceport.IPv4
+	if pkt.IPv6() {
+		fam = serviceport.IPv6
+	}
+	pkt.Src, pkt.Dst = pkt.Src.Unmap(), pkt.Dst.Unmap()
+	npDefault := serviceport.NodePortsAll
+	if mode == ModeNFTables {
+		npDefault = serviceport.NodePortsPrimary
+	}
+	var nodeSkips []string
+	node := serviceport.ReadNode(st.Config, fam, npDefault, func(_, reason string) { nodeSkips = append(nodeSkips, reason) })
+	e := explainer{mode: mode, node: node, pkt: pkt}
+
+	keys := make([]string, 0, len(st.Services))
+	for k := range st.Services {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	// kube-proxy matches service addresses before node ports (node ports
+	// are the last rule of KUBE-SERVICES), so a node port is only looked
+	// for once no service holds the address.
+	for _, byNodePort := range []bool{false, true} {
+		for _, k := range keys {
+			var skips []string
+			svc, ok := serviceport.Read(k, st.Services[k], fam, func(_, reason string) { skips = append(skips, reason) })
+			if !ok {
+				continue
+			}
+			if v, ok := e.service(&svc, byNodePort); ok {
+				for _, s := range skips {
+					v.Notes = append(v.Notes, "skipped input of this service: "+s)
+				}
+				return v
+			}
+		}
+	}
+	v := e.notAService(st, keys, fam)
+	for _, s := range nodeSkips {
+		v.Notes = append(v.Notes, "skipped node setting: "+s)
+	}
+	return v
+}
+
+type explainer struct {
+	mode string
+	node serviceport.Node
+	pkt  Packet
+}
+
+// fromNode reports whether the packet leaves from the node itself.
+func (e *explainer) fromNode() bool {
+	return e.pkt.Src.IsLoopback() || slices.Contains(e.node.NodeIPs, e.pkt.Src)
+}
+
+func (e *explainer) fromPod() bool {
+	return slices.ContainsFunc(e.node.ClusterCIDRs, func(p netip.Prefix) bool { return p.Contains(e.pkt.Src) })
+}
+
+// service explains the packet by the first port of svc it is addressed
+// to: by an address of the service, or by its node port.
+func (e *explainer) service(svc *serviceport.Service, byNodePort bool) (Verdict, bool) {
+	for i := range svc.Ports {
+		p := &svc.Ports[i]
+		if p.Protocol != e.pkt.Protocol {
+			continue
+		}
+		v := Verdict{Service: svc.Name, Port: p.Name}
+		switch {
+		case byNodePort:
+			if p.NodePort == 0 || uint32(e.pkt.Port) != p.NodePort || !e.nodePortAddress() {
+				continue
+			}
+			v.Address = "node port"
+		case uint32(e.pkt.Port) != p.Port:
+			continue
+		case slices.Contains(p.ClusterIPs, e.pkt.Dst):
+			v.Address = "cluster IP"
+			return e.internal(p, v), true
+		case slices.Contains(p.ExternalIPs, e.pkt.Dst):
+			v.Address = "external IP"
+		case slices.Contains(p.LBIPs, e.pkt.Dst):
+			v.Address = "load-balancer IP"
+			if p.HasRanges && !slices.ContainsFunc(p.SourceRanges, func(r netip.Prefix) bool { return r.Contains(e.pkt.Src) }) {
+				v.Action, v.Why = Drop, WhySourceRange
+				v.Notes = append(v.Notes, fmt.Sprintf("source %s is outside the service's loadBalancerSourceRanges", e.pkt.Src))
+				return v, true
+			}
+		default:
+			continue
+		}
+		return e.external(p, v), true
+	}
+	return Verdict{}, false
+}
+
+// nodePortAddress reports whether node ports answer on the destination:
+// one of the node's addresses the node port addresses cover.
+func (e *explainer) nodePortAddress() bool {
+	return slices.Contains(e.node.NodeIPs, e.pkt.Dst) && e.node.NodePorts.Matches(e.pkt.Dst)
+}
+
+// internal explains traffic to a cluster IP.
+func (e *explainer) internal(p *serviceport.Port, v Verdict) Verdict {
+	t := p.Internal
+	if !t.Serves() {
+		return e.refuse(p, t, v)
+	}
+	why := WhyEndpoints
+	masq := false
+	if t.Local {
+		why = WhyLocalEndpoints
+	} else {
+		masq = e.node.MasqueradeAll || (len(e.node.ClusterCIDRs) > 0 && !e.fromPod())
+	}
+	return e.forward(p, t.Endpoints, masq, why, v)
+}
+
+// external explains traffic to a node port, external IP or load-balancer
+// IP.
+func (e *explainer) external(p *serviceport.Port, v Verdict) Verdict {
+	t := p.External
+	switch {
+	case p.ShortCircuit && e.fromPod():
+		return e.forward(p, p.Cluster, false, WhyShortCircuit, v)
+	case p.ShortCircuit && e.fromNode():
+		return e.forward(p, p.Cluster, true, WhyShortCircuit, v)
+	case !t.Serves():
+		return e.refuse(p, t, v)
+	case t.Local:
+		// Traffic from the node itself is masqueraded before it meets
+		// the local endpoints (it has no other source to reply to).
+		return e.forward(p, t.Endpoints, e.fromNode(), WhyLocalEndpoints, v)
+	}
+	return e.forward(p, t.Endpoints, true, WhyEndpoints, v)
+}
+
+func (e *explainer) forward(p *serviceport.Port, eps []serviceport.Endpoint, masq bool, why Why, v Verdict) Verdict {
+	addrs := make([]netip.AddrPort, len(eps))
+	terminating := 0
+	for i, ep := range eps {
+		addrs[i] = ep.Addr
+		if ep.Terminating {
+			terminating++
+		}
+	}
+	v.Action, v.Endpoints, v.Why, v.AffinitySeconds = Forward, Even(addrs...), why, p.Affinity
+	v.Masquerade = masq || e.mode == ModeUserspace
+	if terminating == len(eps) {
+		v.Notes = append(v.Notes, "terminating fallback: no endpoint is ready, so the serving terminating ones take the traffic")
+	}
+	if e.mode == ModeUserspace {
+		v.Notes = append(v.Notes, "userspace mode: the proxy connects to the endpoint from the node, so the client's address never reaches it")
+	}
+	return v
+}
+
+// refuse explains traffic no endpoint takes.
+func (e *explainer) refuse(p *serviceport.Port, t serviceport.Traffic, v Verdict) Verdict {
+	if t.NoEndpoints == serviceport.Drop {
+		v.Action, v.Why = Drop, WhyNoneForNode
+		if t.Local {
+			v.Notes = append(v.Notes, "the Local traffic policy allows only this node's endpoints, and it has none")
+		}
+		return v
+	}
+	v.Action, v.Why = Reject, WhyNoEndpoints
+	return v
+}
+
+// notAService explains a packet no service port holds: passed, except
+// that the nftables mode guards the cluster's Service ranges as
+// kube-proxy's does.
+func (e *explainer) notAService(st *dataplane.State, keys []string, fam serviceport.Family) Verdict {
+	v := Verdict{Action: Pass, Why: WhyNotAService}
+	if e.mode != ModeNFTables {
+		if e.mode == ModeIPVS && e.isClusterIP(st, keys, fam) {
+			v.Notes = append(v.Notes, "ipvs mode: cluster IPs are local addresses (kube-ipvs0), so the node's own stack answers this port")
+		}
+		return v
+	}
+	if e.isClusterIP(st, keys, fam) {
+		v.Action, v.Why = Reject, WhyUnservedPort
+		return v
+	}
+	if slices.ContainsFunc(e.node.ServiceCIDRs, func(p netip.Prefix) bool { return p.Contains(e.pkt.Dst) }) {
+		v.Action, v.Why = Drop, WhyServiceRange
+	}
+	return v
+}
+
+func (e *explainer) isClusterIP(st *dataplane.State, keys []string, fam serviceport.Family) bool {
+	for _, k := range keys {
+		svc, ok := serviceport.Read(k, st.Services[k], fam, func(string, string) {})
+		if !ok {
+			continue
+		}
+		for _, p := range svc.Ports {
+			if slices.Contains(p.ClusterIPs, e.pkt.Dst) {
+				return true
+			}
+		}
+	}
+	return false
+}

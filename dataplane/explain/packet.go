@@ -1,0 +1,61 @@
+package explain
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+)
+
+// Packet is the first packet of a connection: what Explain and every
+// tracer are asked about.
+type Packet struct {
+	// Protocol is "tcp", "udp" or "sctp".
+	Protocol string
+	Src, Dst netip.Addr
+	// Port is the destination port.
+	Port uint16
+}
+
+// ParsePacket reads the form String writes: "tcp 10.0.0.1 -> 10.96.0.1:80"
+// ("[fd00::1]:80" for IPv6 destinations).
+func ParsePacket(s string) (Packet, error) {
+	f := strings.Fields(s)
+	if len(f) != 4 || f[2] != "->" {
+		return Packet{}, fmt.Errorf("packet %q: want \"PROTO SRC -> DST:PORT\"", s)
+	}
+	src, err := netip.ParseAddr(f[1])
+	if err != nil {
+		return Packet{}, fmt.Errorf("packet %q: source: %w", s, err)
+	}
+	dst, err := netip.ParseAddrPort(f[3])
+	if err != nil {
+		return Packet{}, fmt.Errorf("packet %q: destination: %w", s, err)
+	}
+	p := Packet{Protocol: strings.ToLower(f[0]), Src: src.Unmap(), Dst: dst.Addr().Unmap(), Port: dst.Port()}
+	return p, p.Validate()
+}
+
+// Validate reports a packet no node could see: an unknown protocol, a
+// missing or zoned address, families that differ, port 0.
+func (p Packet) Validate() error {
+	switch {
+	case p.Protocol != "tcp" && p.Protocol != "udp" && p.Protocol != "sctp":
+		return fmt.Errorf("protocol %q: want tcp, udp or sctp", p.Protocol)
+	case !p.Src.IsValid() || !p.Dst.IsValid():
+		return fmt.Errorf("source and destination addresses are required")
+	case p.Src.Zone() != "" || p.Dst.Zone() != "":
+		return fmt.Errorf("addresses with a zone are never a service's")
+	case p.Src.Unmap().Is4() != p.Dst.Unmap().Is4():
+		return fmt.Errorf("source %s and destination %s are of different families", p.Src, p.Dst)
+	case p.Port == 0:
+		return fmt.Errorf("destination port 0")
+	}
+	return nil
+}
+
+// IPv6 reports whether the packet is an IPv6 one.
+func (p Packet) IPv6() bool { return !p.Dst.Unmap().Is4() }
+
+func (p Packet) String() string {
+	return fmt.Sprintf("%s %s -> %s", p.Protocol, p.Src, netip.AddrPortFrom(p.Dst, p.Port))
+}
