@@ -14,7 +14,7 @@ type explainer struct {
 	st   *dataplane.State
 }
 
-func (e *explainer) Mode() string                           { return e.mode }
+func (e *explainer) Mode() string                            { return e.mode }
 func (e *explainer) Apply(_ testing.TB, st *dataplane.State) { e.st = st }
 func (e *explainer) Trace(_ testing.TB, pkt explain.Packet) explain.Verdict {
 	return explain.Explain(e.st, e.mode, pkt)
