@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/google/go-cmp v0.7.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/switchyard-proxy/switchyard/dataplane v0.0.0
 	github.com/switchyard-proxy/switchyard/proto v0.0.0
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.25.0
@@ -52,6 +53,8 @@ require (
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
+	github.com/vishvananda/netlink v1.3.1 // indirect
+	github.com/vishvananda/netns v0.0.5 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
@@ -70,3 +73,5 @@ require (
 )
 
 replace github.com/switchyard-proxy/switchyard/proto => ../proto
+
+replace github.com/switchyard-proxy/switchyard/dataplane => ../dataplane

@@ -9,6 +9,10 @@
 //     whole, a commit that got half-way, a slow call that honours its
 //     context, a failed Cleanup. Scripted plans pin one scenario; seeded
 //     random plans make fuzz-like runs that replay by their seed.
+//   - The golden inputs every mode's golden tests render, in one place
+//     (views/<case>.textproto, embedded): Views lists them, LoadState
+//     reads one, Cases gives the ones a mode has goldens for, and Golden
+//     compares or rewrites a mode's output.
 //
 // In an agent's test the Faulty stands where the kernel's mode would:
 //

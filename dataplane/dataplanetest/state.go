@@ -1,8 +1,11 @@
 package dataplanetest
 
 import (
-	"os"
-	"path/filepath"
+	"embed"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
 	"testing"
 
 	"google.golang.org/protobuf/encoding/prototext"
@@ -11,18 +14,50 @@ import (
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
-// LoadState reads <dir>/input.textproto, the golden inputs every mode
-// renders: a StreamSnapshotsResponse whose resources are the node's config
-// and service views.
-func LoadState(t testing.TB, dir string) *dataplane.State {
+// The golden inputs every mode renders, one file per case, in one place:
+// each mode keeps only its goldens (testdata/<case>/want.*), so an input
+// changed here changes every mode's output at once.
+//
+//go:embed views/*.textproto
+var views embed.FS
+
+const viewExt = ".textproto"
+
+// Views lists the case names of the golden inputs (views/<case>.textproto),
+// sorted.
+func Views() []string {
+	entries, err := views.ReadDir("views")
+	if err != nil {
+		panic(fmt.Sprintf("dataplanetest: embedded views: %v", err)) // the embed pattern guarantees the directory
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, strings.TrimSuffix(e.Name(), viewExt))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// LoadState reads the golden input of case name: a StreamSnapshotsResponse
+// whose resources are the node's config and service views.
+func LoadState(t testing.TB, name string) *dataplane.State {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(dir, "input.textproto"))
+	st, err := ReadState(name)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return st
+}
+
+// ReadState is LoadState for callers without a testing.TB.
+func ReadState(name string) (*dataplane.State, error) {
+	raw, err := views.ReadFile(path.Join("views", name+viewExt))
+	if err != nil {
+		return nil, fmt.Errorf("golden input %q: %w", name, err)
+	}
 	var msg switchyardv1.StreamSnapshotsResponse
 	if err := prototext.Unmarshal(raw, &msg); err != nil {
-		t.Fatalf("%s: %v", dir, err)
+		return nil, fmt.Errorf("golden input %q: %w", name, err)
 	}
 	st := &dataplane.State{Services: map[string]*switchyardv1.ServiceView{}}
 	for _, r := range msg.GetResources() {
@@ -33,5 +68,5 @@ func LoadState(t testing.TB, dir string) *dataplane.State {
 			st.Services[r.GetName()] = r.GetService()
 		}
 	}
-	return st
+	return st, nil
 }

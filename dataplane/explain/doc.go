@@ -18,7 +18,12 @@
 //     the node included. Node ports answer on the node's addresses only.
 //   - Shares of a forwarded packet add up to 1; every mode balances
 //     evenly, so n endpoints have 1/n each.
-//   - Masquerade is whether the endpoint sees the node's address instead
-//     of the client's for every endpoint chosen; the hairpin case (a pod
-//     reaching itself) is masqueraded by every mode and not reported.
+//   - Masquerade is whether the connection is marked for masquerade, so
+//     the endpoint sees the node's address instead of the client's; the
+//     hairpin case (a pod reaching itself) is masqueraded by every mode
+//     and not reported, and an endpoint on the node's own address is
+//     delivered without passing postrouting, so it sees the client.
+//   - Where kube-proxy's modes differ (short-circuit, reject or drop,
+//     source ranges, service addresses; modes.go), the answer is the
+//     mode's, each difference found by that mode's tracer.
 package explain

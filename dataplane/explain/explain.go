@@ -31,13 +31,17 @@ func Explain(st *dataplane.State, mode string, pkt Packet) Verdict {
 		fam = serviceport.IPv6
 	}
 	pkt.Src, pkt.Dst = pkt.Src.Unmap(), pkt.Dst.Unmap()
+	tr := traitsOf(mode)
 	npDefault := serviceport.NodePortsAll
-	if mode == ModeNFTables {
+	if tr.nodePortsPrimary {
 		npDefault = serviceport.NodePortsPrimary
 	}
 	var nodeSkips []string
 	node := serviceport.ReadNode(st.Config, fam, npDefault, func(_, reason string) { nodeSkips = append(nodeSkips, reason) })
-	e := explainer{mode: mode, node: node, pkt: pkt}
+	e := explainer{mode: mode, tr: tr, node: node, pkt: pkt}
+	if pkt.Protocol == "sctp" && !tr.sctp {
+		return Verdict{Action: Pass, Why: WhyNotAService, Notes: []string{mode + " mode: SCTP is not proxied (Go has no SCTP sockets)"}}
+	}
 
 	keys := make([]string, 0, len(st.Services))
 	for k := range st.Services {
@@ -71,6 +75,7 @@ func Explain(st *dataplane.State, mode string, pkt Packet) Verdict {
 
 type explainer struct {
 	mode string
+	tr   traits
 	node serviceport.Node
 	pkt  Packet
 }
@@ -109,9 +114,13 @@ func (e *explainer) service(svc *serviceport.Service, byNodePort bool) (Verdict,
 		case slices.Contains(p.LBIPs, e.pkt.Dst):
 			v.Address = "load-balancer IP"
 			if p.HasRanges && !slices.ContainsFunc(p.SourceRanges, func(r netip.Prefix) bool { return r.Contains(e.pkt.Src) }) {
-				v.Action, v.Why = Drop, WhySourceRange
-				v.Notes = append(v.Notes, fmt.Sprintf("source %s is outside the service's loadBalancerSourceRanges", e.pkt.Src))
-				return v, true
+				if drop, note := e.outsideRanges(); drop {
+					v.Action, v.Why = Drop, WhySourceRange
+					v.Notes = append(v.Notes, fmt.Sprintf("source %s is outside the service's loadBalancerSourceRanges", e.pkt.Src))
+					return v, true
+				} else {
+					v.Notes = append(v.Notes, note)
+				}
 			}
 		default:
 			continue
@@ -119,6 +128,18 @@ func (e *explainer) service(svc *serviceport.Service, byNodePort bool) (Verdict,
 		return e.external(p, v), true
 	}
 	return Verdict{}, false
+}
+
+// outsideRanges says whether a client outside a load-balancer IP's
+// source ranges is dropped, or else why not.
+func (e *explainer) outsideRanges() (bool, string) {
+	switch {
+	case !e.tr.sourceRanges:
+		return false, e.mode + " mode: loadBalancerSourceRanges are not enforced (the proxy accepts every client)"
+	case !e.tr.sourceRangesFromNode && e.fromNode():
+		return false, e.mode + " mode: the node's own connections skip loadBalancerSourceRanges (IPVS takes them before the filter rule that checks them)"
+	}
+	return true, ""
 }
 
 // nodePortAddress reports whether node ports answer on the destination:
@@ -134,12 +155,13 @@ func (e *explainer) internal(p *serviceport.Port, v Verdict) Verdict {
 		return e.refuse(p, t, v)
 	}
 	why := WhyEndpoints
-	masq := false
 	if t.Local {
 		why = WhyLocalEndpoints
-	} else {
-		masq = e.node.MasqueradeAll || (len(e.node.ClusterCIDRs) > 0 && !e.fromPod())
 	}
+	// Off-cluster clients are masqueraded whatever the policy (kube-proxy
+	// writes the rule into its internal traffic chain): the reply must
+	// come back through this node.
+	masq := e.node.MasqueradeAll || (len(e.node.ClusterCIDRs) > 0 && !e.fromPod())
 	return e.forward(p, t.Endpoints, masq, why, v)
 }
 
@@ -147,11 +169,16 @@ func (e *explainer) internal(p *serviceport.Port, v Verdict) Verdict {
 // IP.
 func (e *explainer) external(p *serviceport.Port, v Verdict) Verdict {
 	t := p.External
+	short := p.ShortCircuit && e.tr.shortCircuit
 	switch {
-	case p.ShortCircuit && e.fromPod():
+	case short && e.fromPod():
 		return e.forward(p, p.Cluster, false, WhyShortCircuit, v)
-	case p.ShortCircuit && e.fromNode():
+	case short && e.fromNode():
 		return e.forward(p, p.Cluster, true, WhyShortCircuit, v)
+	case !t.Serves() && e.fromNode() && v.Address != "node port" && !e.tr.externalRefusedFromNode:
+		v.Action, v.Why = Pass, WhyNotAService
+		v.Notes = append(v.Notes, e.mode+" mode: no endpoint takes it, but the node's own packets to external addresses are checked only when they enter a node, as kube-proxy's; it leaves by the node's routes")
+		return v
 	case !t.Serves():
 		return e.refuse(p, t, v)
 	case t.Local:
@@ -172,12 +199,12 @@ func (e *explainer) forward(p *serviceport.Port, eps []serviceport.Endpoint, mas
 		}
 	}
 	v.Action, v.Endpoints, v.Why, v.AffinitySeconds = Forward, Even(addrs...), why, p.Affinity
-	v.Masquerade = masq || e.mode == ModeUserspace
+	v.Masquerade = masq || e.tr.proxies
 	if terminating == len(eps) {
 		v.Notes = append(v.Notes, "terminating fallback: no endpoint is ready, so the serving terminating ones take the traffic")
 	}
-	if e.mode == ModeUserspace {
-		v.Notes = append(v.Notes, "userspace mode: the proxy connects to the endpoint from the node, so the client's address never reaches it")
+	if e.tr.proxies {
+		v.Notes = append(v.Notes, e.mode+" mode: the proxy connects to the endpoint from the node, so the client's address never reaches it")
 	}
 	return v
 }
@@ -186,6 +213,10 @@ func (e *explainer) forward(p *serviceport.Port, eps []serviceport.Endpoint, mas
 func (e *explainer) refuse(p *serviceport.Port, t serviceport.Traffic, v Verdict) Verdict {
 	if t.NoEndpoints == serviceport.Drop {
 		v.Action, v.Why = Drop, WhyNoneForNode
+		if e.tr.refusesInsteadOfDrop {
+			v.Action = Reject
+			v.Notes = append(v.Notes, e.mode+" mode: without an endpoint nothing listens, so the connection is refused, not dropped")
+		}
 		if t.Local {
 			v.Notes = append(v.Notes, "the Local traffic policy allows only this node's endpoints, and it has none")
 		}
@@ -200,30 +231,29 @@ func (e *explainer) refuse(p *serviceport.Port, t serviceport.Traffic, v Verdict
 // kube-proxy's does.
 func (e *explainer) notAService(st *dataplane.State, keys []string, fam serviceport.Family) Verdict {
 	v := Verdict{Action: Pass, Why: WhyNotAService}
-	if e.mode != ModeNFTables {
-		if e.mode == ModeIPVS && e.isClusterIP(st, keys, fam) {
-			v.Notes = append(v.Notes, "ipvs mode: cluster IPs are local addresses (kube-ipvs0), so the node's own stack answers this port")
-		}
-		return v
-	}
-	if e.isClusterIP(st, keys, fam) {
+	switch {
+	case e.tr.serviceAddrsLocal && e.isServiceAddr(st, keys, fam, true):
 		v.Action, v.Why = Reject, WhyUnservedPort
-		return v
-	}
-	if slices.ContainsFunc(e.node.ServiceCIDRs, func(p netip.Prefix) bool { return p.Contains(e.pkt.Dst) }) {
+		v.Notes = append(v.Notes, e.mode+" mode: service addresses are local (kube-ipvs0), and new connections to a port no service serves there are rejected")
+	case e.tr.guardsServiceRanges && e.isServiceAddr(st, keys, fam, false):
+		v.Action, v.Why = Reject, WhyUnservedPort
+	case e.tr.guardsServiceRanges && slices.ContainsFunc(e.node.ServiceCIDRs, func(p netip.Prefix) bool { return p.Contains(e.pkt.Dst) }):
 		v.Action, v.Why = Drop, WhyServiceRange
 	}
 	return v
 }
 
-func (e *explainer) isClusterIP(st *dataplane.State, keys []string, fam serviceport.Family) bool {
+// isServiceAddr reports whether the destination is a cluster IP of some
+// service port or, with external, any of its addresses.
+func (e *explainer) isServiceAddr(st *dataplane.State, keys []string, fam serviceport.Family, external bool) bool {
 	for _, k := range keys {
 		svc, ok := serviceport.Read(k, st.Services[k], fam, func(string, string) {})
 		if !ok {
 			continue
 		}
 		for _, p := range svc.Ports {
-			if slices.Contains(p.ClusterIPs, e.pkt.Dst) {
+			if slices.Contains(p.ClusterIPs, e.pkt.Dst) ||
+				external && (slices.Contains(p.ExternalIPs, e.pkt.Dst) || slices.Contains(p.LBIPs, e.pkt.Dst)) {
 				return true
 			}
 		}

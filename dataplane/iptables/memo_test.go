@@ -2,14 +2,13 @@ package iptables
 
 import (
 	"fmt"
-	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -45,14 +44,10 @@ func freshRender(t *testing.T, st *dataplane.State, fam Family, opts RenderOptio
 // memo (each case changes node config and services) and again with every
 // fragment reused: the output must be byte-identical to a fresh Render.
 func TestMemoMatchesFreshRender(t *testing.T) {
-	dirs, err := filepath.Glob("testdata/*")
-	if err != nil || len(dirs) == 0 {
-		t.Fatalf("no golden cases: %v", err)
-	}
 	m := &Memo{}
-	for _, dir := range dirs {
-		t.Run(filepath.Base(dir), func(t *testing.T) {
-			st := dataplanetest.LoadState(t, dir)
+	for _, name := range dataplanetest.Cases(t, "testdata/*/want.rules") {
+		t.Run(name, func(t *testing.T) {
+			st := dataplanetest.LoadState(t, name)
 			opts := goldenOptions
 			for _, fam := range []Family{IPv4, IPv6} {
 				want := freshRender(t, st, fam, opts)

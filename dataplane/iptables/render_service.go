@@ -113,6 +113,9 @@ func (r *renderer) port(p *portPlan) {
 		r.clusterChain(p, svc)
 	}
 	if sp.UsesLocal() {
+		if sp.Internal.Local {
+			r.clusterIPMasq(p, svl)
+		}
 		r.balance(p, svl, p.local)
 	}
 	if sp.UsesExternal() {
@@ -168,24 +171,36 @@ func (r *renderer) external(p *portPlan, kind string, ips []netip.Addr, target s
 }
 
 // clusterChain writes KUBE-SVC: masquerade off-cluster sources of the
-// cluster IPs, then balance over the cluster endpoints.
+// cluster IPs when internal traffic uses it, then balance over the
+// cluster endpoints.
 func (r *renderer) clusterChain(p *portPlan, svc string) {
 	r.rs.chain(tableNAT, svc)
 	if !p.sp.Internal.Local {
-		dport := fmt.Sprintf("--dport %d", p.sp.Port)
-		for _, ip := range p.sp.ClusterIPs {
-			c := comment(p.sp.Label + " cluster IP")
-			switch cidrs := r.node.ClusterCIDRs; {
-			case r.node.MasqueradeAll:
-				r.rs.add(tableNAT, svc, c, p.match, "-d", ip.String(), dport, "-j", chainMarkMasq)
-			case len(cidrs) == 1:
-				r.rs.add(tableNAT, svc, c, p.match, "!", "-s", cidrs[0].String(), "-d", ip.String(), dport, "-j", chainMarkMasq)
-			case len(cidrs) > 1:
-				r.rs.add(tableNAT, svc, c, p.match, "-d", ip.String(), dport, "-j", chainOffClusterMasq)
-			}
-		}
+		r.clusterIPMasq(p, svc)
 	}
 	r.balance(p, svc, p.cluster)
+}
+
+// clusterIPMasq writes into the chain internal traffic takes (KUBE-SVC,
+// or KUBE-SVL under internalTrafficPolicy Local, as kube-proxy writes
+// them into its internal traffic chain) the masquerade of off-cluster
+// sources of the cluster IPs, so replies come back through this node.
+// Only the cluster IPs match: external traffic through KUBE-SVL is not
+// affected.
+func (r *renderer) clusterIPMasq(p *portPlan, chain string) {
+	r.rs.chain(tableNAT, chain)
+	dport := fmt.Sprintf("--dport %d", p.sp.Port)
+	for _, ip := range p.sp.ClusterIPs {
+		c := comment(p.sp.Label + " cluster IP")
+		switch cidrs := r.node.ClusterCIDRs; {
+		case r.node.MasqueradeAll:
+			r.rs.add(tableNAT, chain, c, p.match, "-d", ip.String(), dport, "-j", chainMarkMasq)
+		case len(cidrs) == 1:
+			r.rs.add(tableNAT, chain, c, p.match, "!", "-s", cidrs[0].String(), "-d", ip.String(), dport, "-j", chainMarkMasq)
+		case len(cidrs) > 1:
+			r.rs.add(tableNAT, chain, c, p.match, "-d", ip.String(), dport, "-j", chainOffClusterMasq)
+		}
+	}
 }
 
 // balance writes the affinity checks and the random choice over eps:

@@ -15,10 +15,6 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/*/want.txt")
 
-// fixtures are the iptables mode's golden inputs: both modes are checked
-// against the same views.
-const fixtures = "../iptables/testdata"
-
 // families is IPv4, plus IPv6 when a service has an IPv6 cluster IP, as
 // in the iptables golden tests.
 func families(st *dataplane.State) []ipvs.Family {
@@ -34,9 +30,9 @@ func families(st *dataplane.State) []ipvs.Family {
 
 // applyCase applies a case to a fresh fake and returns the fake's dump
 // followed by the skips logged.
-func applyCase(t *testing.T, dir string) (string, *ipvstest.Fake, *ipvs.Dataplane, *dataplane.State) {
+func applyCase(t *testing.T, name string) (string, *ipvstest.Fake, *ipvs.Dataplane, *dataplane.State) {
 	t.Helper()
-	st := dataplanetest.LoadState(t, dir)
+	st := dataplanetest.LoadState(t, name)
 	f := ipvstest.New()
 	logs := &logBuffer{}
 	dp := newDataplane(t, f, ipvs.Config{Families: families(st), Logger: logs.logger()})
@@ -52,11 +48,10 @@ func applyCase(t *testing.T, dir string) (string, *ipvstest.Fake, *ipvs.Dataplan
 }
 
 func TestApplyGolden(t *testing.T) {
-	for _, dir := range dataplanetest.Cases(t, filepath.Join(fixtures, "*")) {
-		name := filepath.Base(dir)
+	for _, name := range dataplanetest.Cases(t, "testdata/*/want.txt") {
 		t.Run(name, func(t *testing.T) {
-			got, f, dp, st := applyCase(t, dir)
-			if again, _, _, _ := applyCase(t, dir); again != got {
+			got, f, dp, st := applyCase(t, name)
+			if again, _, _, _ := applyCase(t, name); again != got {
 				t.Fatal("apply is not deterministic")
 			}
 			dataplanetest.Golden(t, filepath.Join("testdata", name, "want.txt"), got, *update)

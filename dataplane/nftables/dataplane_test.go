@@ -30,7 +30,7 @@ func TestSecondApplyRunsNoTransaction(t *testing.T) {
 	for _, fams := range [][]Family{{IPv4}, {IPv4, IPv6}} {
 		t.Run(fmt.Sprint(fams), func(t *testing.T) {
 			b := newFakeBed(t, fams...)
-			st := dataplanetest.LoadState(t, "testdata/no-node-ips")
+			st := dataplanetest.LoadState(t, "no-node-ips")
 			b.apply(t, st, false)
 			b.apply(t, st, false)
 			if s := b.dp.LastSync(); s.Transactions != 0 || s.Operations != 0 {
@@ -219,7 +219,7 @@ func TestCleanupDeletesTable(t *testing.T) {
 	if err := b.dp.Cleanup(t.Context()); err != nil {
 		t.Fatalf("Cleanup of nothing: %v", err)
 	}
-	b.apply(t, dataplanetest.LoadState(t, "testdata/dual-stack"), false)
+	b.apply(t, dataplanetest.LoadState(t, "dual-stack"), false)
 	if err := b.dp.Cleanup(t.Context()); err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestCleanupDeletesTable(t *testing.T) {
 			t.Errorf("%s: table left after Cleanup:\n%s", f, d)
 		}
 	}
-	b.apply(t, dataplanetest.LoadState(t, "testdata/dual-stack"), false)
+	b.apply(t, dataplanetest.LoadState(t, "dual-stack"), false)
 	if s := b.dp.LastSync(); !s.Full {
 		t.Error("Apply after Cleanup was not full")
 	}

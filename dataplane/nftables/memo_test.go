@@ -2,7 +2,6 @@ package nftables
 
 import (
 	"net/netip"
-	"path/filepath"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -23,13 +22,9 @@ func sameRuleset(t *testing.T, want, got *Ruleset) {
 }
 
 func TestMemoMatchesFreshRenderOnGoldens(t *testing.T) {
-	dirs, err := filepath.Glob("testdata/*")
-	if err != nil || len(dirs) == 0 {
-		t.Fatalf("no test cases: %v", err)
-	}
-	for _, dir := range dirs {
-		t.Run(filepath.Base(dir), func(t *testing.T) {
-			st := dataplanetest.LoadState(t, dir)
+	for _, name := range dataplanetest.Cases(t, "testdata/*/want.nft") {
+		t.Run(name, func(t *testing.T) {
+			st := dataplanetest.LoadState(t, name)
 			for _, fam := range []Family{IPv4, IPv6} {
 				want, err := Render(st, fam)
 				if err != nil {

@@ -4,7 +4,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -188,12 +187,8 @@ func TestPartialSyncGoesOverNetlinkOrFallsBack(t *testing.T) {
 // Every rule of the goldens' per-service chains is either translated or
 // one of the shapes left to nft.
 func TestGoldenServiceRulesTranslate(t *testing.T) {
-	dirs, err := filepath.Glob("testdata/*")
-	if err != nil || len(dirs) == 0 {
-		t.Fatalf("no testdata: %v", err)
-	}
-	for _, dir := range dirs {
-		checkServiceRules(t, dataplanetest.LoadState(t, dir))
+	for _, name := range dataplanetest.Cases(t, "testdata/*/want.nft") {
+		checkServiceRules(t, dataplanetest.LoadState(t, name))
 	}
 }
 

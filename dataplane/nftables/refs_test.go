@@ -42,8 +42,8 @@ func TestRefScanMatchesRegexp(t *testing.T) {
 	} {
 		checkScan(t, s)
 	}
-	for _, dir := range dataplanetest.Cases(t, "testdata/*") {
-		st := dataplanetest.LoadState(t, dir)
+	for _, name := range dataplanetest.Cases(t, "testdata/*/want.nft") {
+		st := dataplanetest.LoadState(t, name)
 		for _, f := range []Family{IPv4, IPv6} {
 			rs, err := Render(st, f)
 			if err != nil {

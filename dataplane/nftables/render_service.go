@@ -113,6 +113,9 @@ func (r *renderer) port(p *portPlan) {
 		r.clusterChain(p)
 	}
 	if sp.UsesLocal() {
+		if sp.Internal.Local {
+			r.clusterIPMasq(p, n.local)
+		}
 		r.balance(p, n.local, p.local)
 	}
 	if sp.UsesExternal() {
@@ -137,22 +140,31 @@ func noEndpointVerdict(v serviceport.Verdict) string {
 }
 
 // clusterChain writes svc-…: masquerade off-cluster sources of the cluster
-// IPs (so replies come back through this node), then balance.
+// IPs when internal traffic uses it, then balance.
 func (r *renderer) clusterChain(p *portPlan) {
 	c := p.names.svc
-	r.rs.chain(c)
 	if !p.sp.Internal.Local {
-		ip := r.fam.ip()
-		for _, a := range p.sp.ClusterIPs {
-			switch {
-			case r.node.MasqueradeAll:
-				r.rs.add(c, ip, "daddr", a.String(), "jump", chainMarkMasq)
-			case len(r.node.ClusterCIDRs) > 0:
-				r.rs.add(c, ip, "daddr", a.String(), ip, "saddr != @"+setClusterCIDRs, "jump", chainMarkMasq)
-			}
-		}
+		r.clusterIPMasq(p, c)
 	}
 	r.balance(p, c, p.cluster)
+}
+
+// clusterIPMasq writes into the chain internal traffic takes (svc-…, or
+// local-… under internalTrafficPolicy Local, as kube-proxy writes them
+// into its internal traffic chain) the masquerade of off-cluster sources
+// of the cluster IPs, so replies come back through this node. Only the
+// cluster IPs match: external traffic through local-… is not affected.
+func (r *renderer) clusterIPMasq(p *portPlan, c string) {
+	r.rs.chain(c)
+	ip := r.fam.ip()
+	for _, a := range p.sp.ClusterIPs {
+		switch {
+		case r.node.MasqueradeAll:
+			r.rs.add(c, ip, "daddr", a.String(), "jump", chainMarkMasq)
+		case len(r.node.ClusterCIDRs) > 0:
+			r.rs.add(c, ip, "daddr", a.String(), ip, "saddr != @"+setClusterCIDRs, "jump", chainMarkMasq)
+		}
+	}
 }
 
 // balance writes the choice over eps into chain. Without affinity the

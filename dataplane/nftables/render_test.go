@@ -26,8 +26,8 @@ func hasIPv6(st *dataplane.State) bool {
 
 // goldenCase applies a case once to knftables Fakes and returns, per
 // family, the Fake's dump (valid "nft -f" input) followed by the skips.
-func goldenCase(t *testing.T, dir string) string {
-	st := dataplanetest.LoadState(t, dir)
+func goldenCase(t *testing.T, name string) string {
+	st := dataplanetest.LoadState(t, name)
 	fams := []Family{IPv4}
 	if hasIPv6(st) {
 		fams = append(fams, IPv6)
@@ -49,13 +49,13 @@ func goldenCase(t *testing.T, dir string) string {
 }
 
 func TestGolden(t *testing.T) {
-	for _, dir := range dataplanetest.Cases(t, "testdata/*") {
-		t.Run(filepath.Base(dir), func(t *testing.T) {
-			got := goldenCase(t, dir)
-			if again := goldenCase(t, dir); again != got {
+	for _, name := range dataplanetest.Cases(t, "testdata/*/want.nft") {
+		t.Run(name, func(t *testing.T) {
+			got := goldenCase(t, name)
+			if again := goldenCase(t, name); again != got {
 				t.Fatal("rendering is not deterministic")
 			}
-			dataplanetest.Golden(t, filepath.Join(dir, "want.nft"), got, *update)
+			dataplanetest.Golden(t, filepath.Join("testdata", name, "want.nft"), got, *update)
 		})
 	}
 }

@@ -16,7 +16,7 @@ import (
 // one left.
 func TestCleanupOfAnEarlierProcess(t *testing.T) {
 	b := newFakeBed(t, IPv4, IPv6)
-	b.apply(t, dataplanetest.LoadState(t, "testdata/dual-stack"), false)
+	b.apply(t, dataplanetest.LoadState(t, "dual-stack"), false)
 	ifs := map[Family]knftables.Interface{IPv4: b.fakes[IPv4], IPv6: b.fakes[IPv6]}
 	fresh, err := New(Config{Interfaces: ifs, Families: []Family{IPv4, IPv6}})
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 )
@@ -220,6 +221,8 @@ type Listener struct {
 	// RedirectRules steer Frontend to.
 	Bound    netip.AddrPort
 	Backends []netip.AddrPort
+	// Affinity is the ClientIP affinity timeout; 0 without affinity.
+	Affinity time.Duration
 	// Active counts open TCP connections or UDP sessions.
 	Active int
 }

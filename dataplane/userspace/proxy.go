@@ -72,7 +72,7 @@ func (p *proxyBase) listener(active int) Listener {
 	f := p.front
 	return Listener{
 		Service: f.service, Port: f.port, Kind: f.kind, Protocol: f.key.proto,
-		Frontend: f.key.addr, Bound: p.bound, Backends: slices.Clone(f.backends), Active: active,
+		Frontend: f.key.addr, Bound: p.bound, Backends: slices.Clone(f.backends), Affinity: f.affinity, Active: active,
 	}
 }
 

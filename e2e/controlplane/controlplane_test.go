@@ -39,7 +39,8 @@ func fixture(ctx context.Context, t *testing.T, api *apiserver.Server) *eps.Clie
 	}
 	svc := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "front"},
-		Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}},
+		// A fixed cluster IP: the README's examples name it.
+		Spec: corev1.ServiceSpec{ClusterIP: "10.96.0.10", Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}}},
 	}
 	if _, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

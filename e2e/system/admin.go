@@ -91,3 +91,12 @@ func (c *Cluster) WaitSettledAt(ctx context.Context, i int) error {
 
 // NodeNames returns the names of the cluster's nodes, in index order.
 func (c *Cluster) NodeNames() []string { return append([]string(nil), c.nodeIDs...) }
+
+// ExplainAt asks replica i's AdminService what a node does with a packet.
+func (c *Cluster) ExplainAt(ctx context.Context, i int, req *switchyardv1.ExplainRequest) (*switchyardv1.ExplainResponse, error) {
+	resp, err := switchyardv1.NewAdminServiceClient(c.cps[i].conn).Explain(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("Explain on %s: %w", c.cps[i].id, err)
+	}
+	return resp, nil
+}

@@ -40,6 +40,7 @@ func TestScenarios(t *testing.T) {
 		{"AdminIsForOperators", testAdminIdentity},
 		{"StrangersBounded", testStrangersBounded},
 		{"FiveHundredServices", testFiveHundred},
+		{"ExplainAgreesWithTraffic", testExplainAgreesWithTraffic},
 	} {
 		if !t.Run(sc.name, func(t *testing.T) { sc.run(t, e) }) && t.Context().Err() != nil {
 			return
@@ -75,6 +76,7 @@ func TestScenariosNFTables(t *testing.T) {
 		{"SessionAffinityClientIP", testAffinity},
 		{"UDPFlowMovesWhenEndpointGoes", testUDPFlow},
 		{"DeletedServiceRulesGone", testDelete},
+		{"ExplainAgreesWithTraffic", testExplainAgreesWithTraffic},
 	} {
 		if !t.Run(sc.name, func(t *testing.T) { sc.run(t, e) }) && t.Context().Err() != nil {
 			return

@@ -24,6 +24,66 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ExplainAction is what a node does with a packet.
+type ExplainAction int32
+
+const (
+	ExplainAction_EXPLAIN_ACTION_UNSPECIFIED ExplainAction = 0
+	// The destination is rewritten to one of endpoints.
+	ExplainAction_EXPLAIN_ACTION_FORWARD ExplainAction = 1
+	// Refused at once (a TCP reset or an ICMP error).
+	ExplainAction_EXPLAIN_ACTION_REJECT ExplainAction = 2
+	// Discarded silently.
+	ExplainAction_EXPLAIN_ACTION_DROP ExplainAction = 3
+	// No service rule touches it; the node routes it as any packet.
+	ExplainAction_EXPLAIN_ACTION_PASS ExplainAction = 4
+)
+
+// Enum value maps for ExplainAction.
+var (
+	ExplainAction_name = map[int32]string{
+		0: "EXPLAIN_ACTION_UNSPECIFIED",
+		1: "EXPLAIN_ACTION_FORWARD",
+		2: "EXPLAIN_ACTION_REJECT",
+		3: "EXPLAIN_ACTION_DROP",
+		4: "EXPLAIN_ACTION_PASS",
+	}
+	ExplainAction_value = map[string]int32{
+		"EXPLAIN_ACTION_UNSPECIFIED": 0,
+		"EXPLAIN_ACTION_FORWARD":     1,
+		"EXPLAIN_ACTION_REJECT":      2,
+		"EXPLAIN_ACTION_DROP":        3,
+		"EXPLAIN_ACTION_PASS":        4,
+	}
+)
+
+func (x ExplainAction) Enum() *ExplainAction {
+	p := new(ExplainAction)
+	*p = x
+	return p
+}
+
+func (x ExplainAction) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ExplainAction) Descriptor() protoreflect.EnumDescriptor {
+	return file_switchyard_v1_admin_proto_enumTypes[0].Descriptor()
+}
+
+func (ExplainAction) Type() protoreflect.EnumType {
+	return &file_switchyard_v1_admin_proto_enumTypes[0]
+}
+
+func (x ExplainAction) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ExplainAction.Descriptor instead.
+func (ExplainAction) EnumDescriptor() ([]byte, []int) {
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
 type ListNodesRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -814,11 +874,331 @@ func (x *ServiceNodeStatus) GetView() *ServiceView {
 	return nil
 }
 
+type ExplainRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	NodeName string                 `protobuf:"bytes,1,opt,name=node_name,json=nodeName,proto3" json:"node_name,omitempty"`
+	// "tcp" (the default when empty), "udp" or "sctp".
+	Protocol string `protobuf:"bytes,2,opt,name=protocol,proto3" json:"protocol,omitempty"`
+	// The packet's source: one of the node's addresses (or loopback) means
+	// it leaves from the node itself; any other address arrives from the
+	// network (a pod on the node included).
+	SourceIp        string `protobuf:"bytes,3,opt,name=source_ip,json=sourceIp,proto3" json:"source_ip,omitempty"`
+	DestinationIp   string `protobuf:"bytes,4,opt,name=destination_ip,json=destinationIp,proto3" json:"destination_ip,omitempty"`
+	DestinationPort uint32 `protobuf:"varint,5,opt,name=destination_port,json=destinationPort,proto3" json:"destination_port,omitempty"`
+	// Explain the view the control plane wants the node to have instead of
+	// the one the node acknowledged (what it programmed). A node that has
+	// acknowledged nothing is explained by its desired view either way.
+	Desired bool `protobuf:"varint,6,opt,name=desired,proto3" json:"desired,omitempty"`
+	// The mode to explain for; UNSPECIFIED: the mode the agent reports,
+	// else the NodeConfig's, else iptables (the agent's default).
+	Mode          DataplaneMode `protobuf:"varint,7,opt,name=mode,proto3,enum=switchyard.v1.DataplaneMode" json:"mode,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExplainRequest) Reset() {
+	*x = ExplainRequest{}
+	mi := &file_switchyard_v1_admin_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExplainRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExplainRequest) ProtoMessage() {}
+
+func (x *ExplainRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_v1_admin_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExplainRequest.ProtoReflect.Descriptor instead.
+func (*ExplainRequest) Descriptor() ([]byte, []int) {
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ExplainRequest) GetNodeName() string {
+	if x != nil {
+		return x.NodeName
+	}
+	return ""
+}
+
+func (x *ExplainRequest) GetProtocol() string {
+	if x != nil {
+		return x.Protocol
+	}
+	return ""
+}
+
+func (x *ExplainRequest) GetSourceIp() string {
+	if x != nil {
+		return x.SourceIp
+	}
+	return ""
+}
+
+func (x *ExplainRequest) GetDestinationIp() string {
+	if x != nil {
+		return x.DestinationIp
+	}
+	return ""
+}
+
+func (x *ExplainRequest) GetDestinationPort() uint32 {
+	if x != nil {
+		return x.DestinationPort
+	}
+	return 0
+}
+
+func (x *ExplainRequest) GetDesired() bool {
+	if x != nil {
+		return x.Desired
+	}
+	return false
+}
+
+func (x *ExplainRequest) GetMode() DataplaneMode {
+	if x != nil {
+		return x.Mode
+	}
+	return DataplaneMode_DATAPLANE_MODE_UNSPECIFIED
+}
+
+type ExplainResponse struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Action ExplainAction          `protobuf:"varint,1,opt,name=action,proto3,enum=switchyard.v1.ExplainAction" json:"action,omitempty"`
+	// For FORWARD, sorted by address and port, shares adding up to 1.
+	Endpoints []*EndpointShare `protobuf:"bytes,2,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	// The endpoint sees the node's address instead of the client's.
+	Masquerade bool `protobuf:"varint,3,opt,name=masquerade,proto3" json:"masquerade,omitempty"`
+	// ClientIP session affinity timeout; 0 without affinity.
+	SessionAffinityTimeoutSeconds uint32 `protobuf:"varint,4,opt,name=session_affinity_timeout_seconds,json=sessionAffinityTimeoutSeconds,proto3" json:"session_affinity_timeout_seconds,omitempty"`
+	// namespace/name and port name of the service whose rules decided;
+	// empty for PASS.
+	Service  string `protobuf:"bytes,5,opt,name=service,proto3" json:"service,omitempty"`
+	PortName string `protobuf:"bytes,6,opt,name=port_name,json=portName,proto3" json:"port_name,omitempty"`
+	// What the destination is to that service: "cluster IP", "external IP",
+	// "load-balancer IP" or "node port".
+	Address string `protobuf:"bytes,7,opt,name=address,proto3" json:"address,omitempty"`
+	// The rule of kube-proxy's semantics that decided: "endpoints",
+	// "local-endpoints", "short-circuit", "no-endpoints",
+	// "none-for-this-node", "source-range", "unserved-port",
+	// "service-range", "not-a-service".
+	Reason string `protobuf:"bytes,8,opt,name=reason,proto3" json:"reason,omitempty"`
+	// What qualifies the answer: a terminating fallback, skipped input, a
+	// mode's own behaviour.
+	Notes []string `protobuf:"bytes,9,rep,name=notes,proto3" json:"notes,omitempty"`
+	// The one-line answer, as switchyardctl prints it.
+	Summary string `protobuf:"bytes,10,opt,name=summary,proto3" json:"summary,omitempty"`
+	// The node view explained and the mode it was explained for.
+	Version string        `protobuf:"bytes,11,opt,name=version,proto3" json:"version,omitempty"`
+	Mode    DataplaneMode `protobuf:"varint,12,opt,name=mode,proto3,enum=switchyard.v1.DataplaneMode" json:"mode,omitempty"`
+	// True when version is the view the node acknowledged (and so
+	// programmed); false when it is a desired view the node has not applied.
+	Applied       bool `protobuf:"varint,13,opt,name=applied,proto3" json:"applied,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExplainResponse) Reset() {
+	*x = ExplainResponse{}
+	mi := &file_switchyard_v1_admin_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExplainResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExplainResponse) ProtoMessage() {}
+
+func (x *ExplainResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_v1_admin_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExplainResponse.ProtoReflect.Descriptor instead.
+func (*ExplainResponse) Descriptor() ([]byte, []int) {
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *ExplainResponse) GetAction() ExplainAction {
+	if x != nil {
+		return x.Action
+	}
+	return ExplainAction_EXPLAIN_ACTION_UNSPECIFIED
+}
+
+func (x *ExplainResponse) GetEndpoints() []*EndpointShare {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
+}
+
+func (x *ExplainResponse) GetMasquerade() bool {
+	if x != nil {
+		return x.Masquerade
+	}
+	return false
+}
+
+func (x *ExplainResponse) GetSessionAffinityTimeoutSeconds() uint32 {
+	if x != nil {
+		return x.SessionAffinityTimeoutSeconds
+	}
+	return 0
+}
+
+func (x *ExplainResponse) GetService() string {
+	if x != nil {
+		return x.Service
+	}
+	return ""
+}
+
+func (x *ExplainResponse) GetPortName() string {
+	if x != nil {
+		return x.PortName
+	}
+	return ""
+}
+
+func (x *ExplainResponse) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *ExplainResponse) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ExplainResponse) GetNotes() []string {
+	if x != nil {
+		return x.Notes
+	}
+	return nil
+}
+
+func (x *ExplainResponse) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+func (x *ExplainResponse) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+func (x *ExplainResponse) GetMode() DataplaneMode {
+	if x != nil {
+		return x.Mode
+	}
+	return DataplaneMode_DATAPLANE_MODE_UNSPECIFIED
+}
+
+func (x *ExplainResponse) GetApplied() bool {
+	if x != nil {
+		return x.Applied
+	}
+	return false
+}
+
+// EndpointShare is one endpoint a forwarded packet may reach.
+type EndpointShare struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Address string                 `protobuf:"bytes,1,opt,name=address,proto3" json:"address,omitempty"`
+	Port    uint32                 `protobuf:"varint,2,opt,name=port,proto3" json:"port,omitempty"`
+	// The part of new connections it gets (0..1).
+	Share         float64 `protobuf:"fixed64,3,opt,name=share,proto3" json:"share,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EndpointShare) Reset() {
+	*x = EndpointShare{}
+	mi := &file_switchyard_v1_admin_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EndpointShare) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EndpointShare) ProtoMessage() {}
+
+func (x *EndpointShare) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_v1_admin_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EndpointShare.ProtoReflect.Descriptor instead.
+func (*EndpointShare) Descriptor() ([]byte, []int) {
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *EndpointShare) GetAddress() string {
+	if x != nil {
+		return x.Address
+	}
+	return ""
+}
+
+func (x *EndpointShare) GetPort() uint32 {
+	if x != nil {
+		return x.Port
+	}
+	return 0
+}
+
+func (x *EndpointShare) GetShare() float64 {
+	if x != nil {
+		return x.Share
+	}
+	return 0
+}
+
 var File_switchyard_v1_admin_proto protoreflect.FileDescriptor
 
 const file_switchyard_v1_admin_proto_rawDesc = "" +
 	"\n" +
-	"\x19switchyard/v1/admin.proto\x12\rswitchyard.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x1dswitchyard/v1/discovery.proto\x1a switchyard/v1/service_view.proto\"\x12\n" +
+	"\x19switchyard/v1/admin.proto\x12\rswitchyard.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x1dswitchyard/v1/discovery.proto\x1a\x1fswitchyard/v1/node_config.proto\x1a switchyard/v1/service_view.proto\"\x12\n" +
 	"\x10ListNodesRequest\"\xb6\x01\n" +
 	"\x11ListNodesResponse\x12/\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x19.switchyard.v1.NodeStatusR\x05nodes\x12/\n" +
@@ -877,12 +1257,48 @@ const file_switchyard_v1_admin_proto_rawDesc = "" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12'\n" +
 	"\x0fdesired_version\x18\x02 \x01(\tR\x0edesiredVersion\x12\x14\n" +
 	"\x05acked\x18\x03 \x01(\bR\x05acked\x12.\n" +
-	"\x04view\x18\x04 \x01(\v2\x1a.switchyard.v1.ServiceViewR\x04view2\x87\x02\n" +
+	"\x04view\x18\x04 \x01(\v2\x1a.switchyard.v1.ServiceViewR\x04view\"\x84\x02\n" +
+	"\x0eExplainRequest\x12\x1b\n" +
+	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x1a\n" +
+	"\bprotocol\x18\x02 \x01(\tR\bprotocol\x12\x1b\n" +
+	"\tsource_ip\x18\x03 \x01(\tR\bsourceIp\x12%\n" +
+	"\x0edestination_ip\x18\x04 \x01(\tR\rdestinationIp\x12)\n" +
+	"\x10destination_port\x18\x05 \x01(\rR\x0fdestinationPort\x12\x18\n" +
+	"\adesired\x18\x06 \x01(\bR\adesired\x120\n" +
+	"\x04mode\x18\a \x01(\x0e2\x1c.switchyard.v1.DataplaneModeR\x04mode\"\xeb\x03\n" +
+	"\x0fExplainResponse\x124\n" +
+	"\x06action\x18\x01 \x01(\x0e2\x1c.switchyard.v1.ExplainActionR\x06action\x12:\n" +
+	"\tendpoints\x18\x02 \x03(\v2\x1c.switchyard.v1.EndpointShareR\tendpoints\x12\x1e\n" +
+	"\n" +
+	"masquerade\x18\x03 \x01(\bR\n" +
+	"masquerade\x12G\n" +
+	" session_affinity_timeout_seconds\x18\x04 \x01(\rR\x1dsessionAffinityTimeoutSeconds\x12\x18\n" +
+	"\aservice\x18\x05 \x01(\tR\aservice\x12\x1b\n" +
+	"\tport_name\x18\x06 \x01(\tR\bportName\x12\x18\n" +
+	"\aaddress\x18\a \x01(\tR\aaddress\x12\x16\n" +
+	"\x06reason\x18\b \x01(\tR\x06reason\x12\x14\n" +
+	"\x05notes\x18\t \x03(\tR\x05notes\x12\x18\n" +
+	"\asummary\x18\n" +
+	" \x01(\tR\asummary\x12\x18\n" +
+	"\aversion\x18\v \x01(\tR\aversion\x120\n" +
+	"\x04mode\x18\f \x01(\x0e2\x1c.switchyard.v1.DataplaneModeR\x04mode\x12\x18\n" +
+	"\aapplied\x18\r \x01(\bR\aapplied\"S\n" +
+	"\rEndpointShare\x12\x18\n" +
+	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x12\n" +
+	"\x04port\x18\x02 \x01(\rR\x04port\x12\x14\n" +
+	"\x05share\x18\x03 \x01(\x01R\x05share*\x98\x01\n" +
+	"\rExplainAction\x12\x1e\n" +
+	"\x1aEXPLAIN_ACTION_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16EXPLAIN_ACTION_FORWARD\x10\x01\x12\x19\n" +
+	"\x15EXPLAIN_ACTION_REJECT\x10\x02\x12\x17\n" +
+	"\x13EXPLAIN_ACTION_DROP\x10\x03\x12\x17\n" +
+	"\x13EXPLAIN_ACTION_PASS\x10\x042\xd1\x02\n" +
 	"\fAdminService\x12N\n" +
 	"\tListNodes\x12\x1f.switchyard.v1.ListNodesRequest\x1a .switchyard.v1.ListNodesResponse\x12T\n" +
 	"\vGetNodeView\x12!.switchyard.v1.GetNodeViewRequest\x1a\".switchyard.v1.GetNodeViewResponse\x12Q\n" +
 	"\n" +
-	"GetService\x12 .switchyard.v1.GetServiceRequest\x1a!.switchyard.v1.GetServiceResponseBIZGgithub.com/switchyard-proxy/switchyard/proto/switchyard/v1;switchyardv1b\x06proto3"
+	"GetService\x12 .switchyard.v1.GetServiceRequest\x1a!.switchyard.v1.GetServiceResponse\x12H\n" +
+	"\aExplain\x12\x1d.switchyard.v1.ExplainRequest\x1a\x1e.switchyard.v1.ExplainResponseBIZGgithub.com/switchyard-proxy/switchyard/proto/switchyard/v1;switchyardv1b\x06proto3"
 
 var (
 	file_switchyard_v1_admin_proto_rawDescOnce sync.Once
@@ -896,55 +1312,67 @@ func file_switchyard_v1_admin_proto_rawDescGZIP() []byte {
 	return file_switchyard_v1_admin_proto_rawDescData
 }
 
-var file_switchyard_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_switchyard_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_switchyard_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_switchyard_v1_admin_proto_goTypes = []any{
-	(*ListNodesRequest)(nil),      // 0: switchyard.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),     // 1: switchyard.v1.ListNodesResponse
-	(*ControlPlaneSettings)(nil),  // 2: switchyard.v1.ControlPlaneSettings
-	(*ApiWatchStatus)(nil),        // 3: switchyard.v1.ApiWatchStatus
-	(*ApiResourceStatus)(nil),     // 4: switchyard.v1.ApiResourceStatus
-	(*NodeStatus)(nil),            // 5: switchyard.v1.NodeStatus
-	(*GetNodeViewRequest)(nil),    // 6: switchyard.v1.GetNodeViewRequest
-	(*GetNodeViewResponse)(nil),   // 7: switchyard.v1.GetNodeViewResponse
-	(*GetServiceRequest)(nil),     // 8: switchyard.v1.GetServiceRequest
-	(*GetServiceResponse)(nil),    // 9: switchyard.v1.GetServiceResponse
-	(*ServiceNodeStatus)(nil),     // 10: switchyard.v1.ServiceNodeStatus
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
-	(*Node)(nil),                  // 12: switchyard.v1.Node
-	(*status.Status)(nil),         // 13: google.rpc.Status
-	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
-	(*Resource)(nil),              // 15: switchyard.v1.Resource
-	(*ServiceView)(nil),           // 16: switchyard.v1.ServiceView
+	(ExplainAction)(0),            // 0: switchyard.v1.ExplainAction
+	(*ListNodesRequest)(nil),      // 1: switchyard.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),     // 2: switchyard.v1.ListNodesResponse
+	(*ControlPlaneSettings)(nil),  // 3: switchyard.v1.ControlPlaneSettings
+	(*ApiWatchStatus)(nil),        // 4: switchyard.v1.ApiWatchStatus
+	(*ApiResourceStatus)(nil),     // 5: switchyard.v1.ApiResourceStatus
+	(*NodeStatus)(nil),            // 6: switchyard.v1.NodeStatus
+	(*GetNodeViewRequest)(nil),    // 7: switchyard.v1.GetNodeViewRequest
+	(*GetNodeViewResponse)(nil),   // 8: switchyard.v1.GetNodeViewResponse
+	(*GetServiceRequest)(nil),     // 9: switchyard.v1.GetServiceRequest
+	(*GetServiceResponse)(nil),    // 10: switchyard.v1.GetServiceResponse
+	(*ServiceNodeStatus)(nil),     // 11: switchyard.v1.ServiceNodeStatus
+	(*ExplainRequest)(nil),        // 12: switchyard.v1.ExplainRequest
+	(*ExplainResponse)(nil),       // 13: switchyard.v1.ExplainResponse
+	(*EndpointShare)(nil),         // 14: switchyard.v1.EndpointShare
+	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
+	(*Node)(nil),                  // 16: switchyard.v1.Node
+	(*status.Status)(nil),         // 17: google.rpc.Status
+	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
+	(*Resource)(nil),              // 19: switchyard.v1.Resource
+	(*ServiceView)(nil),           // 20: switchyard.v1.ServiceView
+	(DataplaneMode)(0),            // 21: switchyard.v1.DataplaneMode
 }
 var file_switchyard_v1_admin_proto_depIdxs = []int32{
-	5,  // 0: switchyard.v1.ListNodesResponse.nodes:type_name -> switchyard.v1.NodeStatus
-	3,  // 1: switchyard.v1.ListNodesResponse.api:type_name -> switchyard.v1.ApiWatchStatus
-	2,  // 2: switchyard.v1.ListNodesResponse.settings:type_name -> switchyard.v1.ControlPlaneSettings
-	11, // 3: switchyard.v1.ControlPlaneSettings.error_since:type_name -> google.protobuf.Timestamp
-	11, // 4: switchyard.v1.ApiWatchStatus.unavailable_since:type_name -> google.protobuf.Timestamp
-	4,  // 5: switchyard.v1.ApiWatchStatus.resources:type_name -> switchyard.v1.ApiResourceStatus
-	11, // 6: switchyard.v1.ApiResourceStatus.unavailable_since:type_name -> google.protobuf.Timestamp
-	12, // 7: switchyard.v1.NodeStatus.agent:type_name -> switchyard.v1.Node
-	11, // 8: switchyard.v1.NodeStatus.connected_since:type_name -> google.protobuf.Timestamp
-	13, // 9: switchyard.v1.NodeStatus.last_nack:type_name -> google.rpc.Status
-	11, // 10: switchyard.v1.NodeStatus.last_nack_time:type_name -> google.protobuf.Timestamp
-	14, // 11: switchyard.v1.NodeStatus.last_apply_duration:type_name -> google.protobuf.Duration
-	14, // 12: switchyard.v1.NodeStatus.last_programming_latency:type_name -> google.protobuf.Duration
-	11, // 13: switchyard.v1.NodeStatus.last_ack_time:type_name -> google.protobuf.Timestamp
-	15, // 14: switchyard.v1.GetNodeViewResponse.resources:type_name -> switchyard.v1.Resource
-	10, // 15: switchyard.v1.GetServiceResponse.nodes:type_name -> switchyard.v1.ServiceNodeStatus
-	16, // 16: switchyard.v1.ServiceNodeStatus.view:type_name -> switchyard.v1.ServiceView
-	0,  // 17: switchyard.v1.AdminService.ListNodes:input_type -> switchyard.v1.ListNodesRequest
-	6,  // 18: switchyard.v1.AdminService.GetNodeView:input_type -> switchyard.v1.GetNodeViewRequest
-	8,  // 19: switchyard.v1.AdminService.GetService:input_type -> switchyard.v1.GetServiceRequest
-	1,  // 20: switchyard.v1.AdminService.ListNodes:output_type -> switchyard.v1.ListNodesResponse
-	7,  // 21: switchyard.v1.AdminService.GetNodeView:output_type -> switchyard.v1.GetNodeViewResponse
-	9,  // 22: switchyard.v1.AdminService.GetService:output_type -> switchyard.v1.GetServiceResponse
-	20, // [20:23] is the sub-list for method output_type
-	17, // [17:20] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	6,  // 0: switchyard.v1.ListNodesResponse.nodes:type_name -> switchyard.v1.NodeStatus
+	4,  // 1: switchyard.v1.ListNodesResponse.api:type_name -> switchyard.v1.ApiWatchStatus
+	3,  // 2: switchyard.v1.ListNodesResponse.settings:type_name -> switchyard.v1.ControlPlaneSettings
+	15, // 3: switchyard.v1.ControlPlaneSettings.error_since:type_name -> google.protobuf.Timestamp
+	15, // 4: switchyard.v1.ApiWatchStatus.unavailable_since:type_name -> google.protobuf.Timestamp
+	5,  // 5: switchyard.v1.ApiWatchStatus.resources:type_name -> switchyard.v1.ApiResourceStatus
+	15, // 6: switchyard.v1.ApiResourceStatus.unavailable_since:type_name -> google.protobuf.Timestamp
+	16, // 7: switchyard.v1.NodeStatus.agent:type_name -> switchyard.v1.Node
+	15, // 8: switchyard.v1.NodeStatus.connected_since:type_name -> google.protobuf.Timestamp
+	17, // 9: switchyard.v1.NodeStatus.last_nack:type_name -> google.rpc.Status
+	15, // 10: switchyard.v1.NodeStatus.last_nack_time:type_name -> google.protobuf.Timestamp
+	18, // 11: switchyard.v1.NodeStatus.last_apply_duration:type_name -> google.protobuf.Duration
+	18, // 12: switchyard.v1.NodeStatus.last_programming_latency:type_name -> google.protobuf.Duration
+	15, // 13: switchyard.v1.NodeStatus.last_ack_time:type_name -> google.protobuf.Timestamp
+	19, // 14: switchyard.v1.GetNodeViewResponse.resources:type_name -> switchyard.v1.Resource
+	11, // 15: switchyard.v1.GetServiceResponse.nodes:type_name -> switchyard.v1.ServiceNodeStatus
+	20, // 16: switchyard.v1.ServiceNodeStatus.view:type_name -> switchyard.v1.ServiceView
+	21, // 17: switchyard.v1.ExplainRequest.mode:type_name -> switchyard.v1.DataplaneMode
+	0,  // 18: switchyard.v1.ExplainResponse.action:type_name -> switchyard.v1.ExplainAction
+	14, // 19: switchyard.v1.ExplainResponse.endpoints:type_name -> switchyard.v1.EndpointShare
+	21, // 20: switchyard.v1.ExplainResponse.mode:type_name -> switchyard.v1.DataplaneMode
+	1,  // 21: switchyard.v1.AdminService.ListNodes:input_type -> switchyard.v1.ListNodesRequest
+	7,  // 22: switchyard.v1.AdminService.GetNodeView:input_type -> switchyard.v1.GetNodeViewRequest
+	9,  // 23: switchyard.v1.AdminService.GetService:input_type -> switchyard.v1.GetServiceRequest
+	12, // 24: switchyard.v1.AdminService.Explain:input_type -> switchyard.v1.ExplainRequest
+	2,  // 25: switchyard.v1.AdminService.ListNodes:output_type -> switchyard.v1.ListNodesResponse
+	8,  // 26: switchyard.v1.AdminService.GetNodeView:output_type -> switchyard.v1.GetNodeViewResponse
+	10, // 27: switchyard.v1.AdminService.GetService:output_type -> switchyard.v1.GetServiceResponse
+	13, // 28: switchyard.v1.AdminService.Explain:output_type -> switchyard.v1.ExplainResponse
+	25, // [25:29] is the sub-list for method output_type
+	21, // [21:25] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_v1_admin_proto_init() }
@@ -953,19 +1381,21 @@ func file_switchyard_v1_admin_proto_init() {
 		return
 	}
 	file_switchyard_v1_discovery_proto_init()
+	file_switchyard_v1_node_config_proto_init()
 	file_switchyard_v1_service_view_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_v1_admin_proto_rawDesc), len(file_switchyard_v1_admin_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   11,
+			NumEnums:      1,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
 		GoTypes:           file_switchyard_v1_admin_proto_goTypes,
 		DependencyIndexes: file_switchyard_v1_admin_proto_depIdxs,
+		EnumInfos:         file_switchyard_v1_admin_proto_enumTypes,
 		MessageInfos:      file_switchyard_v1_admin_proto_msgTypes,
 	}.Build()
 	File_switchyard_v1_admin_proto = out.File

@@ -22,6 +22,7 @@ const (
 	AdminService_ListNodes_FullMethodName   = "/switchyard.v1.AdminService/ListNodes"
 	AdminService_GetNodeView_FullMethodName = "/switchyard.v1.AdminService/GetNodeView"
 	AdminService_GetService_FullMethodName  = "/switchyard.v1.AdminService/GetService"
+	AdminService_Explain_FullMethodName     = "/switchyard.v1.AdminService/Explain"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -36,6 +37,10 @@ type AdminServiceClient interface {
 	GetNodeView(ctx context.Context, in *GetNodeViewRequest, opts ...grpc.CallOption) (*GetNodeViewResponse, error)
 	// One service and its per-node status.
 	GetService(ctx context.Context, in *GetServiceRequest, opts ...grpc.CallOption) (*GetServiceResponse, error)
+	// What one node does with one packet: the endpoints it may reach and
+	// their shares, or reject, drop or pass, and the rule that decided,
+	// computed from the node's view as its dataplane mode programs it.
+	Explain(ctx context.Context, in *ExplainRequest, opts ...grpc.CallOption) (*ExplainResponse, error)
 }
 
 type adminServiceClient struct {
@@ -76,6 +81,16 @@ func (c *adminServiceClient) GetService(ctx context.Context, in *GetServiceReque
 	return out, nil
 }
 
+func (c *adminServiceClient) Explain(ctx context.Context, in *ExplainRequest, opts ...grpc.CallOption) (*ExplainResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ExplainResponse)
+	err := c.cc.Invoke(ctx, AdminService_Explain_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -88,6 +103,10 @@ type AdminServiceServer interface {
 	GetNodeView(context.Context, *GetNodeViewRequest) (*GetNodeViewResponse, error)
 	// One service and its per-node status.
 	GetService(context.Context, *GetServiceRequest) (*GetServiceResponse, error)
+	// What one node does with one packet: the endpoints it may reach and
+	// their shares, or reject, drop or pass, and the rule that decided,
+	// computed from the node's view as its dataplane mode programs it.
+	Explain(context.Context, *ExplainRequest) (*ExplainResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -106,6 +125,9 @@ func (UnimplementedAdminServiceServer) GetNodeView(context.Context, *GetNodeView
 }
 func (UnimplementedAdminServiceServer) GetService(context.Context, *GetServiceRequest) (*GetServiceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetService not implemented")
+}
+func (UnimplementedAdminServiceServer) Explain(context.Context, *ExplainRequest) (*ExplainResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Explain not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -182,6 +204,24 @@ func _AdminService_GetService_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_Explain_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExplainRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).Explain(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_Explain_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).Explain(ctx, req.(*ExplainRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -200,6 +240,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetService",
 			Handler:    _AdminService_GetService_Handler,
+		},
+		{
+			MethodName: "Explain",
+			Handler:    _AdminService_Explain_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -1,0 +1,60 @@
+package explain
+
+// traits are where kube-proxy's modes (and so Switchyard's) treat the same
+// decision differently. Each was found by a mode's packet tracer walking
+// the rules the mode programs, against the shared scenario table.
+type traits struct {
+	// shortCircuit: under an external Local policy, traffic from the
+	// node and its pods to the external addresses goes to every
+	// endpoint (iptables, nftables). IPVS cannot choose real servers by
+	// source and the userspace proxy has one backend set per listener:
+	// they apply the policy to every client.
+	shortCircuit bool
+	// refusesInsteadOfDrop: no endpoint means no listener, so the
+	// kernel refuses a connection the other modes drop (userspace).
+	refusesInsteadOfDrop bool
+	// sourceRanges: loadBalancerSourceRanges are enforced (all but
+	// userspace, whose listener accepts every client).
+	sourceRanges bool
+	// sourceRangesFromNode: also for the node's own connections. IPVS
+	// takes those at LOCAL_OUT, before the filter INPUT rule that checks
+	// the ranges (kube-proxy adds -m ipvs --vaddr rules in OUTPUT for it).
+	sourceRangesFromNode bool
+	// externalRefusedFromNode: the node's own connection to an external
+	// or load-balancer IP without endpoints is refused. kube-proxy's
+	// iptables mode checks those addresses in INPUT and FORWARD only, so
+	// the node's own packet leaves by its routes.
+	externalRefusedFromNode bool
+	// serviceAddrsLocal: every service address is a local address
+	// (kube-ipvs0), and new connections to a port none of them serves
+	// are rejected (kube-proxy's KUBE-IPVS-FILTER).
+	serviceAddrsLocal bool
+	// guardsServiceRanges: a cluster IP's unserved ports are rejected
+	// and the rest of the Service ranges dropped (nftables, as
+	// kube-proxy's nftables mode).
+	guardsServiceRanges bool
+	// sctp: the mode forwards SCTP (Go has no SCTP sockets: userspace
+	// cannot).
+	sctp bool
+	// proxies: the mode connects to the endpoint itself, so the client's
+	// address never reaches it (userspace).
+	proxies bool
+	// nodePortsDefault is what an empty node_port_addresses means.
+	nodePortsPrimary bool
+}
+
+var modeTraits = map[string]traits{
+	ModeIPTables: {shortCircuit: true, sourceRanges: true, sourceRangesFromNode: true, sctp: true},
+	ModeNFTables: {shortCircuit: true, sourceRanges: true, sourceRangesFromNode: true, externalRefusedFromNode: true,
+		guardsServiceRanges: true, sctp: true, nodePortsPrimary: true},
+	ModeIPVS:      {sourceRanges: true, externalRefusedFromNode: true, serviceAddrsLocal: true, sctp: true},
+	ModeUserspace: {refusesInsteadOfDrop: true, externalRefusedFromNode: true, proxies: true},
+}
+
+// traitsOf is a mode's traits; an unknown mode is read as iptables.
+func traitsOf(mode string) traits {
+	if t, ok := modeTraits[mode]; ok {
+		return t
+	}
+	return modeTraits[ModeIPTables]
+}

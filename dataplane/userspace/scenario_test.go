@@ -1,0 +1,104 @@
+package userspace
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/explain"
+	"github.com/switchyard-proxy/switchyard/dataplane/scenario"
+)
+
+// loopbackSockets is the Sockets seam of a test without root: every
+// listener opens on a free loopback port of its family, whatever address
+// the mode asks for, so service and node addresses need not exist here.
+// The Dataplane still decides what to open, and reports each listener's
+// frontend, backends and the port it got.
+type loopbackSockets struct{ HostSockets }
+
+func loopback(a netip.AddrPort) netip.AddrPort {
+	if a.Addr().Unmap().Is4() {
+		return netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), 0)
+	}
+	return netip.AddrPortFrom(netip.IPv6Loopback(), 0)
+}
+
+func (s loopbackSockets) ListenTCP(ctx context.Context, addr netip.AddrPort, _ bool) (*net.TCPListener, error) {
+	return s.HostSockets.ListenTCP(ctx, loopback(addr), false)
+}
+
+func (s loopbackSockets) ListenUDP(ctx context.Context, addr netip.AddrPort, _ bool) (*net.UDPConn, error) {
+	return s.HostSockets.ListenUDP(ctx, loopback(addr), false)
+}
+
+// tracer applies each step through a real Dataplane over loopbackSockets
+// and traces the listeners it then holds.
+type tracer struct {
+	dp      *Dataplane
+	planned Frontends
+	applied bool
+}
+
+func newTracer(t *testing.T) scenario.Tracer { return &tracer{dp: newSeamDP(t)} }
+
+// newSeamDP returns a Dataplane that binds service addresses, the
+// default, through loopbackSockets, closed when the test ends.
+func newSeamDP(t *testing.T) *Dataplane {
+	t.Helper()
+	d, err := New(Config{Sockets: loopbackSockets{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := d.Cleanup(ctx); err != nil {
+			t.Errorf("Cleanup: %v", err)
+		}
+	})
+	return d
+}
+
+func (tr *tracer) Mode() string { return explain.ModeUserspace }
+
+// Apply applies st and checks that the Dataplane holds exactly the
+// listeners Planned says, so tracing its listeners with Planned's
+// unserved frontends traces one state.
+func (tr *tracer) Apply(t testing.TB, st *dataplane.State) {
+	t.Helper()
+	if err := tr.dp.Apply(t.Context(), st, dataplane.ApplyOptions{Full: !tr.applied}); err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	tr.applied = true
+	tr.planned = Planned(st)
+	if d := diffListeners(tr.planned.Listeners, tr.dp.Listeners()); d != "" {
+		t.Fatalf("listeners differ from the plan (-planned +open):\n%s", d)
+	}
+}
+
+// diffListeners compares listeners but where they are bound and their
+// connections.
+func diffListeners(planned, open []Listener) string {
+	strip := func(ls []Listener) []Listener {
+		out := make([]Listener, len(ls))
+		for i, l := range ls {
+			l.Bound, l.Active = netip.AddrPort{}, 0
+			out[i] = l
+		}
+		return out
+	}
+	return cmp.Diff(strip(planned), strip(open), cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b }))
+}
+
+func (tr *tracer) Trace(_ testing.TB, pkt explain.Packet) explain.Verdict {
+	return Trace(Frontends{Listeners: tr.dp.Listeners(), Unserved: tr.planned.Unserved}, pkt)
+}
+
+func TestScenarios(t *testing.T) {
+	scenario.Run(t, newTracer)
+}

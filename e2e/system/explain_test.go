@@ -1,0 +1,155 @@
+package system_test
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/switchyard-proxy/switchyard/e2e/system"
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/probe"
+	eps "github.com/switchyard-proxy/switchyard/e2e/testbed/slices"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+// explainCase is one packet asked of AdminService/Explain and then sent
+// for real: node is the node whose rules meet it first.
+type explainCase struct {
+	what string
+	from struct {
+		ns string
+		ip netip.Addr
+	}
+	node netns.Node
+	dst  netip.AddrPort
+}
+
+// testExplainAgreesWithTraffic: for a sample of packets — a cluster IP
+// from a node and from the client, a port the slices name no endpoint
+// for, node ports under externalTrafficPolicy Local with and without a
+// local endpoint, and a node reaching its own node port — what Explain
+// says the node does (forward to which endpoints, masqueraded or not;
+// reject; drop) is what real connections meet.
+func testExplainAgreesWithTraffic(t *testing.T, e *env) {
+	s := e.createService(t, "sc-explain", corev1.ServiceSpec{
+		Type: corev1.ServiceTypeNodePort, ClusterIP: "10.96.1.30",
+		ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
+		Ports: []corev1.ServicePort{
+			{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80},
+			{Name: "idle", Protocol: corev1.ProtocolTCP, Port: 81},
+		},
+	}, eps.TCP("http", system.TargetPort))
+	n0, n1, client := e.c.Topo.Node(0), e.c.Topo.Node(1), e.c.Topo.Client()
+	node := func(n netns.Node) struct {
+		ns string
+		ip netip.Addr
+	} {
+		return struct {
+			ns string
+			ip netip.Addr
+		}{n.NS, n.IP}
+	}
+	cl := struct {
+		ns string
+		ip netip.Addr
+	}{client.NS, client.IP}
+	cases := []explainCase{
+		{"node-0 to the cluster IP", node(n0), n0, s.vip(0)},
+		{"client to the cluster IP through node-0", cl, n0, s.vip(0)},
+		{"node-1 to a port without endpoints", node(n1), n1, s.vip(1)},
+		{"client to node-0's node port", cl, n0, s.nodePort(n0, 0)},
+		{"client to node-1's node port", cl, n1, s.nodePort(n1, 0)},
+		{"node-0 to its own node port", node(n0), n0, s.nodePort(n0, 0)},
+	}
+	for _, step := range []struct {
+		name string
+		pods []netns.Pod
+	}{
+		{"an endpoint on each node", []netns.Pod{e.pod(0), e.pod(1)}},
+		{"node-0 without a local endpoint", []netns.Pod{e.pod(1)}},
+	} {
+		if err := e.write(t.Context(), s, e.endpoints(step.pods...)...); err != nil {
+			t.Fatal(err)
+		}
+		e.settled(t, "explain")
+		for _, c := range cases {
+			e.checkExplain(t, step.name, c)
+		}
+	}
+}
+
+// checkExplain asks Explain, then sends 16 connections and compares.
+func (e *env) checkExplain(t *testing.T, step string, c explainCase) {
+	t.Helper()
+	ctx := t.Context()
+	ex, err := e.c.ExplainAt(ctx, e.replica, &switchyardv1.ExplainRequest{
+		NodeName: c.node.Name, Protocol: "tcp", SourceIp: c.from.ip.String(),
+		DestinationIp: c.dst.Addr().String(), DestinationPort: uint32(c.dst.Port())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !ex.GetApplied() {
+		t.Errorf("%s, %s: Explain answered from a view %s has not applied", step, c.what, c.node.Name)
+	}
+	res, err := probe.New(e.c.Topo, c.from.ns).TCP(ctx, c.dst, probe.Options{Count: 16, Parallel: 8, Timeout: 400 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := e.trafficDiffers(ex, res, c.from.ip); d != "" {
+		t.Errorf("%s, %s (%s -> %s on %s): Explain says %q; traffic: %s\n  traffic: %v clients %v",
+			step, c.what, c.from.ip, c.dst, c.node.Name, ex.GetSummary(), d, res, res.Clients)
+	} else {
+		t.Logf("%s, %s: %s; traffic agrees: %v", step, c.what, ex.GetSummary(), res)
+	}
+}
+
+// trafficDiffers says how real connections disagree with Explain's
+// answer, "" when they agree: forward means every attempt answered, by
+// exactly the endpoints named, and the client address seen is the
+// source's unless masqueraded; reject means every attempt refused or
+// reset; drop means every attempt timed out.
+func (e *env) trafficDiffers(ex *switchyardv1.ExplainResponse, res probe.Result, src netip.Addr) string {
+	switch ex.GetAction() {
+	case switchyardv1.ExplainAction_EXPLAIN_ACTION_FORWARD:
+		var want []string
+		for _, ep := range ex.GetEndpoints() {
+			want = append(want, e.podAt(ep.GetAddress()))
+		}
+		if !answeredBy(res, want...) {
+			return fmt.Sprintf("want answers from exactly %v", want)
+		}
+		// A node masqueraded to itself may keep its address (the one it
+		// leaves by): only a kept client address is a contradiction then.
+		kept := res.Clients[src.String()] == res.Attempts
+		fromNode := slices.ContainsFunc(e.c.Topo.Nodes(), func(n netns.Node) bool { return n.IP == src })
+		if kept == ex.GetMasquerade() && !(fromNode && kept) {
+			return fmt.Sprintf("masquerade %t, but the endpoints saw the source address in %d of %d", ex.GetMasquerade(),
+				res.Clients[src.String()], res.Attempts)
+		}
+	case switchyardv1.ExplainAction_EXPLAIN_ACTION_REJECT:
+		r := res.Reasons()
+		if r[probe.ReasonRefused]+r[probe.ReasonReset] != res.Attempts {
+			return fmt.Sprintf("want every attempt refused, got %v", r)
+		}
+	case switchyardv1.ExplainAction_EXPLAIN_ACTION_DROP:
+		if res.Reasons()[probe.ReasonTimeout] != res.Attempts {
+			return fmt.Sprintf("want every attempt to time out, got %v", res.Reasons())
+		}
+	default:
+		return "the sample holds no packet Explain passes"
+	}
+	return ""
+}
+
+// podAt names the pod with address ip, or returns ip.
+func (e *env) podAt(ip string) string {
+	i := slices.IndexFunc(e.c.Topo.Pods(), func(p netns.Pod) bool { return p.IP.String() == ip })
+	if i < 0 {
+		return ip
+	}
+	return e.pod(i).Name
+}
