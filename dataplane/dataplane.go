@@ -51,3 +51,57 @@ type Dataplane interface {
 	// uninstall), and touch nothing that is not the mode's.
 	Cleanup(ctx context.Context) error
 }
+
+// DriftChecker is a Dataplane that can tell whether the kernel still
+// holds what its last successful Apply programmed: someone flushed a
+// table, deleted a chain or an element, or changed a rule of its own.
+// The agent calls it every few seconds and repairs a drift with a full
+// Apply, which writes only what differs.
+type DriftChecker interface {
+	// CheckDrift reports what differs from the last successful Apply
+	// (nothing before the first). It must be cheap while nothing changed
+	// (a kernel generation number or a canary, not a read-back of the
+	// rules) and read back only when that cheap check says something may
+	// have. Objects that are not the mode's are never reported: a
+	// foreign rule in a foreign chain or table is left alone. After a
+	// reported drift the next full Apply must not trust what it applied
+	// last (it relearns the kernel), so it repairs whatever is missing.
+	CheckDrift(ctx context.Context) (Drift, error)
+}
+
+// Drift kinds, the "what" label of the agent's repairs metric.
+const (
+	DriftTable   = "table"
+	DriftChain   = "chain"
+	DriftRule    = "rule"
+	DriftSet     = "set"
+	DriftElement = "element"
+)
+
+// Drift is what one check found.
+type Drift struct {
+	// Kinds counts the objects that differ by kind (Drift*): missing,
+	// extra within the mode's own objects, or changed.
+	Kinds map[string]int
+	// Detail names some of them (at most a few, for logs and reports).
+	Detail []string
+	// ReadBack: the cheap check saw a change, so the kernel was read
+	// back (a foreign change that turned out to touch nothing of the
+	// mode's reads back and reports no drift).
+	ReadBack bool
+}
+
+// Drifted reports whether anything differs.
+func (d Drift) Drifted() bool { return len(d.Kinds) > 0 }
+
+// Add counts one object of kind that differs, naming it in Detail while
+// Detail holds fewer than eight names.
+func (d *Drift) Add(kind, what string) {
+	if d.Kinds == nil {
+		d.Kinds = map[string]int{}
+	}
+	d.Kinds[kind]++
+	if len(d.Detail) < 8 {
+		d.Detail = append(d.Detail, kind+" "+what)
+	}
+}
