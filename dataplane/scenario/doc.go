@@ -10,6 +10,15 @@
 // mode's test runs them over its fake, and package explain runs them
 // over the explainer in every mode.
 //
+// A mode's driver (its scenario_test.go) holds only what is the mode's:
+// how to build its Dataplane over a fake and trace a packet through the
+// fake, and any check of its own after each sync. The rest is here, so
+// every mode is held to the same test: NewTracer syncs as the agent does
+// (full, then partial with the Changed hint), Run takes the tracer
+// through the table, IPv6 moves the table to IPv6 for a second run, and
+// AgreeWithExplainer asks tracer and explainer about every golden input
+// (Probes, or WideProbes).
+//
 // A file:
 //
 //	node: {nodeName: node-a, nodeIps: [10.200.0.10], clusterCidrs: [10.244.0.0/16]}  # a NodeConfig

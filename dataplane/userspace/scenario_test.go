@@ -36,15 +36,26 @@ func (s loopbackSockets) ListenUDP(ctx context.Context, addr netip.AddrPort, _ b
 	return s.HostSockets.ListenUDP(ctx, loopback(addr), false)
 }
 
-// tracer applies each step through a real Dataplane over loopbackSockets
-// and traces the listeners it then holds.
-type tracer struct {
-	dp      *Dataplane
-	planned Frontends
-	applied bool
+// newTracer applies each step through a real Dataplane over
+// loopbackSockets and traces the listeners it then holds. After each
+// sync it checks that the Dataplane holds exactly the listeners Planned
+// says, so tracing its listeners with Planned's unserved frontends
+// traces one state.
+func newTracer(t *testing.T) scenario.Tracer {
+	dp := newSeamDP(t)
+	var planned Frontends
+	tr := scenario.NewTracer(dp, func(pkt explain.Packet, _ []netip.Addr) (explain.Verdict, error) {
+		return Trace(Frontends{Listeners: dp.Listeners(), Unserved: planned.Unserved}, pkt), nil
+	})
+	tr.Check = func(t testing.TB, st *dataplane.State, _ dataplane.ApplyOptions) {
+		t.Helper()
+		planned = Planned(st)
+		if d := diffListeners(planned.Listeners, dp.Listeners()); d != "" {
+			t.Fatalf("listeners differ from the plan (-planned +open):\n%s", d)
+		}
+	}
+	return tr
 }
-
-func newTracer(t *testing.T) scenario.Tracer { return &tracer{dp: newSeamDP(t)} }
 
 // newSeamDP returns a Dataplane that binds service addresses, the
 // default, through loopbackSockets, closed when the test ends.
@@ -64,23 +75,6 @@ func newSeamDP(t *testing.T) *Dataplane {
 	return d
 }
 
-func (tr *tracer) Mode() string { return explain.ModeUserspace }
-
-// Apply applies st and checks that the Dataplane holds exactly the
-// listeners Planned says, so tracing its listeners with Planned's
-// unserved frontends traces one state.
-func (tr *tracer) Apply(t testing.TB, st *dataplane.State) {
-	t.Helper()
-	if err := tr.dp.Apply(t.Context(), st, dataplane.ApplyOptions{Full: !tr.applied}); err != nil {
-		t.Fatalf("Apply: %v", err)
-	}
-	tr.applied = true
-	tr.planned = Planned(st)
-	if d := diffListeners(tr.planned.Listeners, tr.dp.Listeners()); d != "" {
-		t.Fatalf("listeners differ from the plan (-planned +open):\n%s", d)
-	}
-}
-
 // diffListeners compares listeners but where they are bound and their
 // connections.
 func diffListeners(planned, open []Listener) string {
@@ -93,10 +87,6 @@ func diffListeners(planned, open []Listener) string {
 		return out
 	}
 	return cmp.Diff(strip(planned), strip(open), cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b }))
-}
-
-func (tr *tracer) Trace(_ testing.TB, pkt explain.Packet) explain.Verdict {
-	return Trace(Frontends{Listeners: tr.dp.Listeners(), Unserved: tr.planned.Unserved}, pkt)
 }
 
 func TestScenarios(t *testing.T) {

@@ -1,4 +1,4 @@
-package iptablestest
+package scenario
 
 import (
 	"net/netip"
@@ -9,20 +9,21 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/explain"
-	"github.com/switchyard-proxy/switchyard/dataplane/scenario"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
-// IPv6 runs a scenario tracer on IPv6: every IPv4 address and prefix of
-// the node's state and of the packets moves into fd00::/96 (a.b.c.d to
+// IPv6 runs a tracer on IPv6: every IPv4 address and prefix of the
+// node's state and of the packets moves into fd00::/96 (a.b.c.d to
 // fd00::a.b.c.d, a /n to a /96+n) and the endpoints of the verdicts move
 // back, so the IPv4 table of expectations checks the same services
-// programmed as IPv6 (ip6tables, IPv6 ipsets and virtual servers). The
-// scenario files are IPv4 only; package scenario is the better home for
-// this, should its owner want every mode to run it.
-func IPv6(tr scenario.Tracer) scenario.Tracer { return ipv6Tracer{tr} }
+// programmed as IPv6 (ip6tables, the ip6 table, IPv6 ipsets and virtual
+// servers). The scenario files stay IPv4 only, so one set of
+// expectations serves both families, and every mode mirrors the same
+// way. The prefix is a unique local one, private as the files'
+// 10.0.0.0/8 is.
+func IPv6(tr Tracer) Tracer { return ipv6Tracer{tr} }
 
-type ipv6Tracer struct{ tr scenario.Tracer }
+type ipv6Tracer struct{ tr Tracer }
 
 func (s ipv6Tracer) Mode() string { return s.tr.Mode() }
 
@@ -46,21 +47,21 @@ func (s ipv6Tracer) Trace(t testing.TB, pkt explain.Packet) explain.Verdict {
 	return v
 }
 
-// six is the /96 IPv4 addresses move into.
-var six = netip.MustParsePrefix("fd00::/96")
+// mirrorPrefix is the /96 IPv4 addresses move into.
+var mirrorPrefix = netip.MustParsePrefix("fd00::/96")
 
 func to6(a netip.Addr) netip.Addr {
 	if !a.Is4() {
 		return a
 	}
-	b := six.Addr().As16()
+	b := mirrorPrefix.Addr().As16()
 	v4 := a.As4()
 	copy(b[12:], v4[:])
 	return netip.AddrFrom16(b)
 }
 
 func to4(a netip.Addr) netip.Addr {
-	if !a.Is6() || !six.Contains(a) {
+	if !a.Is6() || !mirrorPrefix.Contains(a) {
 		return a
 	}
 	b := a.As16()
