@@ -32,6 +32,10 @@ type NodeStatus struct {
 	LastProgrammingLatency time.Duration
 	LastNack               *spb.Status
 	LastNackTime           time.Time
+	// Drift is the agent's drift checks as its latest ACK report had
+	// them; nil before one (or from agents that predate it). Never
+	// modified: a new report replaces it.
+	Drift *switchyardv1.DriftStatus
 
 	Pending Pending
 }
@@ -64,6 +68,7 @@ type ackState struct {
 	programmingLatency time.Duration
 	lastNack           *spb.Status
 	lastNackTime       time.Time
+	drift              *switchyardv1.DriftStatus
 }
 
 func (a *ackState) connect(agent *switchyardv1.Node, rpc string, now time.Time) {
@@ -79,6 +84,9 @@ func (a *ackState) acked(view NodeView, r *switchyardv1.ApplyReport, now time.Ti
 	if r != nil {
 		a.applyDuration = r.GetApplyDuration().AsDuration()
 		a.programmingLatency = r.GetProgrammingLatency().AsDuration()
+		if r.GetDrift() != nil {
+			a.drift = r.GetDrift()
+		}
 	}
 	// The mode and settings the agent programs now: a NodeConfig may have
 	// switched them since the stream's first request named them. A copy,
@@ -117,6 +125,7 @@ func (n *node) snapshot() NodeSnapshot {
 		LastProgrammingLatency: a.programmingLatency,
 		LastNack:               a.lastNack,
 		LastNackTime:           a.lastNackTime,
+		Drift:                  a.drift,
 	}
 	if n.view != nil {
 		s.DesiredVersion, s.Resources = n.view.Version(), n.view.Len()

@@ -30,6 +30,7 @@ type Config struct {
 	Insecure               bool     `json:"insecure,omitempty"`
 	MinSyncPeriod          Duration `json:"minSyncPeriod,omitzero"`
 	SyncPeriod             Duration `json:"syncPeriod,omitzero"`
+	DriftCheckInterval     Duration `json:"driftCheckInterval,omitzero"`
 	LogLevel               string   `json:"logLevel,omitempty"`
 	LogFormat              string   `json:"logFormat,omitempty"`
 	CleanupKubeProxy       bool     `json:"cleanupKubeProxy,omitempty"`
@@ -70,6 +71,7 @@ func defaults(env func(string) string) Config {
 		MetricsBindAddress: "127.0.0.1:10249",
 		MinSyncPeriod:      Duration{time.Second},
 		SyncPeriod:         Duration{time.Hour},
+		DriftCheckInterval: Duration{5 * time.Second},
 		LogLevel:           "info",
 		LogFormat:          "text",
 		GCPercent:          50,
@@ -103,7 +105,7 @@ func (a *addresses) Set(v string) error {
 }
 
 func bind(fs *flag.FlagSet, c *Config, configFile *string) {
-	fs.StringVar(configFile, "config", "", "YAML file with the same fields as these flags (controlPlanes, nodeName, mode, stateDir, healthzBindAddress, metricsBindAddress, healthCheckBindAddress, caFile, certFile, keyFile, insecure, minSyncPeriod, syncPeriod, logLevel, logFormat, cleanupKubeProxy, gcPercent); flags override it")
+	fs.StringVar(configFile, "config", "", "YAML file with the same fields as these flags (controlPlanes, nodeName, mode, stateDir, healthzBindAddress, metricsBindAddress, healthCheckBindAddress, caFile, certFile, keyFile, insecure, minSyncPeriod, syncPeriod, driftCheckInterval, logLevel, logFormat, cleanupKubeProxy, gcPercent); flags override it")
 	fs.Var(&addresses{list: &c.ControlPlanes}, "control-plane", "control-plane gRPC address host:port; repeat the flag or separate with commas; the agent fails over between them. "+
 		"The agent dials first the replica addresses the control plane advertised (NodeConfig control_plane_addresses, persisted in --state-dir/control-planes.json), then these; "+
 		"at least one of these must work without a Service VIP on a fresh node. With TLS, learnt addresses are verified against the host of the first of these")
@@ -118,6 +120,8 @@ func bind(fs *flag.FlagSet, c *Config, configFile *string) {
 	fs.StringVar(&c.KeyFile, "key-file", c.KeyFile, "PEM private key of --cert-file")
 	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "talk plaintext gRPC to the control plane; only when no TLS file is given (tests and demos)")
 	fs.DurationVar(&c.MinSyncPeriod.Duration, "min-sync-period", c.MinSyncPeriod.Duration, "shortest time between two syncs; bursts of changes are coalesced")
+	fs.DurationVar(&c.DriftCheckInterval.Duration, "drift-check-interval", c.DriftCheckInterval.Duration,
+		"time between checks that the kernel still holds what the agent applied (a generation number, read back only when something changed); a difference is repaired at once by a full sync that writes only it. 0 disables")
 	fs.DurationVar(&c.SyncPeriod.Duration, "sync-period", c.SyncPeriod.Duration, "time between full resyncs that read the kernel back and repair drift (kube-proxy does its full sync hourly too); changes are applied as they arrive, not on this period")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug|info|warn|error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: text|json")
@@ -187,6 +191,9 @@ func (c *Config) validate() error {
 	}
 	if c.SyncPeriod.Duration <= 0 {
 		errs = append(errs, errors.New("--sync-period must be positive"))
+	}
+	if c.DriftCheckInterval.Duration < 0 {
+		errs = append(errs, errors.New("--drift-check-interval must not be negative"))
 	}
 	if c.MinSyncPeriod.Duration < 0 {
 		errs = append(errs, errors.New("--min-sync-period must not be negative"))

@@ -113,14 +113,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			_, err := others.Clean(ctx, inUse)
 			return err
 		},
-		StateDir:          c.StateDir,
-		HealthzAddr:       c.HealthzBindAddress,
-		MetricsAddr:       c.MetricsBindAddress,
-		Profiling:         c.EnableProfiling,
-		HealthCheckBindIP: c.HealthCheckBindAddress,
-		MinSyncPeriod:     c.MinSyncPeriod.Duration,
-		SyncPeriod:        c.SyncPeriod.Duration,
-		Logger:            logger,
+		StateDir:           c.StateDir,
+		HealthzAddr:        c.HealthzBindAddress,
+		MetricsAddr:        c.MetricsBindAddress,
+		Profiling:          c.EnableProfiling,
+		HealthCheckBindIP:  c.HealthCheckBindAddress,
+		MinSyncPeriod:      c.MinSyncPeriod.Duration,
+		SyncPeriod:         c.SyncPeriod.Duration,
+		DriftCheckInterval: c.DriftCheckInterval.Duration,
+		Logger:             logger,
 	})
 	if err != nil {
 		return err

@@ -65,6 +65,9 @@ type Options struct {
 	HealthCheckListen func(port uint32) (net.Listener, error)
 	MinSyncPeriod     time.Duration
 	SyncPeriod        time.Duration
+	// DriftCheckInterval is the time between two checks that the kernel
+	// still holds what was applied; 0 disables them.
+	DriftCheckInterval time.Duration
 	// HealthTimeout is how long an update may stay queued while healthy;
 	// twice the sync period when zero, as kube-proxy.
 	HealthTimeout time.Duration
@@ -131,6 +134,7 @@ func New(o Options) (*Agent, error) {
 		// The restored view's settings on the first stream: a replica
 		// with other settings than the one that sent them reports it.
 		CurrentSettingsHash: a.syncer.SettingsHash,
+		CurrentDrift:        a.syncer.Drift,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -155,6 +159,8 @@ func (a *Agent) syncerConfig() syncer.Config {
 		Metrics:       a.metrics,
 		Health:        a.health,
 		OnApplied:     a.syncHealthChecks,
+
+		DriftCheckInterval: a.o.DriftCheckInterval,
 	}
 }
 

@@ -84,6 +84,9 @@ type Config struct {
 	// the agent programs right now, sent in Node.settings_hash on each new
 	// stream and in every ACK report; optional.
 	CurrentSettingsHash func() string
+	// CurrentDrift, when set, gives the drift checks' status each ACK
+	// report carries (ApplyReport.drift).
+	CurrentDrift func() *switchyardv1.DriftStatus
 }
 
 // Client holds one DeltaSnapshots stream at a time.
@@ -275,6 +278,9 @@ func (c *Client) handle(ctx context.Context, b *batch, resp *switchyardv1.DeltaS
 	req.Report = &switchyardv1.ApplyReport{ApplyDuration: durationpb.New(applied.Duration), Mode: applied.Mode}
 	if c.cfg.CurrentSettingsHash != nil {
 		req.Report.SettingsHash = c.cfg.CurrentSettingsHash()
+	}
+	if c.cfg.CurrentDrift != nil {
+		req.Report.Drift = c.cfg.CurrentDrift()
 	}
 	if applied.HasLatency {
 		req.Report.ProgrammingLatency = durationpb.New(applied.ProgrammingLatency)

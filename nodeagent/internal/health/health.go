@@ -18,6 +18,10 @@ type Tracker struct {
 	mu            sync.Mutex
 	lastUpdated   time.Time
 	oldestPending time.Time
+	// lastDriftRepair is when a drift of the kernel from the applied
+	// state was last repaired; zero if never.
+	lastDriftRepair time.Time
+	driftRepairs    int
 }
 
 // NewTracker returns a Tracker; timeout is the longest time an update may
@@ -49,6 +53,19 @@ func (t *Tracker) Updated() {
 	t.oldestPending = time.Time{}
 }
 
+// DriftRepaired records that a drift check found the kernel changed
+// underneath the agent and a full sync repaired it; /healthz reports the
+// last one (the sync loop was never late for it, so health is kept).
+func (t *Tracker) DriftRepaired(at time.Time) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lastDriftRepair = at
+	t.driftRepairs++
+}
+
 // Healthy reports whether no update has been queued for longer than the
 // timeout.
 func (t *Tracker) Healthy() bool {
@@ -64,12 +81,22 @@ func (t *Tracker) state() (healthy bool, lastUpdated, now time.Time) {
 	return healthy, t.lastUpdated, now
 }
 
+func (t *Tracker) drift() (last time.Time, n int) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.lastDriftRepair, t.driftRepairs
+}
+
 // Status is the JSON body of /healthz and /livez, as kube-proxy's.
 type Status struct {
 	LastUpdated string `json:"lastUpdated"`
 	CurrentTime string `json:"currentTime"`
 	NodeName    string `json:"nodeName,omitempty"`
 	NodeHealthy bool   `json:"nodeHealthy"`
+	// LastDriftRepair and DriftRepairs: Switchyard's own, absent until a
+	// drift check found the kernel changed underneath the agent.
+	LastDriftRepair string `json:"lastDriftRepair,omitempty"`
+	DriftRepairs    int    `json:"driftRepairs,omitempty"`
 }
 
 // ServeHTTP answers /healthz and /livez: 200 when healthy, 503 otherwise.
@@ -82,12 +109,16 @@ func (t *Tracker) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
-	_ = json.NewEncoder(w).Encode(Status{
+	st := Status{
 		LastUpdated: last.String(),
 		CurrentTime: now.String(),
 		NodeName:    t.nodeName,
 		NodeHealthy: healthy,
-	})
+	}
+	if at, n := t.drift(); n > 0 {
+		st.LastDriftRepair, st.DriftRepairs = at.String(), n
+	}
+	_ = json.NewEncoder(w).Encode(st)
 }
 
 // Mux returns a mux serving /healthz and /livez.

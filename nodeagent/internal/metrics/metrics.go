@@ -29,6 +29,9 @@ type Metrics struct {
 	modeSwitches        prometheus.Counter
 	stateRejections     *prometheus.CounterVec
 	stateWriteErrors    prometheus.Counter
+	driftChecks         *prometheus.CounterVec
+	driftLastCheck      prometheus.Gauge
+	driftRepairs        *prometheus.CounterVec
 }
 
 func programmingBuckets() []float64 {
@@ -77,10 +80,17 @@ func New() *Metrics {
 			Help: "State files not restored at start, by reason (empty, legacy, node, checksum, …); the kernel was adopted as found"}, []string{"reason"}),
 		stateWriteErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchyard_agent_state_file_write_errors_total",
 			Help: "Failed writes of the state files (the intent before a commit, or the view after it)"}),
+		driftChecks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_agent_drift_checks_total",
+			Help: "Checks that the kernel still holds what the agent applied, by mode and result (clean, drifted)"}, []string{"mode", "result"}),
+		driftLastCheck: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchyard_agent_drift_last_check_timestamp_seconds",
+			Help: "When the kernel was last checked against what the agent applied"}),
+		driftRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_agent_drift_repairs_total",
+			Help: "Objects found changed underneath the agent and repaired by a full sync, by mode and kind (table, chain, rule, set, element)"}, []string{"mode", "what"}),
 	}
 	m.reg.MustRegister(m.syncDuration, m.syncFullDuration, m.syncPartialDuration, m.lastSync, m.lastQueued,
 		m.programming, m.endpointChanges, m.serviceChanges, m.appliedVersion, m.appliedResources,
 		m.syncErrors, m.nacks, m.connected, m.modeSwitches, m.stateRejections, m.stateWriteErrors,
+		m.driftChecks, m.driftLastCheck, m.driftRepairs,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -186,4 +196,26 @@ func (m *Metrics) Connected(addr string, up bool) {
 		v = 1
 	}
 	m.connected.WithLabelValues(addr).Set(v)
+}
+
+// DriftChecked records one drift check (errors count as clean: they are
+// logged and reported, and repair nothing).
+func (m *Metrics) DriftChecked(mode string, at time.Time, drifted bool) {
+	if m == nil {
+		return
+	}
+	result := "clean"
+	if drifted {
+		result = "drifted"
+	}
+	m.driftChecks.WithLabelValues(mode, result).Inc()
+	m.driftLastCheck.Set(float64(at.UnixNano()) / 1e9)
+}
+
+// DriftRepaired counts n objects of kind what repaired in mode.
+func (m *Metrics) DriftRepaired(mode, what string, n int) {
+	if m == nil {
+		return
+	}
+	m.driftRepairs.WithLabelValues(mode, what).Add(float64(n))
 }

@@ -66,6 +66,11 @@ type Config struct {
 	// failure, again after each full sync until it succeeds. Never before:
 	// services that exist in both modes keep forwarding throughout.
 	CleanOthers func(ctx context.Context, inUse switchyardv1.DataplaneMode) error
+	// DriftCheckInterval is the time between two checks that the kernel
+	// still holds what the dataplane applied (dataplane.DriftChecker;
+	// modes without one are reported "unsupported"); a drift is repaired
+	// with a full sync. 0 disables the checks.
+	DriftCheckInterval time.Duration
 }
 
 // Syncer applies views through a dataplane.
@@ -101,6 +106,8 @@ type Syncer struct {
 	// next sync is full, as kube-proxy's needFullSync, and its view is
 	// saved even when it carries no update.
 	repair bool
+	// drift is what the drift checks found; guarded by mu.
+	drift driftState
 }
 
 type request struct {
@@ -226,6 +233,15 @@ func (s *Syncer) Run(ctx context.Context) error {
 		minT, minC = nil, nil
 	}
 	defer stopMin()
+	var (
+		driftT clock.Timer
+		driftC <-chan time.Time
+	)
+	if s.cfg.DriftCheckInterval > 0 {
+		driftT = s.cfg.Clock.NewTimer(s.cfg.DriftCheckInterval)
+		defer driftT.Stop()
+		driftC = driftT.C()
+	}
 	for {
 		if len(pending) > 0 && minC == nil {
 			minSync, _ := s.periods()
@@ -253,6 +269,13 @@ func (s *Syncer) Run(ctx context.Context) error {
 			stopMin()
 			s.sync(ctx, pending, false)
 			pending = nil
+		case <-driftC:
+			if s.checkDrift(ctx, pending) {
+				stopMin()
+				pending = nil
+			}
+			// From the end of a check: a slow read-back never queues checks.
+			driftT.Reset(s.cfg.DriftCheckInterval)
 		case <-full.C():
 			stopMin()
 			s.sync(ctx, pending, true)

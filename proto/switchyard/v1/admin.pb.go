@@ -458,7 +458,9 @@ type NodeStatus struct {
 	// report or, before one, from its stream's Node; empty when unknown.
 	// It differs from ListNodesResponse.settings.hash while the agent runs
 	// settings another replica sent.
-	SettingsHash  string `protobuf:"bytes,15,opt,name=settings_hash,json=settingsHash,proto3" json:"settings_hash,omitempty"`
+	SettingsHash string `protobuf:"bytes,15,opt,name=settings_hash,json=settingsHash,proto3" json:"settings_hash,omitempty"`
+	// The agent's drift checks, from its latest ACK report.
+	Drift         *DriftStatus `protobuf:"bytes,16,opt,name=drift,proto3" json:"drift,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -596,6 +598,13 @@ func (x *NodeStatus) GetSettingsHash() string {
 		return x.SettingsHash
 	}
 	return ""
+}
+
+func (x *NodeStatus) GetDrift() *DriftStatus {
+	if x != nil {
+		return x.Drift
+	}
+	return nil
 }
 
 type GetNodeViewRequest struct {
@@ -1223,7 +1232,7 @@ const file_switchyard_v1_admin_proto_rawDesc = "" +
 	"\x11unavailable_since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x10unavailableSince\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x04 \x01(\tR\tlastError\x12\x16\n" +
-	"\x06errors\x18\x05 \x01(\x04R\x06errors\"\xc1\x05\n" +
+	"\x06errors\x18\x05 \x01(\x04R\x06errors\"\xf3\x05\n" +
 	"\n" +
 	"NodeStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -1241,7 +1250,8 @@ const file_switchyard_v1_admin_proto_rawDesc = "" +
 	"\x0eresource_count\x18\f \x01(\rR\rresourceCount\x12>\n" +
 	"\rlast_ack_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vlastAckTime\x12\x10\n" +
 	"\x03rpc\x18\x0e \x01(\tR\x03rpc\x12#\n" +
-	"\rsettings_hash\x18\x0f \x01(\tR\fsettingsHash\"1\n" +
+	"\rsettings_hash\x18\x0f \x01(\tR\fsettingsHash\x120\n" +
+	"\x05drift\x18\x10 \x01(\v2\x1a.switchyard.v1.DriftStatusR\x05drift\"1\n" +
 	"\x12GetNodeViewRequest\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\"\x93\x01\n" +
 	"\x13GetNodeViewResponse\x12\x18\n" +
@@ -1334,9 +1344,10 @@ var file_switchyard_v1_admin_proto_goTypes = []any{
 	(*Node)(nil),                  // 16: switchyard.v1.Node
 	(*status.Status)(nil),         // 17: google.rpc.Status
 	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
-	(*Resource)(nil),              // 19: switchyard.v1.Resource
-	(*ServiceView)(nil),           // 20: switchyard.v1.ServiceView
-	(DataplaneMode)(0),            // 21: switchyard.v1.DataplaneMode
+	(*DriftStatus)(nil),           // 19: switchyard.v1.DriftStatus
+	(*Resource)(nil),              // 20: switchyard.v1.Resource
+	(*ServiceView)(nil),           // 21: switchyard.v1.ServiceView
+	(DataplaneMode)(0),            // 22: switchyard.v1.DataplaneMode
 }
 var file_switchyard_v1_admin_proto_depIdxs = []int32{
 	6,  // 0: switchyard.v1.ListNodesResponse.nodes:type_name -> switchyard.v1.NodeStatus
@@ -1353,26 +1364,27 @@ var file_switchyard_v1_admin_proto_depIdxs = []int32{
 	18, // 11: switchyard.v1.NodeStatus.last_apply_duration:type_name -> google.protobuf.Duration
 	18, // 12: switchyard.v1.NodeStatus.last_programming_latency:type_name -> google.protobuf.Duration
 	15, // 13: switchyard.v1.NodeStatus.last_ack_time:type_name -> google.protobuf.Timestamp
-	19, // 14: switchyard.v1.GetNodeViewResponse.resources:type_name -> switchyard.v1.Resource
-	11, // 15: switchyard.v1.GetServiceResponse.nodes:type_name -> switchyard.v1.ServiceNodeStatus
-	20, // 16: switchyard.v1.ServiceNodeStatus.view:type_name -> switchyard.v1.ServiceView
-	21, // 17: switchyard.v1.ExplainRequest.mode:type_name -> switchyard.v1.DataplaneMode
-	0,  // 18: switchyard.v1.ExplainResponse.action:type_name -> switchyard.v1.ExplainAction
-	14, // 19: switchyard.v1.ExplainResponse.endpoints:type_name -> switchyard.v1.EndpointShare
-	21, // 20: switchyard.v1.ExplainResponse.mode:type_name -> switchyard.v1.DataplaneMode
-	1,  // 21: switchyard.v1.AdminService.ListNodes:input_type -> switchyard.v1.ListNodesRequest
-	7,  // 22: switchyard.v1.AdminService.GetNodeView:input_type -> switchyard.v1.GetNodeViewRequest
-	9,  // 23: switchyard.v1.AdminService.GetService:input_type -> switchyard.v1.GetServiceRequest
-	12, // 24: switchyard.v1.AdminService.Explain:input_type -> switchyard.v1.ExplainRequest
-	2,  // 25: switchyard.v1.AdminService.ListNodes:output_type -> switchyard.v1.ListNodesResponse
-	8,  // 26: switchyard.v1.AdminService.GetNodeView:output_type -> switchyard.v1.GetNodeViewResponse
-	10, // 27: switchyard.v1.AdminService.GetService:output_type -> switchyard.v1.GetServiceResponse
-	13, // 28: switchyard.v1.AdminService.Explain:output_type -> switchyard.v1.ExplainResponse
-	25, // [25:29] is the sub-list for method output_type
-	21, // [21:25] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	19, // 14: switchyard.v1.NodeStatus.drift:type_name -> switchyard.v1.DriftStatus
+	20, // 15: switchyard.v1.GetNodeViewResponse.resources:type_name -> switchyard.v1.Resource
+	11, // 16: switchyard.v1.GetServiceResponse.nodes:type_name -> switchyard.v1.ServiceNodeStatus
+	21, // 17: switchyard.v1.ServiceNodeStatus.view:type_name -> switchyard.v1.ServiceView
+	22, // 18: switchyard.v1.ExplainRequest.mode:type_name -> switchyard.v1.DataplaneMode
+	0,  // 19: switchyard.v1.ExplainResponse.action:type_name -> switchyard.v1.ExplainAction
+	14, // 20: switchyard.v1.ExplainResponse.endpoints:type_name -> switchyard.v1.EndpointShare
+	22, // 21: switchyard.v1.ExplainResponse.mode:type_name -> switchyard.v1.DataplaneMode
+	1,  // 22: switchyard.v1.AdminService.ListNodes:input_type -> switchyard.v1.ListNodesRequest
+	7,  // 23: switchyard.v1.AdminService.GetNodeView:input_type -> switchyard.v1.GetNodeViewRequest
+	9,  // 24: switchyard.v1.AdminService.GetService:input_type -> switchyard.v1.GetServiceRequest
+	12, // 25: switchyard.v1.AdminService.Explain:input_type -> switchyard.v1.ExplainRequest
+	2,  // 26: switchyard.v1.AdminService.ListNodes:output_type -> switchyard.v1.ListNodesResponse
+	8,  // 27: switchyard.v1.AdminService.GetNodeView:output_type -> switchyard.v1.GetNodeViewResponse
+	10, // 28: switchyard.v1.AdminService.GetService:output_type -> switchyard.v1.GetServiceResponse
+	13, // 29: switchyard.v1.AdminService.Explain:output_type -> switchyard.v1.ExplainResponse
+	26, // [26:30] is the sub-list for method output_type
+	22, // [22:26] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_v1_admin_proto_init() }

@@ -11,6 +11,7 @@ import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
+	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -214,7 +215,10 @@ type ApplyReport struct {
 	Mode DataplaneMode `protobuf:"varint,3,opt,name=mode,proto3,enum=switchyard.v1.DataplaneMode" json:"mode,omitempty"`
 	// settings_hash of the NodeConfig the agent programs once this apply is
 	// done; empty without a NodeConfig or from agents that predate it.
-	SettingsHash  string `protobuf:"bytes,4,opt,name=settings_hash,json=settingsHash,proto3" json:"settings_hash,omitempty"`
+	SettingsHash string `protobuf:"bytes,4,opt,name=settings_hash,json=settingsHash,proto3" json:"settings_hash,omitempty"`
+	// The agent's checks that the kernel still holds what it applied, as
+	// they stand when this ACK is sent. Unset from agents that predate it.
+	Drift         *DriftStatus `protobuf:"bytes,5,opt,name=drift,proto3" json:"drift,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -277,6 +281,99 @@ func (x *ApplyReport) GetSettingsHash() string {
 	return ""
 }
 
+func (x *ApplyReport) GetDrift() *DriftStatus {
+	if x != nil {
+		return x.Drift
+	}
+	return nil
+}
+
+// DriftStatus is what an agent's drift checks found: every few seconds
+// (--drift-check-interval) it compares the kernel with what it applied,
+// cheaply, and repairs a difference with a full sync that writes only it.
+type DriftStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When the last check ran; unset before the first.
+	LastCheck *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=last_check,json=lastCheck,proto3" json:"last_check,omitempty"`
+	// When a check last found a difference; unset if none ever did.
+	LastDrift *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=last_drift,json=lastDrift,proto3" json:"last_drift,omitempty"`
+	// What that difference was: a few objects by kind ("chain KUBE-SVC-…",
+	// "element endpoints-tcp-07", "table switchyard").
+	LastDriftDetail []string `protobuf:"bytes,3,rep,name=last_drift_detail,json=lastDriftDetail,proto3" json:"last_drift_detail,omitempty"`
+	// Differences repaired since the agent started.
+	Repairs uint64 `protobuf:"varint,4,opt,name=repairs,proto3" json:"repairs,omitempty"`
+	// Why checks do not run or the last one failed: "unsupported" for a mode
+	// that cannot check (ipvs, userspace), "disabled", or the check's error.
+	Error         string `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DriftStatus) Reset() {
+	*x = DriftStatus{}
+	mi := &file_switchyard_v1_discovery_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DriftStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DriftStatus) ProtoMessage() {}
+
+func (x *DriftStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_v1_discovery_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DriftStatus.ProtoReflect.Descriptor instead.
+func (*DriftStatus) Descriptor() ([]byte, []int) {
+	return file_switchyard_v1_discovery_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *DriftStatus) GetLastCheck() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastCheck
+	}
+	return nil
+}
+
+func (x *DriftStatus) GetLastDrift() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastDrift
+	}
+	return nil
+}
+
+func (x *DriftStatus) GetLastDriftDetail() []string {
+	if x != nil {
+		return x.LastDriftDetail
+	}
+	return nil
+}
+
+func (x *DriftStatus) GetRepairs() uint64 {
+	if x != nil {
+		return x.Repairs
+	}
+	return 0
+}
+
+func (x *DriftStatus) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 type DeltaSnapshotsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Required on the first request of a stream.
@@ -302,7 +399,7 @@ type DeltaSnapshotsRequest struct {
 
 func (x *DeltaSnapshotsRequest) Reset() {
 	*x = DeltaSnapshotsRequest{}
-	mi := &file_switchyard_v1_discovery_proto_msgTypes[3]
+	mi := &file_switchyard_v1_discovery_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -314,7 +411,7 @@ func (x *DeltaSnapshotsRequest) String() string {
 func (*DeltaSnapshotsRequest) ProtoMessage() {}
 
 func (x *DeltaSnapshotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_discovery_proto_msgTypes[3]
+	mi := &file_switchyard_v1_discovery_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -327,7 +424,7 @@ func (x *DeltaSnapshotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeltaSnapshotsRequest.ProtoReflect.Descriptor instead.
 func (*DeltaSnapshotsRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_discovery_proto_rawDescGZIP(), []int{3}
+	return file_switchyard_v1_discovery_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DeltaSnapshotsRequest) GetNode() *Node {
@@ -390,7 +487,7 @@ type DeltaSnapshotsResponse struct {
 
 func (x *DeltaSnapshotsResponse) Reset() {
 	*x = DeltaSnapshotsResponse{}
-	mi := &file_switchyard_v1_discovery_proto_msgTypes[4]
+	mi := &file_switchyard_v1_discovery_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -402,7 +499,7 @@ func (x *DeltaSnapshotsResponse) String() string {
 func (*DeltaSnapshotsResponse) ProtoMessage() {}
 
 func (x *DeltaSnapshotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_discovery_proto_msgTypes[4]
+	mi := &file_switchyard_v1_discovery_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -415,7 +512,7 @@ func (x *DeltaSnapshotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeltaSnapshotsResponse.ProtoReflect.Descriptor instead.
 func (*DeltaSnapshotsResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_discovery_proto_rawDescGZIP(), []int{4}
+	return file_switchyard_v1_discovery_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DeltaSnapshotsResponse) GetSystemVersion() string {
@@ -469,7 +566,7 @@ type StreamSnapshotsRequest struct {
 
 func (x *StreamSnapshotsRequest) Reset() {
 	*x = StreamSnapshotsRequest{}
-	mi := &file_switchyard_v1_discovery_proto_msgTypes[5]
+	mi := &file_switchyard_v1_discovery_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -481,7 +578,7 @@ func (x *StreamSnapshotsRequest) String() string {
 func (*StreamSnapshotsRequest) ProtoMessage() {}
 
 func (x *StreamSnapshotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_discovery_proto_msgTypes[5]
+	mi := &file_switchyard_v1_discovery_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -494,7 +591,7 @@ func (x *StreamSnapshotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamSnapshotsRequest.ProtoReflect.Descriptor instead.
 func (*StreamSnapshotsRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_discovery_proto_rawDescGZIP(), []int{5}
+	return file_switchyard_v1_discovery_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *StreamSnapshotsRequest) GetNode() *Node {
@@ -547,7 +644,7 @@ type StreamSnapshotsResponse struct {
 
 func (x *StreamSnapshotsResponse) Reset() {
 	*x = StreamSnapshotsResponse{}
-	mi := &file_switchyard_v1_discovery_proto_msgTypes[6]
+	mi := &file_switchyard_v1_discovery_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -559,7 +656,7 @@ func (x *StreamSnapshotsResponse) String() string {
 func (*StreamSnapshotsResponse) ProtoMessage() {}
 
 func (x *StreamSnapshotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_discovery_proto_msgTypes[6]
+	mi := &file_switchyard_v1_discovery_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -572,7 +669,7 @@ func (x *StreamSnapshotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamSnapshotsResponse.ProtoReflect.Descriptor instead.
 func (*StreamSnapshotsResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_discovery_proto_rawDescGZIP(), []int{6}
+	return file_switchyard_v1_discovery_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StreamSnapshotsResponse) GetVersionInfo() string {
@@ -607,7 +704,7 @@ var File_switchyard_v1_discovery_proto protoreflect.FileDescriptor
 
 const file_switchyard_v1_discovery_proto_rawDesc = "" +
 	"\n" +
-	"\x1dswitchyard/v1/discovery.proto\x12\rswitchyard.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x17google/rpc/status.proto\x1a\x1fswitchyard/v1/node_config.proto\x1a switchyard/v1/service_view.proto\"\x96\x01\n" +
+	"\x1dswitchyard/v1/discovery.proto\x12\rswitchyard.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17google/rpc/status.proto\x1a\x1fswitchyard/v1/node_config.proto\x1a switchyard/v1/service_view.proto\"\x96\x01\n" +
 	"\x04Node\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
 	"\ragent_version\x18\x02 \x01(\tR\fagentVersion\x120\n" +
@@ -619,12 +716,21 @@ const file_switchyard_v1_discovery_proto_rawDesc = "" +
 	"\aservice\x18\x03 \x01(\v2\x1a.switchyard.v1.ServiceViewH\x00R\aservice\x12<\n" +
 	"\vnode_config\x18\x04 \x01(\v2\x19.switchyard.v1.NodeConfigH\x00R\n" +
 	"nodeConfigB\x06\n" +
-	"\x04body\"\xf2\x01\n" +
+	"\x04body\"\xa4\x02\n" +
 	"\vApplyReport\x12@\n" +
 	"\x0eapply_duration\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\rapplyDuration\x12J\n" +
 	"\x13programming_latency\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x12programmingLatency\x120\n" +
 	"\x04mode\x18\x03 \x01(\x0e2\x1c.switchyard.v1.DataplaneModeR\x04mode\x12#\n" +
-	"\rsettings_hash\x18\x04 \x01(\tR\fsettingsHash\"\xc6\x03\n" +
+	"\rsettings_hash\x18\x04 \x01(\tR\fsettingsHash\x120\n" +
+	"\x05drift\x18\x05 \x01(\v2\x1a.switchyard.v1.DriftStatusR\x05drift\"\xdf\x01\n" +
+	"\vDriftStatus\x129\n" +
+	"\n" +
+	"last_check\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tlastCheck\x129\n" +
+	"\n" +
+	"last_drift\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tlastDrift\x12*\n" +
+	"\x11last_drift_detail\x18\x03 \x03(\tR\x0flastDriftDetail\x12\x18\n" +
+	"\arepairs\x18\x04 \x01(\x04R\arepairs\x12\x14\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"\xc6\x03\n" +
 	"\x15DeltaSnapshotsRequest\x12'\n" +
 	"\x04node\x18\x01 \x01(\v2\x13.switchyard.v1.NodeR\x04node\x12}\n" +
 	"\x19initial_resource_versions\x18\x02 \x03(\v2A.switchyard.v1.DeltaSnapshotsRequest.InitialResourceVersionsEntryR\x17initialResourceVersions\x12%\n" +
@@ -668,47 +774,52 @@ func file_switchyard_v1_discovery_proto_rawDescGZIP() []byte {
 	return file_switchyard_v1_discovery_proto_rawDescData
 }
 
-var file_switchyard_v1_discovery_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_switchyard_v1_discovery_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_switchyard_v1_discovery_proto_goTypes = []any{
 	(*Node)(nil),                    // 0: switchyard.v1.Node
 	(*Resource)(nil),                // 1: switchyard.v1.Resource
 	(*ApplyReport)(nil),             // 2: switchyard.v1.ApplyReport
-	(*DeltaSnapshotsRequest)(nil),   // 3: switchyard.v1.DeltaSnapshotsRequest
-	(*DeltaSnapshotsResponse)(nil),  // 4: switchyard.v1.DeltaSnapshotsResponse
-	(*StreamSnapshotsRequest)(nil),  // 5: switchyard.v1.StreamSnapshotsRequest
-	(*StreamSnapshotsResponse)(nil), // 6: switchyard.v1.StreamSnapshotsResponse
-	nil,                             // 7: switchyard.v1.DeltaSnapshotsRequest.InitialResourceVersionsEntry
-	(DataplaneMode)(0),              // 8: switchyard.v1.DataplaneMode
-	(*ServiceView)(nil),             // 9: switchyard.v1.ServiceView
-	(*NodeConfig)(nil),              // 10: switchyard.v1.NodeConfig
-	(*durationpb.Duration)(nil),     // 11: google.protobuf.Duration
-	(*status.Status)(nil),           // 12: google.rpc.Status
+	(*DriftStatus)(nil),             // 3: switchyard.v1.DriftStatus
+	(*DeltaSnapshotsRequest)(nil),   // 4: switchyard.v1.DeltaSnapshotsRequest
+	(*DeltaSnapshotsResponse)(nil),  // 5: switchyard.v1.DeltaSnapshotsResponse
+	(*StreamSnapshotsRequest)(nil),  // 6: switchyard.v1.StreamSnapshotsRequest
+	(*StreamSnapshotsResponse)(nil), // 7: switchyard.v1.StreamSnapshotsResponse
+	nil,                             // 8: switchyard.v1.DeltaSnapshotsRequest.InitialResourceVersionsEntry
+	(DataplaneMode)(0),              // 9: switchyard.v1.DataplaneMode
+	(*ServiceView)(nil),             // 10: switchyard.v1.ServiceView
+	(*NodeConfig)(nil),              // 11: switchyard.v1.NodeConfig
+	(*durationpb.Duration)(nil),     // 12: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),   // 13: google.protobuf.Timestamp
+	(*status.Status)(nil),           // 14: google.rpc.Status
 }
 var file_switchyard_v1_discovery_proto_depIdxs = []int32{
-	8,  // 0: switchyard.v1.Node.mode:type_name -> switchyard.v1.DataplaneMode
-	9,  // 1: switchyard.v1.Resource.service:type_name -> switchyard.v1.ServiceView
-	10, // 2: switchyard.v1.Resource.node_config:type_name -> switchyard.v1.NodeConfig
-	11, // 3: switchyard.v1.ApplyReport.apply_duration:type_name -> google.protobuf.Duration
-	11, // 4: switchyard.v1.ApplyReport.programming_latency:type_name -> google.protobuf.Duration
-	8,  // 5: switchyard.v1.ApplyReport.mode:type_name -> switchyard.v1.DataplaneMode
-	0,  // 6: switchyard.v1.DeltaSnapshotsRequest.node:type_name -> switchyard.v1.Node
-	7,  // 7: switchyard.v1.DeltaSnapshotsRequest.initial_resource_versions:type_name -> switchyard.v1.DeltaSnapshotsRequest.InitialResourceVersionsEntry
-	12, // 8: switchyard.v1.DeltaSnapshotsRequest.error_detail:type_name -> google.rpc.Status
-	2,  // 9: switchyard.v1.DeltaSnapshotsRequest.report:type_name -> switchyard.v1.ApplyReport
-	1,  // 10: switchyard.v1.DeltaSnapshotsResponse.resources:type_name -> switchyard.v1.Resource
-	0,  // 11: switchyard.v1.StreamSnapshotsRequest.node:type_name -> switchyard.v1.Node
-	12, // 12: switchyard.v1.StreamSnapshotsRequest.error_detail:type_name -> google.rpc.Status
-	2,  // 13: switchyard.v1.StreamSnapshotsRequest.report:type_name -> switchyard.v1.ApplyReport
-	1,  // 14: switchyard.v1.StreamSnapshotsResponse.resources:type_name -> switchyard.v1.Resource
-	3,  // 15: switchyard.v1.DiscoveryService.DeltaSnapshots:input_type -> switchyard.v1.DeltaSnapshotsRequest
-	5,  // 16: switchyard.v1.DiscoveryService.StreamSnapshots:input_type -> switchyard.v1.StreamSnapshotsRequest
-	4,  // 17: switchyard.v1.DiscoveryService.DeltaSnapshots:output_type -> switchyard.v1.DeltaSnapshotsResponse
-	6,  // 18: switchyard.v1.DiscoveryService.StreamSnapshots:output_type -> switchyard.v1.StreamSnapshotsResponse
-	17, // [17:19] is the sub-list for method output_type
-	15, // [15:17] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	9,  // 0: switchyard.v1.Node.mode:type_name -> switchyard.v1.DataplaneMode
+	10, // 1: switchyard.v1.Resource.service:type_name -> switchyard.v1.ServiceView
+	11, // 2: switchyard.v1.Resource.node_config:type_name -> switchyard.v1.NodeConfig
+	12, // 3: switchyard.v1.ApplyReport.apply_duration:type_name -> google.protobuf.Duration
+	12, // 4: switchyard.v1.ApplyReport.programming_latency:type_name -> google.protobuf.Duration
+	9,  // 5: switchyard.v1.ApplyReport.mode:type_name -> switchyard.v1.DataplaneMode
+	3,  // 6: switchyard.v1.ApplyReport.drift:type_name -> switchyard.v1.DriftStatus
+	13, // 7: switchyard.v1.DriftStatus.last_check:type_name -> google.protobuf.Timestamp
+	13, // 8: switchyard.v1.DriftStatus.last_drift:type_name -> google.protobuf.Timestamp
+	0,  // 9: switchyard.v1.DeltaSnapshotsRequest.node:type_name -> switchyard.v1.Node
+	8,  // 10: switchyard.v1.DeltaSnapshotsRequest.initial_resource_versions:type_name -> switchyard.v1.DeltaSnapshotsRequest.InitialResourceVersionsEntry
+	14, // 11: switchyard.v1.DeltaSnapshotsRequest.error_detail:type_name -> google.rpc.Status
+	2,  // 12: switchyard.v1.DeltaSnapshotsRequest.report:type_name -> switchyard.v1.ApplyReport
+	1,  // 13: switchyard.v1.DeltaSnapshotsResponse.resources:type_name -> switchyard.v1.Resource
+	0,  // 14: switchyard.v1.StreamSnapshotsRequest.node:type_name -> switchyard.v1.Node
+	14, // 15: switchyard.v1.StreamSnapshotsRequest.error_detail:type_name -> google.rpc.Status
+	2,  // 16: switchyard.v1.StreamSnapshotsRequest.report:type_name -> switchyard.v1.ApplyReport
+	1,  // 17: switchyard.v1.StreamSnapshotsResponse.resources:type_name -> switchyard.v1.Resource
+	4,  // 18: switchyard.v1.DiscoveryService.DeltaSnapshots:input_type -> switchyard.v1.DeltaSnapshotsRequest
+	6,  // 19: switchyard.v1.DiscoveryService.StreamSnapshots:input_type -> switchyard.v1.StreamSnapshotsRequest
+	5,  // 20: switchyard.v1.DiscoveryService.DeltaSnapshots:output_type -> switchyard.v1.DeltaSnapshotsResponse
+	7,  // 21: switchyard.v1.DiscoveryService.StreamSnapshots:output_type -> switchyard.v1.StreamSnapshotsResponse
+	20, // [20:22] is the sub-list for method output_type
+	18, // [18:20] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_v1_discovery_proto_init() }
@@ -728,7 +839,7 @@ func file_switchyard_v1_discovery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_v1_discovery_proto_rawDesc), len(file_switchyard_v1_discovery_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

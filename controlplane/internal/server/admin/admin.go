@@ -113,6 +113,7 @@ func nodeStatus(sn cache.NodeSnapshot) *switchyardv1.NodeStatus {
 		LastAckTime:            timestamp(st.LastAck),
 		Rpc:                    st.RPC,
 		SettingsHash:           st.Agent.GetSettingsHash(),
+		Drift:                  st.Drift,
 	}
 	if !st.Connected {
 		out.ConnectedSince = nil

@@ -61,6 +61,8 @@ func setup(t *testing.T) (*cache.Cache, fixture) {
 	w.Acked(f.a1, &switchyardv1.ApplyReport{
 		ApplyDuration:      durationpb.New(12 * time.Millisecond),
 		ProgrammingLatency: durationpb.New(900 * time.Millisecond),
+		Drift: &switchyardv1.DriftStatus{LastCheck: timestamppb.New(f.now), LastDrift: timestamppb.New(f.now),
+			LastDriftDetail: []string{"chain KUBE-SVC-X"}, Repairs: 1},
 	})
 	c.Publish("node-a", f.a2, []string{"default/web"})
 	w.Nacked(f.nack)
@@ -91,6 +93,8 @@ func TestListNodes(t *testing.T) {
 			ResourceCount:          3,
 			LastAckTime:            ts,
 			Rpc:                    "delta",
+			Drift: &switchyardv1.DriftStatus{LastCheck: ts, LastDrift: ts,
+				LastDriftDetail: []string{"chain KUBE-SVC-X"}, Repairs: 1},
 		},
 		{Name: "node-b", Zone: "zone-2", DesiredVersion: f.b.Version(), ResourceCount: 2},
 		{Name: "node-x", Connected: true, Agent: &switchyardv1.Node{Name: "node-x"}, ConnectedSince: ts, Rpc: "sotw"},
