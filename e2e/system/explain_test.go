@@ -75,6 +75,15 @@ func testExplainAgreesWithTraffic(t *testing.T, e *env) {
 		if err := e.write(t.Context(), s, e.endpoints(step.pods...)...); err != nil {
 			t.Fatal(err)
 		}
+		// Settled alone may still see the views before the write: wait
+		// until every node acknowledged a view with the step's endpoints.
+		for _, n := range e.c.Topo.Nodes() {
+			waitFor(t.Context(), t, n.Name+" applied "+step.name, func() (bool, string) {
+				ex, err := e.c.ExplainAt(t.Context(), e.replica, &switchyardv1.ExplainRequest{NodeName: n.Name,
+					SourceIp: n.IP.String(), DestinationIp: s.vip(0).Addr().String(), DestinationPort: uint32(s.vip(0).Port())})
+				return err == nil && ex.GetApplied() && len(ex.GetEndpoints()) == len(step.pods), fmt.Sprint(ex.GetSummary(), err)
+			})
+		}
 		e.settled(t, "explain")
 		for _, c := range cases {
 			e.checkExplain(t, step.name, c)
