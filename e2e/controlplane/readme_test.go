@@ -20,12 +20,19 @@ import (
 // spell it; the test's control plane listens elsewhere.
 const readmeAddr = "localhost:18000"
 
+// readmeExamples are the README's marked AdminService examples: grpcurl's
+// and switchyardctl's.
+var readmeExamples = []string{"explain", "ctl-status", "ctl-explain"}
+
+const ctlPkg = "github.com/switchyard-proxy/switchyard/controlplane/cmd/switchyardctl"
+
 // TestREADMEExamples runs the README's marked AdminService examples as
 // printed (only the address is the test's control plane's) against the
 // real control plane and the fixture, and compares what they print with
-// the output the README shows, but fields that name content hashes.
+// the output the README shows: JSON but fields that name content hashes,
+// text (switchyardctl's tables) with hashes and padding normalized. No
+// agent is connected, so every node's view is desired, none applied.
 func TestREADMEExamples(t *testing.T) {
-	bin := grpcurlPath(t)
 	root, err := apiserver.RepoRoot()
 	if err != nil {
 		t.Fatal(err)
@@ -39,15 +46,19 @@ func TestREADMEExamples(t *testing.T) {
 	defer cancel()
 	fixture(ctx, t, api)
 	cp := startControlPlane(t, api)
-	env := append(os.Environ(), "PATH="+filepath.Dir(bin)+":"+os.Getenv("PATH"))
 
-	for _, name := range []string{"explain"} {
+	for _, name := range readmeExamples {
 		ex, ok := examples[name]
 		if !ok {
 			t.Errorf("README has no example %q", name)
 			continue
 		}
 		t.Run(name, func(t *testing.T) {
+			path := os.Getenv("PATH")
+			if tools := toolPath(t, ex.Commands); tools != "" {
+				path = tools + ":" + path
+			}
+			env := append(os.Environ(), "PATH="+path)
 			var out []byte
 			for _, c := range ex.Commands {
 				cmd := exec.CommandContext(ctx, "sh", "-c", strings.ReplaceAll(c, readmeAddr, cp.grpc))
@@ -58,11 +69,38 @@ func TestREADMEExamples(t *testing.T) {
 				}
 				out = append(out, b...)
 			}
-			if d := cmp.Diff(jsonWithoutVersions(t, ex.Output), jsonWithoutVersions(t, string(out))); d != "" {
-				t.Errorf("README example %q prints otherwise (-README +got):\n%s", name, d)
+			switch {
+			case ex.Output != "":
+				if d := cmp.Diff(jsonWithoutVersions(t, ex.Output), jsonWithoutVersions(t, string(out))); d != "" {
+					t.Errorf("README example %q prints otherwise (-README +got):\n%s", name, d)
+				}
+			case ex.Text != "":
+				if !readme.SameText(ex.Text, string(out)) {
+					t.Errorf("README example %q prints otherwise (-README +got):\n%s\ngot:\n%s",
+						name, cmp.Diff(readme.Normalize(ex.Text), readme.Normalize(string(out))), out)
+				}
+			default:
+				t.Errorf("README example %q shows no output to compare", name)
 			}
 		})
 	}
+}
+
+// toolPath is the PATH entries the commands need: grpcurl from bin/ (the
+// subtest skips without it, as TestGrpcurl) and switchyardctl built from
+// the workspace.
+func toolPath(t *testing.T, commands []string) string {
+	t.Helper()
+	var dirs []string
+	for _, c := range commands {
+		switch {
+		case strings.HasPrefix(c, "grpcurl "):
+			dirs = append(dirs, filepath.Dir(grpcurlPath(t)))
+		case strings.HasPrefix(c, "switchyardctl "):
+			dirs = append(dirs, filepath.Dir(build(t, ctlPkg)))
+		}
+	}
+	return strings.Join(dirs, ":")
 }
 
 // jsonWithoutVersions decodes one JSON object and drops "version", a

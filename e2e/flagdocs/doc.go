@@ -4,8 +4,10 @@
 // no test bed) and reads the READMEs:
 //
 //	switchyard-agent --help        ─▶ nodeagent/README.md "## Flags", README.md "## Node agent: …"
-//	switchyard-controlplane --help ─▶ controlplane/README.md "## Flags", README.md "## Control plane: …"
+//	switchyard-controlplane --help ─▶ controlplane/README.md "## Flags", README.md "## Control plane: …" (but "### switchyardctl")
+//	switchyardctl [COMMAND] --help ─▶ README.md "### switchyardctl"
 //
 // A flag row names its flags in backquotes in the first cell
-// ("`--ca-file`, `--cert-file`"); other tables have none there.
+// ("`--ca-file`, `--cert-file`", "`-o`"); other tables have none there. A
+// section ends at the next heading of its level or above.
 package flagdocs

@@ -1,14 +1,16 @@
 // Package readme reads the examples a README shows so that tests run
 // them as printed: an example is a fenced `sh` block right after a line
-// `<!-- example: NAME -->`, optionally followed by a fenced `json` block,
-// the output the example prints. Documentation that a test runs cannot
-// drift from the code.
+// `<!-- example: NAME -->`, optionally followed by a fenced `json` block
+// and/or a fenced `text` block, the output the example prints (JSON, or
+// text such as a table, with content hashes written as "…"; see
+// SameText). Documentation that a test runs cannot drift from the code.
 package readme
 
 import (
 	"bufio"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 )
 
@@ -20,6 +22,8 @@ type Example struct {
 	Commands []string
 	// Output is the json block after it, "" when none follows.
 	Output string
+	// Text is the text block after it, "" when none follows.
+	Text string
 }
 
 const marker = "<!-- example: "
@@ -51,8 +55,13 @@ func Read(path string) (map[string]Example, error) {
 			return nil, fmt.Errorf("%s:%d: example %q: no sh block follows", path, i+1, name)
 		}
 		ex := Example{Name: name, Commands: commands(sh)}
-		if js, after, ok := fenced(lines, next, "json"); ok {
-			ex.Output, next = strings.Join(js, "\n"), after
+		// The output blocks may come in either order, each at most once.
+		for range 2 {
+			if js, after, ok := fenced(lines, next, "json"); ok && ex.Output == "" {
+				ex.Output, next = strings.Join(js, "\n"), after
+			} else if txt, after, ok := fenced(lines, next, "text"); ok && ex.Text == "" {
+				ex.Text, next = strings.Join(txt, "\n"), after
+			}
 		}
 		if _, dup := out[name]; dup {
 			return nil, fmt.Errorf("%s:%d: example %q twice", path, i+1, name)
@@ -98,3 +107,24 @@ func commands(body []string) []string {
 	}
 	return out
 }
+
+// hash is a content hash as the control plane prints versions and
+// settings hashes: 16 or more lowercase hex digits standing alone.
+var hash = regexp.MustCompile(`\b[0-9a-f]{16,64}\b`)
+
+// Normalize makes an example's text output comparable with what a README
+// shows: content hashes become "…" (the README cannot know them), runs of
+// blanks one space (a table's padding follows the hashes' width), and
+// trailing blanks and blank lines go.
+func Normalize(s string) string {
+	s = hash.ReplaceAllString(s, "…")
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = strings.Join(strings.Fields(l), " ")
+	}
+	return strings.TrimRight(strings.Join(lines, "\n"), "\n")
+}
+
+// SameText reports whether got, an example's output, is the text block
+// want once both are normalized.
+func SameText(want, got string) bool { return Normalize(want) == Normalize(got) }

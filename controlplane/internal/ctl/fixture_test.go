@@ -1,0 +1,152 @@
+package ctl_test
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+	spb "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/types/known/durationpb"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/apistatus"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache/cachetest"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/ctl"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/admin"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/servertest"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/settings"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// fleet is the fixture every command test reads:
+//   - node-a: iptables agent, acknowledged a1, then given a2 (shop/db
+//     moved to port 5433) which it refused (NACK);
+//   - node-b: known, never connected, desired b;
+//   - node-c: nftables agent, in sync at c.
+//
+// shop/web (10.96.0.10:80, port "http") has two endpoints on every node.
+type fleet struct {
+	a1, a2, b, c *cachetest.NodeView
+	web, dbV2    *cachetest.View
+}
+
+const settingsHash = "0123456789abcdef"
+
+func newFleet(t *testing.T) (*cache.Cache, fleet) {
+	t.Helper()
+	now := time.Date(2030, 5, 6, 7, 8, 9, 0, time.UTC)
+	c := cache.New(cache.WithClock(clocktesting.NewFakePassiveClock(now)))
+	web := cachetest.Service("shop", "web", "10.96.0.10", 80)
+	sv := web.GetService()
+	sv.Ports[0].Name = "http"
+	for _, ip := range []string{"10.244.1.2", "10.244.2.2"} {
+		sv.ClusterEndpoints = append(sv.ClusterEndpoints, &switchyardv1.Endpoint{
+			Address: ip, Ports: []*switchyardv1.EndpointPort{{Name: "http", Port: 8080}}, Ready: true, Serving: true})
+	}
+	sv.HasAnyEndpoints = true
+	f := fleet{web: cachetest.MustView(t, web), dbV2: cachetest.MustView(t, cachetest.Service("shop", "db", "10.96.0.20", 5433))}
+	dbV1 := cachetest.MustView(t, cachetest.Service("shop", "db", "10.96.0.20", 5432))
+	f.a1 = cachetest.NewNodeView(cachetest.MustView(t, cachetest.NodeConfig("node-a", "zone-1")), f.web, dbV1)
+	f.a2 = f.a1.With(f.dbV2)
+	f.b = cachetest.NewNodeView(cachetest.MustView(t, cachetest.NodeConfig("node-b", "zone-2")), f.web, f.dbV2)
+	f.c = cachetest.NewNodeView(cachetest.MustView(t, cachetest.NodeConfig("node-c", "zone-3")), f.web)
+
+	c.Publish("node-a", f.a1, nil)
+	c.Publish("node-b", f.b, nil)
+	c.Publish("node-c", f.c, nil)
+	wa := c.Watch("node-a", &switchyardv1.Node{Name: "node-a", Mode: switchyardv1.DataplaneMode_DATAPLANE_MODE_IPTABLES}, "delta")
+	wa.Acked(f.a1, &switchyardv1.ApplyReport{
+		ApplyDuration: durationpb.New(12 * time.Millisecond), ProgrammingLatency: durationpb.New(900 * time.Millisecond)})
+	c.Publish("node-a", f.a2, []string{"shop/db"})
+	wa.Nacked(&spb.Status{Code: int32(codes.InvalidArgument), Message: "bad port"})
+	wc := c.Watch("node-c", &switchyardv1.Node{Name: "node-c", Mode: switchyardv1.DataplaneMode_DATAPLANE_MODE_NFTABLES}, "sotw")
+	wc.Acked(f.c, &switchyardv1.ApplyReport{ApplyDuration: durationpb.New(3 * time.Millisecond)})
+	return c, f
+}
+
+// apiUp is an API watch with every resource available.
+type apiUp struct{}
+
+func (apiUp) Snapshot() []apistatus.Status {
+	return []apistatus.Status{{Resource: "endpointslices", State: apistatus.Available}, {Resource: "services", State: apistatus.Available}}
+}
+func (apiUp) Outage() time.Time { return time.Time{} }
+
+type flagSettings struct{}
+
+func (flagSettings) Status() settings.Status {
+	return settings.Status{Hash: settingsHash, Source: "flags"}
+}
+
+// serveFleet serves AdminService over c on loopback and returns its
+// address and a client of its own, to compare with what switchyardctl
+// prints.
+func serveFleet(t *testing.T, c *cache.Cache) (string, switchyardv1.AdminServiceClient) {
+	t.Helper()
+	addr, conn := servertest.Serve(t, func(g *grpc.Server) {
+		switchyardv1.RegisterAdminServiceServer(g, admin.New(c, apiUp{}, flagSettings{}))
+	}, nil)
+	return addr, switchyardv1.NewAdminServiceClient(conn)
+}
+
+// result is one switchyardctl run.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func run(t *testing.T, args ...string) result {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	code := ctl.Run(t.Context(), args, &out, &errOut)
+	return result{code: code, stdout: out.String(), stderr: errOut.String()}
+}
+
+// fields splits text into lines of whitespace-separated fields, for
+// comparing tables without restating tabwriter's padding.
+func fields(s string) [][]string {
+	var out [][]string
+	for line := range strings.SplitSeq(strings.TrimRight(s, "\n"), "\n") {
+		out = append(out, strings.Fields(line))
+	}
+	return out
+}
+
+// label replaces each version in s by its name in names (version → name).
+func label(s string, names map[string]string) string {
+	for v, n := range names {
+		s = strings.ReplaceAll(s, v, n)
+	}
+	return s
+}
+
+var column = regexp.MustCompile(`\S+(?: \S+)*`) // "IN SYNC" is one column
+
+// checkAligned fails unless each of the rows rows of the table whose
+// header is line header of s has a cell starting at each of the header's
+// column offsets.
+func checkAligned(t *testing.T, s string, header, rows int) {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) < header+1+rows {
+		t.Fatalf("no table of %d rows at line %d:\n%s", rows, header, s)
+	}
+	lines = lines[header : header+1+rows]
+	for _, l := range lines[1:] {
+		for _, loc := range column.FindAllStringIndex(lines[0], -1) {
+			if at := loc[0]; at >= len(l) || l[at] == ' ' || (at > 0 && l[at-1] != ' ') {
+				t.Errorf("row %q has no cell at column %d of header %q", l, at, lines[0])
+			}
+		}
+	}
+}

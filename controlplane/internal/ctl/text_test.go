@@ -1,0 +1,104 @@
+package ctl
+
+import (
+	"flag"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+func TestAPIText(t *testing.T) {
+	since := timestamppb.New(time.Date(2030, 5, 6, 7, 8, 9, 0, time.UTC))
+	res := func(name, state, err string) *switchyardv1.ApiResourceStatus {
+		return &switchyardv1.ApiResourceStatus{Resource: name, State: state, LastError: err}
+	}
+	tests := []struct {
+		name string
+		api  *switchyardv1.ApiWatchStatus
+		want string
+	}{
+		{"an older control plane", nil, "unknown"},
+		{"available", &switchyardv1.ApiWatchStatus{Resources: []*switchyardv1.ApiResourceStatus{res("nodes", "available", "")}}, "available"},
+		{"pending", &switchyardv1.ApiWatchStatus{Resources: []*switchyardv1.ApiResourceStatus{
+			res("nodes", "available", ""), res("services", "pending", ""), res("servicecidrs", "pending", "")}},
+			"pending (services, servicecidrs)"},
+		{"outage", &switchyardv1.ApiWatchStatus{ViewsMayBeStale: true, UnavailableSince: since, Resources: []*switchyardv1.ApiResourceStatus{
+			res("nodes", "unavailable", "connection refused"), res("services", "available", "")}},
+			"UNAVAILABLE since 2030-05-06T07:08:09Z, views may be stale (nodes: connection refused)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := apiText(tt.api); got != tt.want {
+				t.Errorf("apiText = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestSettingsText(t *testing.T) {
+	tests := []struct {
+		name string
+		st   *switchyardv1.ControlPlaneSettings
+		want string
+	}{
+		{"an older control plane", nil, "unknown"},
+		{"flags", &switchyardv1.ControlPlaneSettings{Hash: "h1", Source: "flags"}, "h1 (flags)"},
+		{"configmap", &switchyardv1.ControlPlaneSettings{Hash: "h2", Source: "configmap", ConfigMap: "sys/cp", ResourceVersion: "42"},
+			"h2 (configmap sys/cp resourceVersion 42)"},
+		{"configmap refused", &switchyardv1.ControlPlaneSettings{Hash: "h1", Source: "flags", ConfigMap: "sys/cp", Error: "unknown field \"mdoe\""},
+			`h1 (flags), ConfigMap sys/cp refused: unknown field "mdoe"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := settingsText(tt.st); got != tt.want {
+				t.Errorf("settingsText = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseInterspersed(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		pos     []string
+		desired bool
+	}{
+		{"flags first", []string{"--desired", "a", "b"}, []string{"a", "b"}, true},
+		{"flags last", []string{"a", "b", "--desired"}, []string{"a", "b"}, true},
+		{"flags between", []string{"a", "-desired", "b"}, []string{"a", "b"}, true},
+		{"after -- all positional", []string{"a", "--", "--desired"}, []string{"a", "--desired"}, false},
+		{"none", nil, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fs := flag.NewFlagSet("t", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			desired := fs.Bool("desired", false, "")
+			pos, err := parseInterspersed(fs, tt.args)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tt.pos, pos); d != "" || *desired != tt.desired {
+				t.Errorf("positional (-want +got):\n%s\ndesired %v, want %v", d, *desired, tt.desired)
+			}
+		})
+	}
+}
+
+func TestModeText(t *testing.T) {
+	for m, want := range map[switchyardv1.DataplaneMode]string{
+		switchyardv1.DataplaneMode_DATAPLANE_MODE_UNSPECIFIED: "",
+		switchyardv1.DataplaneMode_DATAPLANE_MODE_IPTABLES:    "iptables",
+		switchyardv1.DataplaneMode_DATAPLANE_MODE_DRY_RUN:     "dry-run",
+	} {
+		if got := modeText(m); got != want {
+			t.Errorf("modeText(%v) = %q, want %q", m, got, want)
+		}
+	}
+}
