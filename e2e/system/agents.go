@@ -15,6 +15,10 @@ import (
 // agentStopGrace is how long Close lets an agent shut down before SIGKILL.
 const agentStopGrace = 2 * time.Second
 
+// DatapathCanary is every agent's --datapath-canary: a cluster IP no
+// test Service uses, and its port.
+const DatapathCanary = "10.96.0.200:80"
+
 // agent is one switchyard-agent, in its node's namespace.
 type agent struct {
 	node    netns.Node
@@ -32,6 +36,11 @@ func (c *Cluster) agentArgs(a *agent) ([]string, error) {
 		"--node-name", a.node.Name, "--state-dir", a.state,
 		"--healthz-bind-address", "127.0.0.1:10256", "--metrics-bind-address", "127.0.0.1:10249",
 		"--min-sync-period", "100ms",
+		// The datapath canary (/healthz fails while the rules do not
+		// forward), probed every second; its address is in the static
+		// band of the Service range (the first 256 addresses of the
+		// /16), which the API server gives only to Services that ask.
+		"--datapath-canary", DatapathCanary, "--datapath-probe-interval", "1s",
 	}
 	if c.PKI == nil {
 		return append(args, "--insecure"), nil

@@ -41,6 +41,8 @@ func TestScenarios(t *testing.T) {
 		{"StrangersBounded", testStrangersBounded},
 		{"FiveHundredServices", testFiveHundred},
 		{"ExplainAgreesWithTraffic", testExplainAgreesWithTraffic},
+		{"DriftRepaired", testDriftRepaired},
+		{"DatapathHealth", testDatapathHealth},
 	} {
 		if !t.Run(sc.name, func(t *testing.T) { sc.run(t, e) }) && t.Context().Err() != nil {
 			return
@@ -77,6 +79,8 @@ func TestScenariosNFTables(t *testing.T) {
 		{"UDPFlowMovesWhenEndpointGoes", testUDPFlow},
 		{"DeletedServiceRulesGone", testDelete},
 		{"ExplainAgreesWithTraffic", testExplainAgreesWithTraffic},
+		{"DriftRepaired", testDriftRepaired},
+		{"DatapathHealth", testDatapathHealth},
 	} {
 		if !t.Run(sc.name, func(t *testing.T) { sc.run(t, e) }) && t.Context().Err() != nil {
 			return

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/netip"
 	"os"
 	"strings"
 	"time"
@@ -31,6 +32,9 @@ type Config struct {
 	MinSyncPeriod          Duration `json:"minSyncPeriod,omitzero"`
 	SyncPeriod             Duration `json:"syncPeriod,omitzero"`
 	DriftCheckInterval     Duration `json:"driftCheckInterval,omitzero"`
+	DatapathCanary         string   `json:"datapathCanary,omitempty"`
+	DatapathCanaryPort     int      `json:"datapathCanaryPort,omitempty"`
+	DatapathProbeInterval  Duration `json:"datapathProbeInterval,omitzero"`
 	LogLevel               string   `json:"logLevel,omitempty"`
 	LogFormat              string   `json:"logFormat,omitempty"`
 	CleanupKubeProxy       bool     `json:"cleanupKubeProxy,omitempty"`
@@ -72,9 +76,14 @@ func defaults(env func(string) string) Config {
 		MinSyncPeriod:      Duration{time.Second},
 		SyncPeriod:         Duration{time.Hour},
 		DriftCheckInterval: Duration{5 * time.Second},
-		LogLevel:           "info",
-		LogFormat:          "text",
-		GCPercent:          50,
+		// Not kube-proxy's 10249/10256, nor 10257-10259 (controller
+		// manager, cloud controller manager, scheduler), nor the control
+		// plane's 10262/10263.
+		DatapathCanaryPort:    10264,
+		DatapathProbeInterval: Duration{2 * time.Second},
+		LogLevel:              "info",
+		LogFormat:             "text",
+		GCPercent:             50,
 	}
 }
 
@@ -105,7 +114,7 @@ func (a *addresses) Set(v string) error {
 }
 
 func bind(fs *flag.FlagSet, c *Config, configFile *string) {
-	fs.StringVar(configFile, "config", "", "YAML file with the same fields as these flags (controlPlanes, nodeName, mode, stateDir, healthzBindAddress, metricsBindAddress, healthCheckBindAddress, caFile, certFile, keyFile, insecure, minSyncPeriod, syncPeriod, driftCheckInterval, logLevel, logFormat, cleanupKubeProxy, gcPercent); flags override it")
+	fs.StringVar(configFile, "config", "", "YAML file with the same fields as these flags (controlPlanes, nodeName, mode, stateDir, healthzBindAddress, metricsBindAddress, healthCheckBindAddress, caFile, certFile, keyFile, insecure, minSyncPeriod, syncPeriod, driftCheckInterval, datapathCanary, datapathCanaryPort, datapathProbeInterval, logLevel, logFormat, cleanupKubeProxy, gcPercent, enableProfiling); flags override it")
 	fs.Var(&addresses{list: &c.ControlPlanes}, "control-plane", "control-plane gRPC address host:port; repeat the flag or separate with commas; the agent fails over between them. "+
 		"The agent dials first the replica addresses the control plane advertised (NodeConfig control_plane_addresses, persisted in --state-dir/control-planes.json), then these; "+
 		"at least one of these must work without a Service VIP on a fresh node. With TLS, learnt addresses are verified against the host of the first of these")
@@ -122,6 +131,12 @@ func bind(fs *flag.FlagSet, c *Config, configFile *string) {
 	fs.DurationVar(&c.MinSyncPeriod.Duration, "min-sync-period", c.MinSyncPeriod.Duration, "shortest time between two syncs; bursts of changes are coalesced")
 	fs.DurationVar(&c.DriftCheckInterval.Duration, "drift-check-interval", c.DriftCheckInterval.Duration,
 		"time between checks that the kernel still holds what the agent applied (a generation number, read back only when something changed); a difference is repaired at once by a full sync that writes only it. 0 disables")
+	fs.StringVar(&c.DatapathCanary, "datapath-canary", c.DatapathCanary,
+		"cluster IP:port ([IPv6]:port) of the datapath canary, a Service the agent programs itself with one endpoint, this node's address on --datapath-canary-port, and connects to from the node every --datapath-probe-interval: /healthz and the load-balancer health-check node ports fail while that connection does not reach the agent through the programmed rules. "+
+			"Choose an address inside the Service range and reserve it with a selector-less Service switchyard-system/switchyard-datapath-canary of that cluster IP; while another Service has it, or the control plane's Service ranges do not hold it, the canary is not programmed. Empty disables")
+	fs.IntVar(&c.DatapathCanaryPort, "datapath-canary-port", c.DatapathCanaryPort, "port the datapath canary answers on, on the node's own address (its first NodeConfig address of the canary's family): the canary Service's endpoint")
+	fs.DurationVar(&c.DatapathProbeInterval.Duration, "datapath-probe-interval", c.DatapathProbeInterval.Duration,
+		"time between probes of the datapath canary; 2 failed in a row make /healthz 503, one success 200 again. 0 disables the canary")
 	fs.DurationVar(&c.SyncPeriod.Duration, "sync-period", c.SyncPeriod.Duration, "time between full resyncs that read the kernel back and repair drift (kube-proxy does its full sync hourly too); changes are applied as they arrive, not on this period")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug|info|warn|error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: text|json")
@@ -195,8 +210,34 @@ func (c *Config) validate() error {
 	if c.DriftCheckInterval.Duration < 0 {
 		errs = append(errs, errors.New("--drift-check-interval must not be negative"))
 	}
+	if _, err := c.datapathCanary(); err != nil {
+		errs = append(errs, err)
+	}
+	if c.DatapathCanaryPort <= 0 || c.DatapathCanaryPort > 65535 {
+		errs = append(errs, fmt.Errorf("--datapath-canary-port %d: want 1-65535", c.DatapathCanaryPort))
+	}
+	if c.DatapathProbeInterval.Duration < 0 {
+		errs = append(errs, errors.New("--datapath-probe-interval must not be negative"))
+	}
 	if c.MinSyncPeriod.Duration < 0 {
 		errs = append(errs, errors.New("--min-sync-period must not be negative"))
 	}
 	return errors.Join(errs...)
+}
+
+// datapathCanary parses --datapath-canary; the zero AddrPort when empty
+// (disabled).
+func (c *Config) datapathCanary() (netip.AddrPort, error) {
+	if c.DatapathCanary == "" {
+		return netip.AddrPort{}, nil
+	}
+	ap, err := netip.ParseAddrPort(c.DatapathCanary)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("--datapath-canary %q: want IP:PORT ([IPv6]:PORT): %w", c.DatapathCanary, err)
+	}
+	a := ap.Addr()
+	if ap.Port() == 0 || a.Zone() != "" || !a.IsGlobalUnicast() {
+		return netip.AddrPort{}, fmt.Errorf("--datapath-canary %q: want a cluster IP of the Service range and a port", c.DatapathCanary)
+	}
+	return netip.AddrPortFrom(a.Unmap(), ap.Port()), nil
 }

@@ -25,6 +25,10 @@ func TestParseConfig(t *testing.T) {
 	if err := os.WriteFile(file, []byte("controlPlanes: [cp-a:18000, cp-b:18000]\nmode: dry-run\nsyncPeriod: 1m\ninsecure: true\nstateDir: /from/file\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	canaryFile := filepath.Join(dir, "canary.yaml")
+	if err := os.WriteFile(canaryFile, []byte("controlPlanes: [a:1]\ninsecure: true\ndatapathCanary: \"[fd00:96::c8]:80\"\ndatapathCanaryPort: 10300\ndatapathProbeInterval: 5s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	base := defaults(env(map[string]string{"NODE_NAME": "node-env"}))
 	tests := []struct {
 		name string
@@ -39,6 +43,10 @@ func TestParseConfig(t *testing.T) {
 		}},
 		{"flags override file", []string{"--config", file, "--control-plane", "x:1", "--sync-period", "5s", "--node-name", "node-flag"}, func(c *Config) {
 			c.ControlPlanes, c.Mode, c.SyncPeriod, c.Insecure, c.StateDir, c.NodeName = []string{"x:1"}, "dry-run", Duration{5 * time.Second}, true, "/from/file", "node-flag"
+		}},
+		{"datapath canary, IPv6, in the file and by flags", []string{"--config", canaryFile, "--datapath-probe-interval", "1s"}, func(c *Config) {
+			c.ControlPlanes, c.Insecure = []string{"a:1"}, true
+			c.DatapathCanary, c.DatapathCanaryPort, c.DatapathProbeInterval = "[fd00:96::c8]:80", 10300, Duration{time.Second}
 		}},
 		{"--cleanup needs no control plane, node or TLS", []string{"--cleanup", "--state-dir", "/host/var/lib/switchyard-agent"}, func(c *Config) {
 			c.Cleanup, c.StateDir = true, "/host/var/lib/switchyard-agent"
@@ -70,6 +78,12 @@ func TestParseConfigErrors(t *testing.T) {
 		{"plaintext not asked", []string{"--control-plane", "a:1", "--node-name", "n"}, "--ca-file is required"},
 		{"insecure with TLS", []string{"--control-plane", "a:1", "--node-name", "n", "--insecure", "--ca-file", "ca.pem"}, "cannot be combined"},
 		{"cert without key", []string{"--control-plane", "a:1", "--node-name", "n", "--ca-file", "ca.pem", "--cert-file", "c.pem"}, "go together"},
+		{"canary without a port", []string{"--insecure", "--control-plane", "a:1", "--node-name", "n", "--datapath-canary", "10.96.255.200"}, "--datapath-canary \"10.96.255.200\""},
+		{"canary IPv6 without brackets", []string{"--insecure", "--control-plane", "a:1", "--node-name", "n", "--datapath-canary", "fd00::1:80"}, "want IP:PORT"},
+		{"canary on loopback", []string{"--insecure", "--control-plane", "a:1", "--node-name", "n", "--datapath-canary", "127.0.0.1:80"}, "want a cluster IP"},
+		{"canary port 0", []string{"--insecure", "--control-plane", "a:1", "--node-name", "n", "--datapath-canary", "10.96.255.200:0"}, "want a cluster IP"},
+		{"canary listen port out of range", []string{"--insecure", "--control-plane", "a:1", "--node-name", "n", "--datapath-canary-port", "70000"}, "--datapath-canary-port 70000"},
+		{"negative probe interval", []string{"--insecure", "--control-plane", "a:1", "--node-name", "n", "--datapath-probe-interval", "-1s"}, "--datapath-probe-interval must not be negative"},
 		{"unknown field in file", []string{"--config", "testdata/unknown.yaml"}, "unknown field"},
 		// A DaemonSet's config saying cleanup would remove the rules and
 		// exit on every start.

@@ -67,6 +67,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	canaryVIP, err := c.datapathCanary()
+	if err != nil {
+		return err
+	}
 	newDP := dataplanes(ctx, stdout, logger)
 	if _, err := newDP(mode); err != nil {
 		return err
@@ -121,7 +125,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		MinSyncPeriod:      c.MinSyncPeriod.Duration,
 		SyncPeriod:         c.SyncPeriod.Duration,
 		DriftCheckInterval: c.DriftCheckInterval.Duration,
-		Logger:             logger,
+		DatapathCanary:     canaryVIP,
+		// validate keeps it within 1-65535.
+		DatapathCanaryPort:    uint16(c.DatapathCanaryPort),
+		DatapathProbeInterval: c.DatapathProbeInterval.Duration,
+		Logger:                logger,
 	})
 	if err != nil {
 		return err

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/canary"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/discovery"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/health"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/healthcheck"
@@ -29,6 +31,7 @@ import (
 var (
 	_ discovery.Applier  = (*syncer.Syncer)(nil)
 	_ discovery.Observer = (*metrics.Metrics)(nil)
+	_ syncer.Decorator   = (*canary.Canary)(nil)
 )
 
 // Options configure an Agent.
@@ -68,6 +71,19 @@ type Options struct {
 	// DriftCheckInterval is the time between two checks that the kernel
 	// still holds what was applied; 0 disables them.
 	DriftCheckInterval time.Duration
+	// DatapathCanary is the datapath canary's cluster IP and port
+	// (package canary): the agent programs a Service of its own there
+	// and probes it, and /healthz fails while that fails. The zero value,
+	// or a zero DatapathProbeInterval, disables it.
+	DatapathCanary netip.AddrPort
+	// DatapathCanaryPort is where the canary answers on the node's own
+	// address: its endpoint.
+	DatapathCanaryPort    uint16
+	DatapathProbeInterval time.Duration
+	// CanaryDial and CanaryListen replace the canary's network calls
+	// (tests); package net's when nil.
+	CanaryDial   func(ctx context.Context, network, address string) (net.Conn, error)
+	CanaryListen func(ctx context.Context, network, address string) (net.Listener, error)
 	// HealthTimeout is how long an update may stay queued while healthy;
 	// twice the sync period when zero, as kube-proxy.
 	HealthTimeout time.Duration
@@ -84,9 +100,11 @@ type Agent struct {
 	health  *health.Tracker
 	hc      *healthcheck.Servers
 	// hcIndex and hcFailed belong to syncHealthChecks.
-	hcIndex   healthcheck.Index
-	hcFailed  bool
-	syncer    *syncer.Syncer
+	hcIndex  healthcheck.Index
+	hcFailed bool
+	syncer   *syncer.Syncer
+	// canary is the datapath canary; nil when disabled.
+	canary    *canary.Canary
 	client    *discovery.Client
 	store     *persist.Store
 	listeners map[string]net.Listener
@@ -111,6 +129,9 @@ func New(o Options) (*Agent, error) {
 	a.health = health.NewTracker(o.Clock, o.NodeName, o.HealthTimeout)
 	a.hc = healthcheck.New(healthcheck.Config{Logger: o.Logger.With("component", "healthcheck"), Listen: o.HealthCheckListen,
 		BindIP: o.HealthCheckBindIP, ProxyHealthy: a.health.Healthy})
+	if err := a.newCanary(); err != nil {
+		return nil, err
+	}
 	restored, found, err := a.restore()
 	if err != nil {
 		return nil, err
@@ -146,8 +167,39 @@ func New(o Options) (*Agent, error) {
 	return a, nil
 }
 
+// newCanary builds the datapath canary when it is configured. Its probes
+// count only after the first successful sync: before it the kernel holds
+// nothing the agent programmed.
+func (a *Agent) newCanary() error {
+	if !a.o.DatapathCanary.IsValid() || a.o.DatapathProbeInterval <= 0 {
+		return nil
+	}
+	c, err := canary.New(canary.Config{
+		VIP:      a.o.DatapathCanary,
+		Port:     a.o.DatapathCanaryPort,
+		Interval: a.o.DatapathProbeInterval,
+		Armed:    func() bool { return a.syncer.Synced() },
+		Health:   a.health,
+		Metrics:  a.metrics,
+		Clock:    a.o.Clock,
+		Logger:   a.o.Logger.With("component", "canary"),
+		Dial:     a.o.CanaryDial,
+		Listen:   a.o.CanaryListen,
+	})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	a.canary = c
+	return nil
+}
+
 func (a *Agent) syncerConfig() syncer.Config {
+	var dec syncer.Decorator
+	if a.canary != nil {
+		dec = a.canary
+	}
 	return syncer.Config{
+		Decorator:     dec,
 		Logger:        a.o.Logger.With("component", "syncer"),
 		Clock:         a.o.Clock,
 		MinSyncPeriod: a.o.MinSyncPeriod,
@@ -296,6 +348,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return a.syncer.Run(ctx) })
 	g.Go(func() error { return a.client.Run(ctx) })
+	if a.canary != nil {
+		g.Go(func() error { return a.canary.Run(ctx) })
+	}
 	handlers := map[string]http.Handler{"healthz": a.health.Mux(), "metrics": metricsMux(a.metrics, a.syncer.Mode, a.o.Profiling)}
 	for name, l := range a.listeners {
 		srv := &http.Server{Handler: handlers[name], ReadHeaderTimeout: 5 * time.Second}

@@ -51,6 +51,8 @@ type nodeOpts struct {
 	clock    clock.Clock
 	// log, when set, also receives the agent's log.
 	log io.Writer
+	// options, when set, changes the agent's options.
+	options func(*Options)
 }
 
 func startNode(t *testing.T, no nodeOpts) *node {
@@ -65,7 +67,7 @@ func startNode(t *testing.T, no nodeOpts) *node {
 	if no.log != nil {
 		logTo = io.MultiWriter(logTo, no.log)
 	}
-	a, err := New(Options{
+	o := Options{
 		NodeName:      "node-a",
 		AgentVersion:  "test",
 		ControlPlanes: no.addrs,
@@ -85,7 +87,11 @@ func startNode(t *testing.T, no nodeOpts) *node {
 		Backoff:           discovery.Backoff{Initial: 10 * time.Millisecond, Max: 200 * time.Millisecond},
 		Clock:             no.clock,
 		Logger:            slog.New(slog.NewTextHandler(logTo, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
+	}
+	if no.options != nil {
+		no.options(&o)
+	}
+	a, err := New(o)
 	if err != nil {
 		t.Fatal(err)
 	}

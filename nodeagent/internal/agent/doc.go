@@ -4,7 +4,9 @@
 //
 //	control plane ──DeltaSnapshots──▶ discovery.Client ──Apply──▶ syncer.Syncer ──▶ dataplane
 //	                 ◀──ACK/NACK──────┘                              │ persist.Store (state dir)
-//	                                                                 └▶ healthcheck.Servers
+//	                                                                 ├▶ healthcheck.Servers
+//	                                      canary.Canary ─Decorate────┘  (its Service, in each state applied)
+//	                                        └─probe VIP─▶ the rules ─▶ its listener ─▶ health.Tracker
 //
 // Invariants: the persisted view is applied (Full, never Cleanup) before
 // any stream opens, so a restarted agent forwards even without a control
@@ -18,6 +20,12 @@
 // was not saved adds its resources to the restored view and leaves its
 // removals to the control plane, so the restore adds and updates but
 // removes nothing the kernel may hold.
+//
+// The datapath canary (Options.DatapathCanary, package canary) is the
+// agent's own Service, added to what the syncer applies and never to the
+// view, the state files or the ACKs; its probe makes /healthz, and so the
+// load-balancer health-check node ports, fail while the programmed rules
+// do not forward, from the first successful sync on.
 //
 // Bootstrap: the control-plane addresses of the last applied NodeConfig
 // are persisted next to the view (persist.ControlPlanesFileName) and

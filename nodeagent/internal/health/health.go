@@ -22,6 +22,19 @@ type Tracker struct {
 	// state was last repaired; zero if never.
 	lastDriftRepair time.Time
 	driftRepairs    int
+	// datapath is what the datapath probe found last; nil until it
+	// reported (never, with the canary off).
+	datapath *DatapathStatus
+}
+
+// DatapathStatus is what the datapath probe (package canary) found.
+type DatapathStatus struct {
+	// Healthy is false once the probe failed often enough in a row.
+	Healthy bool
+	// LastProbe is when the probe last ran; zero if it never could.
+	LastProbe time.Time
+	// Err says why the last probe failed, or why it could not run.
+	Err string
 }
 
 // NewTracker returns a Tracker; timeout is the longest time an update may
@@ -66,19 +79,58 @@ func (t *Tracker) DriftRepaired(at time.Time) {
 	t.driftRepairs++
 }
 
-// Healthy reports whether no update has been queued for longer than the
-// timeout.
-func (t *Tracker) Healthy() bool {
-	ok, _, _ := t.state()
-	return ok
-}
-
-func (t *Tracker) state() (healthy bool, lastUpdated, now time.Time) {
+// SetDatapath records what the datapath probe found; from then on
+// Healthy also requires st.Healthy.
+func (t *Tracker) SetDatapath(st DatapathStatus) {
+	if t == nil {
+		return
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	now = t.clock.Now()
-	healthy = t.oldestPending.IsZero() || now.Sub(t.oldestPending) < t.timeout
-	return healthy, t.lastUpdated, now
+	t.datapath = &st
+}
+
+// Datapath returns what the datapath probe reported last; false when it
+// never did.
+func (t *Tracker) Datapath() (DatapathStatus, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.datapath == nil {
+		return DatapathStatus{}, false
+	}
+	return *t.datapath, true
+}
+
+// Healthy reports whether no update has been queued for longer than the
+// timeout and the datapath probe, if it reported, passes: what /healthz
+// and the load-balancer health-check node ports answer.
+func (t *Tracker) Healthy() bool {
+	s := t.snapshot()
+	return s.synced && s.datapathOK()
+}
+
+// snapshot is the tracker's state at one instant.
+type snapshot struct {
+	// synced: no update queued for longer than the timeout.
+	synced      bool
+	lastUpdated time.Time
+	now         time.Time
+	datapath    *DatapathStatus
+}
+
+func (s snapshot) datapathOK() bool { return s.datapath == nil || s.datapath.Healthy }
+
+func (t *Tracker) snapshot() snapshot {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := t.clock.Now()
+	s := snapshot{lastUpdated: t.lastUpdated, now: now,
+		synced: t.oldestPending.IsZero() || now.Sub(t.oldestPending) < t.timeout}
+	if t.datapath != nil {
+		d := *t.datapath
+		s.datapath = &d
+	}
+	return s
 }
 
 func (t *Tracker) drift() (last time.Time, n int) {
@@ -97,11 +149,27 @@ type Status struct {
 	// drift check found the kernel changed underneath the agent.
 	LastDriftRepair string `json:"lastDriftRepair,omitempty"`
 	DriftRepairs    int    `json:"driftRepairs,omitempty"`
+	// DatapathHealthy, LastDatapathProbe and DatapathError: Switchyard's
+	// own, absent until the datapath probe reported (package canary).
+	DatapathHealthy   *bool  `json:"datapathHealthy,omitempty"`
+	LastDatapathProbe string `json:"lastDatapathProbe,omitempty"`
+	DatapathError     string `json:"datapathError,omitempty"`
 }
 
-// ServeHTTP answers /healthz and /livez: 200 when healthy, 503 otherwise.
+// ServeHTTP answers /healthz: 200 when healthy (Healthy), 503 otherwise.
 func (t *Tracker) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
-	healthy, last, now := t.state()
+	s := t.snapshot()
+	t.serve(w, s, s.synced && s.datapathOK())
+}
+
+// serveLive answers /livez: the sync loop only, since a restart cannot
+// repair a datapath broken underneath the agent.
+func (t *Tracker) serveLive(w http.ResponseWriter, _ *http.Request) {
+	s := t.snapshot()
+	t.serve(w, s, s.synced)
+}
+
+func (t *Tracker) serve(w http.ResponseWriter, s snapshot, healthy bool) {
 	code := http.StatusOK
 	if !healthy {
 		code = http.StatusServiceUnavailable
@@ -110,13 +178,20 @@ func (t *Tracker) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
 	st := Status{
-		LastUpdated: last.String(),
-		CurrentTime: now.String(),
+		LastUpdated: s.lastUpdated.String(),
+		CurrentTime: s.now.String(),
 		NodeName:    t.nodeName,
 		NodeHealthy: healthy,
 	}
 	if at, n := t.drift(); n > 0 {
 		st.LastDriftRepair, st.DriftRepairs = at.String(), n
+	}
+	if d := s.datapath; d != nil {
+		ok := d.Healthy
+		st.DatapathHealthy, st.DatapathError = &ok, d.Err
+		if !d.LastProbe.IsZero() {
+			st.LastDatapathProbe = d.LastProbe.String()
+		}
 	}
 	_ = json.NewEncoder(w).Encode(st)
 }
@@ -125,6 +200,6 @@ func (t *Tracker) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 func (t *Tracker) Mux() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/healthz", t)
-	mux.Handle("/livez", t)
+	mux.HandleFunc("/livez", t.serveLive)
 	return mux
 }

@@ -24,6 +24,8 @@
 //	switchyard_agent_mode_switches_total
 //	switchyard_agent_state_file_rejections_total{reason}  state files not restored (persist.Reason…)
 //	switchyard_agent_state_file_write_errors_total       failed pending-record or view writes
+//	switchyard_agent_datapath_probes_total{result}       datapath canary probes: ok, failed, skipped
+//	switchyard_agent_datapath_healthy                    1 while the canary answers (only with the canary on)
 //
 // kube-proxy persists nothing, so the state-file metrics have no upstream
 // name to follow.

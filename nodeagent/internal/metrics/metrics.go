@@ -32,6 +32,11 @@ type Metrics struct {
 	driftChecks         *prometheus.CounterVec
 	driftLastCheck      prometheus.Gauge
 	driftRepairs        *prometheus.CounterVec
+	datapathProbes      *prometheus.CounterVec
+	// datapathHealthy is registered only with the canary on
+	// (DatapathProbeEnabled): a 0 from an agent that never probes would
+	// read as a broken datapath.
+	datapathHealthy prometheus.Gauge
 }
 
 func programmingBuckets() []float64 {
@@ -86,11 +91,15 @@ func New() *Metrics {
 			Help: "When the kernel was last checked against what the agent applied"}),
 		driftRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_agent_drift_repairs_total",
 			Help: "Objects found changed underneath the agent and repaired by a full sync, by mode and kind (table, chain, rule, set, element)"}, []string{"mode", "what"}),
+		datapathProbes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_agent_datapath_probes_total",
+			Help: "Probes of the datapath canary through the programmed rules, by result (ok, failed, skipped: the canary could not be probed)"}, []string{"result"}),
+		datapathHealthy: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchyard_agent_datapath_healthy",
+			Help: "1 while the datapath canary answers through the programmed rules, 0 once it failed the threshold in a row"}),
 	}
 	m.reg.MustRegister(m.syncDuration, m.syncFullDuration, m.syncPartialDuration, m.lastSync, m.lastQueued,
 		m.programming, m.endpointChanges, m.serviceChanges, m.appliedVersion, m.appliedResources,
 		m.syncErrors, m.nacks, m.connected, m.modeSwitches, m.stateRejections, m.stateWriteErrors,
-		m.driftChecks, m.driftLastCheck, m.driftRepairs,
+		m.driftChecks, m.driftLastCheck, m.driftRepairs, m.datapathProbes,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -218,4 +227,37 @@ func (m *Metrics) DriftRepaired(mode, what string, n int) {
 		return
 	}
 	m.driftRepairs.WithLabelValues(mode, what).Add(float64(n))
+}
+
+// Datapath probe results, the result label of
+// switchyard_agent_datapath_probes_total.
+const (
+	ProbeOK      = "ok"
+	ProbeFailed  = "failed"
+	ProbeSkipped = "skipped"
+)
+
+// DatapathProbeEnabled exports switchyard_agent_datapath_healthy, at 1
+// until a probe says otherwise (as /healthz); call it once, when the
+// datapath canary is on.
+func (m *Metrics) DatapathProbeEnabled() {
+	if m == nil {
+		return
+	}
+	m.datapathHealthy.Set(1)
+	m.reg.MustRegister(m.datapathHealthy)
+}
+
+// DatapathProbed counts one probe of the datapath canary (result: Probe*)
+// and records the datapath's health after it.
+func (m *Metrics) DatapathProbed(result string, healthy bool) {
+	if m == nil {
+		return
+	}
+	m.datapathProbes.WithLabelValues(result).Inc()
+	v := 0.0
+	if healthy {
+		v = 1
+	}
+	m.datapathHealthy.Set(v)
 }

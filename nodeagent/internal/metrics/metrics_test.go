@@ -20,6 +20,9 @@ func TestNames(t *testing.T) {
 	m.Nacked()
 	m.StateRejected("empty")
 	m.StateWriteFailed()
+	m.DatapathProbeEnabled()
+	m.DatapathProbed(ProbeOK, true)
+	m.DatapathProbed(ProbeFailed, false)
 
 	if got := testutil.ToFloat64(m.appliedVersion.WithLabelValues("v2")); got != 1 {
 		t.Errorf("applied_version{v2} = %v", got)
@@ -44,6 +47,9 @@ func TestNames(t *testing.T) {
 		"switchyard_agent_nacks_total 1",
 		`switchyard_agent_state_file_rejections_total{reason="empty"} 1`,
 		"switchyard_agent_state_file_write_errors_total 1",
+		`switchyard_agent_datapath_probes_total{result="ok"} 1`,
+		`switchyard_agent_datapath_probes_total{result="failed"} 1`,
+		"switchyard_agent_datapath_healthy 0",
 	} {
 		if !strings.Contains(body, name+"\n") {
 			t.Errorf("/metrics lacks %q", name)
@@ -63,4 +69,25 @@ func TestNilIsNoop(t *testing.T) {
 	m.Connected("x", true)
 	m.StateRejected("empty")
 	m.StateWriteFailed()
+	m.DatapathProbeEnabled()
+	m.DatapathProbed(ProbeOK, true)
+}
+
+// TestDatapathHealthyOnlyWhenEnabled: an agent without the canary exports
+// no datapath gauge (a 0 would read as a broken datapath); one with it
+// starts at 1.
+func TestDatapathHealthyOnlyWhenEnabled(t *testing.T) {
+	scrape := func(m *Metrics) string {
+		rec := httptest.NewRecorder()
+		m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		return rec.Body.String()
+	}
+	m := New()
+	if body := scrape(m); strings.Contains(body, "switchyard_agent_datapath_healthy") {
+		t.Error("the gauge is exported with the canary off")
+	}
+	m.DatapathProbeEnabled()
+	if body := scrape(m); !strings.Contains(body, "switchyard_agent_datapath_healthy 1\n") {
+		t.Errorf("the gauge is not 1 with the canary on:\n%s", body)
+	}
 }

@@ -37,5 +37,11 @@
 //     use, once that sync's callers are answered (Config.CleanOthers), and
 //     again after each switch; a failed clean-up is retried after full
 //     syncs. A Service that exists in both modes never loses its path.
+//   - The agent's own services (Config.Decorator: the datapath canary)
+//     are added to each sync's state after the view's updates and
+//     replace the view's of the same names; they never enter the applied
+//     view, so never the journal, the announced versions or OnApplied,
+//     and the hint of a partial sync names one whenever it differs from
+//     the dataplane's last successful Apply.
 //   - Every loop stops when its context is canceled; rules stay in place.
 package syncer

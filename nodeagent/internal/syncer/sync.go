@@ -33,8 +33,9 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 		// failed one makes this sync full, a switch a new dataplane).
 		changed = names
 	}
+	hint := s.decorate(nextState, changed)
 	start := s.cfg.Clock.Now()
-	switched, err := s.program(ctx, nextState, full, changed)
+	switched, err := s.program(ctx, nextState, full, hint)
 	end := s.cfg.Clock.Now()
 	s.lastSync = end
 	if err != nil {
@@ -50,6 +51,7 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 		return
 	}
 	s.synced = true
+	s.everSynced.Store(true)
 	repaired := s.repair
 	s.repair = false
 	s.mu.Lock()
@@ -86,6 +88,37 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 		// of milliseconds, which the sync and its report need not wait for.
 		releaseMemory()
 	}
+}
+
+// decorate lets the Decorator put the agent's own services into st and
+// returns the hint for Apply: changed, plus each name the Decorator owns
+// whose service differs from the one in s.state, the state of the
+// dataplane's last successful Apply. changed itself is left alone: it is
+// the view's, for the journal and OnApplied.
+func (s *Syncer) decorate(st *dataplane.State, changed map[string]struct{}) map[string]struct{} {
+	if s.cfg.Decorator == nil {
+		return changed
+	}
+	owned := s.cfg.Decorator.Decorate(st, changed)
+	if changed == nil {
+		return nil
+	}
+	hint, copied := changed, false
+	for _, name := range owned {
+		if _, ok := hint[name]; ok {
+			continue
+		}
+		was, had := s.state.Services[name]
+		now, has := st.Services[name]
+		if had == has && (was == now || proto.Equal(was, now)) {
+			continue
+		}
+		if !copied {
+			hint, copied = maps.Clone(changed), true
+		}
+		hint[name] = struct{}{}
+	}
+	return hint
 }
 
 // intend records the pending updates, merged, before their commit, so

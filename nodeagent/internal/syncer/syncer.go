@@ -33,6 +33,19 @@ type Journal interface {
 	Save(v *view.View, changed map[string]struct{}) error
 }
 
+// Decorator adds what the agent programs on its own behalf to the state
+// of every sync (the datapath canary, package canary): after the view's
+// updates, before Apply. What it adds is never in the applied view, so
+// never in the journal, the versions announced or the reports.
+type Decorator interface {
+	// Decorate sets or deletes, in st, the services it owns, replacing
+	// any of the view's by those names, and returns their names. st's
+	// maps are this sync's own copies, so it may modify them; it must
+	// do no I/O. changed names the services of st that may differ from
+	// the state of the previous call (nil: any may, e.g. a full sync).
+	Decorate(st *dataplane.State, changed map[string]struct{}) (owned []string)
+}
+
 // Config configures a Syncer.
 type Config struct {
 	Logger *slog.Logger
@@ -71,6 +84,9 @@ type Config struct {
 	// modes without one are reported "unsupported"); a drift is repaired
 	// with a full sync. 0 disables the checks.
 	DriftCheckInterval time.Duration
+	// Decorator adds the agent's own services to each sync's state;
+	// optional.
+	Decorator Decorator
 }
 
 // Syncer applies views through a dataplane.
@@ -81,6 +97,8 @@ type Syncer struct {
 	reconcile bool
 	// queued counts received requests, for tests.
 	queued atomic.Int64
+	// everSynced: a sync has succeeded since New (Synced).
+	everSynced atomic.Bool
 
 	mu      sync.Mutex
 	applied *view.View
@@ -160,6 +178,10 @@ func (s *Syncer) Mode() switchyardv1.DataplaneMode {
 	}
 	return s.mode
 }
+
+// Synced reports whether a sync has succeeded since the Syncer started:
+// from then on the kernel holds what the agent programmed.
+func (s *Syncer) Synced() bool { return s.everSynced.Load() }
 
 // SettingsHash is the settings_hash of the applied view's NodeConfig,
 // empty without one: the agent reports it so the control plane sees which
