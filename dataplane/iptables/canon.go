@@ -19,7 +19,7 @@ func SameRules(saved, rendered []string) bool {
 		return false
 	}
 	for i := range saved {
-		if CanonRule(saved[i]) != CanonRule(rendered[i]) {
+		if saved[i] != rendered[i] && CanonRule(saved[i]) != CanonRule(rendered[i]) {
 			return false
 		}
 	}
@@ -28,17 +28,29 @@ func SameRules(saved, rendered []string) bool {
 
 // CanonRule returns rule as its sorted option groups ("-d 10.0.0.1",
 // "! -s 10.244.0.0/16", "-m tcp", …), joined by NULs: rules with the
-// same CanonRule are taken to be the same rule.
+// same CanonRule are taken to be the same rule. Every full sync and
+// every drift read-back canonicalises each rule it compares, so this
+// builds each group in one buffer.
 func CanonRule(rule string) string {
 	toks := tokenize(rule)
-	var groups []string
-	var cur []string
-	neg := false
+	groups := make([]string, 0, len(toks)/2+1)
+	var b strings.Builder
+	last, open, neg := "", false, false
 	flush := func() {
-		if len(cur) > 0 {
-			groups = append(groups, strings.Join(cur, " "))
-			cur = nil
+		if open {
+			if g := b.String(); !defaultGroups[g] {
+				groups = append(groups, g)
+			}
+			b = strings.Builder{}
+			open, last = false, ""
 		}
+	}
+	write := func(t string) {
+		if open {
+			b.WriteByte(' ')
+		}
+		b.WriteString(t)
+		open, last = true, t
 	}
 	for _, t := range toks {
 		switch {
@@ -48,16 +60,15 @@ func CanonRule(rule string) string {
 		case strings.HasPrefix(t, "-") && len(t) > 1:
 			flush()
 			if neg {
-				cur = append(cur, "!")
+				write("!")
 				neg = false
 			}
-			cur = append(cur, canonFlag(t))
+			write(canonFlag(t))
 		default:
-			cur = append(cur, canonValue(cur, t))
+			write(canonValue(last, t))
 		}
 	}
 	flush()
-	groups = slices.DeleteFunc(groups, func(g string) bool { return defaultGroups[g] })
 	slices.Sort(groups)
 	return strings.Join(groups, "\x00")
 }
@@ -80,11 +91,9 @@ func canonFlag(f string) string {
 	return f
 }
 
-func canonValue(group []string, v string) string {
-	if len(group) == 0 {
-		return v
-	}
-	switch group[len(group)-1] {
+// canonValue respells v, the token after last in its group ("" first).
+func canonValue(last, v string) string {
+	switch last {
 	case "-s", "-d":
 		v = canonAddr(v)
 	case "--probability":
@@ -96,28 +105,30 @@ func canonValue(group []string, v string) string {
 }
 
 // tokenize splits on spaces, keeping double-quoted strings whole and
-// without their quotes.
+// without their quotes. Quotes and spaces are ASCII, so it works on
+// bytes; a rule without quotes is just its fields.
 func tokenize(s string) []string {
-	var out []string
-	var b strings.Builder
+	if strings.IndexByte(s, '"') < 0 {
+		return strings.Fields(s)
+	}
+	out := make([]string, 0, 16)
+	buf := make([]byte, 0, len(s))
 	inQuote, have := false, false
-	for _, r := range s {
-		switch {
-		case r == '"':
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"':
 			inQuote, have = !inQuote, true
-		case r == ' ' && !inQuote:
+		case c == ' ' && !inQuote:
 			if have {
-				out = append(out, b.String())
-				b.Reset()
-				have = false
+				out = append(out, string(buf))
+				buf, have = buf[:0], false
 			}
 		default:
-			b.WriteRune(r)
-			have = true
+			buf, have = append(buf, c), true
 		}
 	}
 	if have {
-		out = append(out, b.String())
+		out = append(out, string(buf))
 	}
 	return out
 }

@@ -31,3 +31,15 @@ func TestSameRulesAcrossSaveSpelling(t *testing.T) {
 		t.Error("different lengths compared equal")
 	}
 }
+
+func BenchmarkCanonRule(b *testing.B) {
+	rules := []string{
+		`-d 10.96.0.11/32 ! -s 10.244.0.0/16 -p tcp -m comment --comment "ns/s1:http cluster IP" -m tcp --dport 80 -j KUBE-MARK-MASQ`,
+		`-p tcp -m comment --comment ns/s1:http -m statistic --mode random --probability 0.20000000019 -j DNAT --to-destination 10.244.0.3:8080`,
+	}
+	for b.Loop() {
+		for _, r := range rules {
+			CanonRule(r)
+		}
+	}
+}

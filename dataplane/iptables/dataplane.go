@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipset"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtinfo"
 )
 
 // Config configures a Dataplane.
@@ -37,6 +38,15 @@ type Config struct {
 	Conntrack conntrack.Cleaner
 	// Logger receives skips and sync summaries; nil discards.
 	Logger *slog.Logger
+	// Generation returns the nf_tables ruleset generation of the node's
+	// namespace (nftgen.Reader.Generation). On iptables-nft it lets
+	// CheckDrift skip the read-back while nothing changed (drift.go).
+	Generation func(context.Context) (uint32, error)
+	// LegacyInfo returns the x_tables info of an iptables (ipv6:
+	// ip6tables) table of the node's namespace (xtinfo.Reader.Info), the
+	// same on iptables-legacy. Without the one the flavour uses, every
+	// check reads back.
+	LegacyInfo func(ctx context.Context, ipv6 bool, table string) (xtinfo.Info, error)
 }
 
 // Dataplane programs one node's namespace with iptables. It implements
@@ -54,6 +64,17 @@ type Dataplane struct {
 	// entry: read the set back on the next sync.
 	hairpin map[Family]map[string]struct{}
 	stats   SyncStats
+
+	// Drift checks (drift.go): the mark known to go with what state
+	// says (when markKnown), the table blocks the current Apply
+	// committed, the hash of the last read-back found clean since the
+	// last Apply, and the families found drifted (their next Apply is
+	// full).
+	mark      mark
+	markKnown bool
+	commits   int
+	clean     map[Family][32]byte
+	relearn   map[Family]bool
 }
 
 // SyncStats describes the last Apply, for tests and metrics.
@@ -93,7 +114,7 @@ func New(cfg Config) (*Dataplane, error) {
 	}
 	return &Dataplane{cfg: cfg, log: log, flavour: cfg.Flavour, state: map[Family]*famState{},
 		udp: map[Family]map[string]conntrack.UDPPort{}, memos: map[Family]*Memo{},
-		hairpin: map[Family]map[string]struct{}{}}, nil
+		hairpin: map[Family]map[string]struct{}{}, clean: map[Family][32]byte{}, relearn: map[Family]bool{}}, nil
 }
 
 // Mode implements dataplane.Dataplane.
@@ -140,16 +161,23 @@ func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, opts datapla
 		return fmt.Errorf("iptables apply: %w", err)
 	}
 	d.stats = SyncStats{}
+	before, markOK := d.markBefore(ctx)
 	var errs []error
 	for _, fam := range d.cfg.Families {
-		if err := d.applyFamily(ctx, st, fam, opts); err != nil {
-			if !IsConntrackError(err) {
-				delete(d.state, fam)
-				delete(d.hairpin, fam)
-			}
+		delete(d.clean, fam) // what a check found clean was the old state
+		err := d.applyFamily(ctx, st, fam, opts)
+		if err != nil {
 			errs = append(errs, fmt.Errorf("iptables apply %s: %w", fam, err))
 		}
+		if err != nil && !IsConntrackError(err) {
+			delete(d.state, fam)
+			delete(d.hairpin, fam)
+			markOK = false
+			continue
+		}
+		delete(d.relearn, fam) // the rules are written
 	}
+	d.settleMark(ctx, before, markOK)
 	return errors.Join(errs...)
 }
 
@@ -160,6 +188,9 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 		d.memos[fam] = memo
 	}
 	cur := d.state[fam]
+	if d.relearn[fam] {
+		opts.Full = true // a check found drift: read back, rewrite what differs
+	}
 	if !opts.Full && cur != nil && cur.idx != nil && d.hairpin[fam] != nil {
 		r := newRenderer(fam, d.renderOptions())
 		r.readNode(st)
@@ -315,6 +346,7 @@ func (d *Dataplane) rewrite(ctx context.Context, fam Family, payload string) err
 	if _, err := d.cfg.Runner.Run(ctx, argv, []byte(payload)); err != nil {
 		return fmt.Errorf("rewrite tables: %w", err)
 	}
+	d.commits += committedBlocks(payload)
 	d.stats.Restores++
 	d.stats.TableRewrites++
 	return nil
@@ -325,6 +357,7 @@ func (d *Dataplane) restore(ctx context.Context, fam Family, payload string) err
 	if _, err := d.cfg.Runner.Run(ctx, argv, []byte(payload)); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
+	d.commits += committedBlocks(payload)
 	return nil
 }
 

@@ -209,4 +209,29 @@
 //   - TCP services without endpoints are rejected with a TCP reset rather
 //     than ICMP port-unreachable: an ICMP error to a connect() on the node
 //     itself is only acted on at the SYN retransmit (1–2 s, measured).
+//
+// # Drift checks
+//
+// CheckDrift (drift.go, dataplane.DriftChecker) tells whether the
+// kernel still holds what the last successful Apply left. Its cheap half
+// is a mark read without reading rules (drift_mark.go): on iptables-nft
+// the nf_tables ruleset generation (Config.Generation, package nftgen),
+// on iptables-legacy the x_tables info of nat and filter (entry count,
+// blob size, chain offsets: Config.LegacyInfo, package xtinfo). Equal to
+// the baseline, nothing changed. Apply moves the baseline: on nft only
+// when the generation moved by exactly the table blocks its restores
+// committed; on legacy, which counts nothing, to the mark read right
+// after its last restore (a foreign change in that instant is missed
+// until the periodic full resync, as is a legacy rule replaced by one of
+// the same encoded size). Otherwise, and with no mark configured, the
+// check reads back with iptables-save per family (and ipset save) and
+// compares exactly what a full sync repairs: owned chains (missing,
+// extra, rules different in canonical form), jumps from built-in chains
+// (present by target) and the hairpin set's members; never a foreign
+// chain or rule. A read-back whose output (counters and comments aside)
+// hashes as the last clean one since the last Apply is not parsed. The
+// hairpin set is neither nf_tables nor x_tables: a change to it alone is
+// found by the next read-back or by the full resync. A family found
+// drifted has its next Apply made full, which reads the tables back and
+// rewrites what differs. Costs, measured, are in README.md.
 package iptables

@@ -25,10 +25,13 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 	defer d.mu.Unlock()
 	var errs []error
 	var clean []Family
+	d.markKnown = false
 	for _, fam := range d.cfg.Families {
 		delete(d.state, fam)
 		delete(d.udp, fam)
 		delete(d.hairpin, fam)
+		delete(d.relearn, fam)
+		delete(d.clean, fam)
 		if err := d.cleanupFamily(ctx, fam); err != nil {
 			errs = append(errs, fmt.Errorf("iptables cleanup %s: %w", fam, err))
 			continue

@@ -42,8 +42,14 @@ type Config struct {
 	// table. It also lists the kernel table before a first full sync.
 	// Full syncs always run nft. A partial transaction holding an
 	// operation the translator does not know runs nft instead
-	// (SyncStats.NetlinkFallbacks). Off (nil) by default.
+	// (SyncStats.NetlinkFallbacks). Off (nil) by default. CheckDrift
+	// reads the tables back through it too, and without Generation
+	// reads the generation over it.
 	PartialNetlink NetlinkDialer
+	// Generation returns the nf_tables ruleset generation of the node's
+	// namespace (nftgen.Reader.Generation), the cheap half of CheckDrift;
+	// nil: read over PartialNetlink.
+	Generation func(context.Context) (uint32, error)
 }
 
 // Dataplane programs one node's namespace with nftables. It implements
@@ -68,6 +74,16 @@ type Dataplane struct {
 	memo   map[Family]*Memo
 	owners map[Family]*owners
 	stats  SyncStats
+
+	// Drift checks (drift.go): the generation reader, the read-back, the
+	// generation known to hold only what applied says (when genKnown)
+	// and the families a check found drifted, whose next Apply is full
+	// and lists the kernel table instead of trusting applied.
+	genRead  func(context.Context) (uint32, error)
+	reader   tableReader
+	gen      uint32
+	genKnown bool
+	relearn  map[Family]bool
 }
 
 // SyncStats describes the last Apply, summed over families, for tests,
@@ -122,8 +138,11 @@ func New(cfg Config) (*Dataplane, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Dataplane{cfg: cfg, log: log, nft: nft, applied: map[Family]*Ruleset{}, baseReset: map[Family]bool{},
-		udp: map[Family]map[string]conntrack.UDPPort{}, memo: map[Family]*Memo{}, owners: map[Family]*owners{}}, nil
+	d := &Dataplane{cfg: cfg, log: log, nft: nft, applied: map[Family]*Ruleset{}, baseReset: map[Family]bool{},
+		udp: map[Family]map[string]conntrack.UDPPort{}, memo: map[Family]*Memo{}, owners: map[Family]*owners{},
+		relearn: map[Family]bool{}}
+	d.driftSeams()
+	return d, nil
 }
 
 // Mode implements dataplane.Dataplane.
@@ -151,16 +170,19 @@ func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, opts datapla
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.stats = SyncStats{Full: opts.Full}
+	gen, genOK := d.generationBefore(ctx)
 	var errs []error
 	for _, fam := range d.cfg.Families {
 		if err := d.applyFamily(ctx, st, fam, opts); err != nil {
 			if !IsConntrackError(err) {
 				delete(d.applied, fam)
 				delete(d.owners, fam)
+				genOK = false
 			}
 			errs = append(errs, fmt.Errorf("nftables apply %s: %w", fam, err))
 		}
 	}
+	d.settleGeneration(ctx, gen, genOK)
 	return errors.Join(errs...)
 }
 
@@ -172,6 +194,13 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 		d.memo[fam] = m
 	}
 	prev := d.applied[fam]
+	if d.relearn[fam] {
+		// A drift check found the table changed behind our back: write it
+		// whole from what the kernel holds now (listTable), as after a
+		// restart, base chains included.
+		full, prev = true, nil
+		delete(d.baseReset, fam)
+	}
 	if !full && prev != nil && d.owners[fam] != nil {
 		r := &renderer{fam: fam, rs: newRuleset(fam)}
 		r.readNode(st)
@@ -228,6 +257,7 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 		}
 	}
 	d.baseReset[fam] = true
+	delete(d.relearn, fam)
 	d.count(ps)
 	d.applied[fam] = next
 	d.owners[fam] = buildOwners(m)
@@ -408,6 +438,8 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 		delete(d.owners, fam)
 		delete(d.baseReset, fam)
 		delete(d.udp, fam)
+		delete(d.relearn, fam)
+		d.genKnown = false
 		nft := d.nft[fam]
 		tx := nft.NewTransaction()
 		// Add first so the delete succeeds whether or not it exists.

@@ -23,6 +23,9 @@ type recorder struct {
 	mu       sync.Mutex
 	txs      []string
 	failNext bool
+	// onCommit, when set, runs after each transaction that succeeded
+	// (the fake kernel's generation, driftfake_test.go).
+	onCommit func()
 }
 
 func (r *recorder) Run(ctx context.Context, tx *knftables.Transaction) error {
@@ -34,7 +37,13 @@ func (r *recorder) Run(ctx context.Context, tx *knftables.Transaction) error {
 	if fail {
 		return fmt.Errorf("injected failure")
 	}
-	return r.Interface.Run(ctx, tx)
+	if err := r.Interface.Run(ctx, tx); err != nil {
+		return err
+	}
+	if r.onCommit != nil {
+		r.onCommit()
+	}
+	return nil
 }
 
 func (r *recorder) take() []string {

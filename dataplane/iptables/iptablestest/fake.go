@@ -10,7 +10,10 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/switchyard-proxy/switchyard/dataplane/ipset/ipsettest"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtinfo"
 )
 
 // Call is one command the Fake ran.
@@ -35,6 +38,7 @@ type Fake struct {
 	fams  map[string]tables // "iptables" or "ip6tables"
 	sets  *ipsettest.Fake   // one namespace-wide list, as in the kernel
 	calls []Call
+	gen   uint32 // see Generation
 }
 
 type chain struct {
@@ -123,6 +127,46 @@ func (f *Fake) Run(ctx context.Context, argv []string, stdin []byte) ([]byte, er
 		return nil, f.restore(fam, string(stdin), noflush)
 	}
 	return nil, fmt.Errorf("%s: %w", argv[0], ErrNotFound)
+}
+
+// Generation is the namespace's nf_tables ruleset generation as
+// iptables-nft moves it (iptables.Config.Generation): every table block
+// of a restore that holds a line is one transaction and bumps it, an
+// empty block commits nothing, and ipset is not nf_tables. It starts at 1.
+func (f *Fake) Generation(context.Context) (uint32, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.gen + 1, nil
+}
+
+// LegacyInfo is what the kernel's x_tables info (iptables.Config.LegacyInfo)
+// tells of a table: Entries counts its chains (a head each, and a policy
+// or return entry for user chains) and rules, Size their text. It
+// changes with the number of rules and chains and with their length, as
+// the kernel's does; ENOENT for a table the family does not have.
+func (f *Fake) LegacyInfo(_ context.Context, ipv6 bool, table string) (xtinfo.Info, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fam := "iptables"
+	if ipv6 {
+		fam = "ip6tables"
+	}
+	t, ok := f.family(fam)[table]
+	if !ok {
+		return xtinfo.Info{}, unix.ENOENT
+	}
+	var in xtinfo.Info
+	for n, c := range t {
+		in.Entries += 1 + uint32(len(c.rules))
+		in.Size += uint32(len(n))
+		if !c.builtin {
+			in.Entries++
+		}
+		for _, r := range c.rules {
+			in.Size += uint32(len(r))
+		}
+	}
+	return in, nil
 }
 
 // Calls returns the commands run so far.
@@ -239,6 +283,7 @@ func (f *Fake) restore(fam, input string, noflush bool) error {
 	ts := f.family(fam)
 	var cur table
 	var curName string
+	lines := 0
 	for i, line := range strings.Split(input, "\n") {
 		line = strings.TrimSpace(line)
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -253,6 +298,7 @@ func (f *Fake) restore(fam, input string, noflush bool) error {
 				old = newTable(curName)
 			}
 			cur = clone(old)
+			lines = 0
 		case cur == nil:
 			return lerr(errors.New("rule outside a table"))
 		case line == "COMMIT":
@@ -264,7 +310,11 @@ func (f *Fake) restore(fam, input string, noflush bool) error {
 			}
 			ts[curName] = cur
 			cur = nil
+			if lines > 0 || !noflush {
+				f.gen++
+			}
 		default:
+			lines++
 			if err := apply(cur, line); err != nil {
 				return lerr(err)
 			}

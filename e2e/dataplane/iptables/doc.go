@@ -5,4 +5,7 @@
 // The tests need root and skip without it (fail when CI is set).
 // BenchmarkSync compares the mode with kube-proxy's structure, which
 // only the benchmark renders (kubeProxyShape, kubeproxyshape_test.go).
+// drift_test.go and BenchmarkCheckDrift exercise CheckDrift on both
+// flavours, its marks read over sockets created on a thread inside the
+// node namespace (the nf_tables generation, the x_tables info).
 package iptables

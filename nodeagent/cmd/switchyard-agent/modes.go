@@ -16,7 +16,9 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipvs"
 	"github.com/switchyard-proxy/switchyard/dataplane/nftables"
+	"github.com/switchyard-proxy/switchyard/dataplane/nftgen"
 	"github.com/switchyard-proxy/switchyard/dataplane/userspace"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtinfo"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -103,6 +105,11 @@ func newIPTables(log *slog.Logger) (dataplane.Dataplane, error) {
 		Runner:    iptables.ExecRunner{},
 		Conntrack: conntrack.Netlink{Handle: h},
 		Logger:    log.With("mode", "iptables"),
+		// The drift checks' cheap fingerprints: the nf_tables generation
+		// (iptables-nft) and the x_tables entry counts (legacy); without
+		// them every check reads the tables back.
+		Generation: nftgen.NewReader(nftgen.DialOwnNamespace).Generation,
+		LegacyInfo: xtinfo.NewReader(xtinfo.DialOwnNamespace).Info,
 	})
 	if err != nil {
 		h.Close()
