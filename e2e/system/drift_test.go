@@ -1,11 +1,8 @@
 package system_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -66,8 +63,8 @@ func testDriftRepaired(t *testing.T, e *env) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			before := e.driftMetric(ctx, t, n0, "switchyard_agent_drift_repairs_total")
-			checks := e.driftMetric(ctx, t, n0, "switchyard_agent_drift_checks_total")
+			before := e.agentMetric(ctx, t, n0, "switchyard_agent_drift_repairs_total")
+			checks := e.agentMetric(ctx, t, n0, "switchyard_agent_drift_checks_total")
 			var st *stream
 			if c.others {
 				st = e.startStreamAt(ctx, 50, 3*driftCheckInterval)
@@ -84,10 +81,10 @@ func testDriftRepaired(t *testing.T, e *env) {
 			if c.foreign {
 				// Two checks after the change, nothing repaired.
 				waitFor(ctx, t, "two drift checks", func() (bool, string) {
-					n := e.driftMetric(ctx, t, n0, "switchyard_agent_drift_checks_total")
+					n := e.agentMetric(ctx, t, n0, "switchyard_agent_drift_checks_total")
 					return n >= checks+2, fmt.Sprint(n)
 				})
-				if n := e.driftMetric(ctx, t, n0, "switchyard_agent_drift_repairs_total"); n != before {
+				if n := e.agentMetric(ctx, t, n0, "switchyard_agent_drift_repairs_total"); n != before {
 					t.Errorf("a foreign change was repaired: repairs %v -> %v", before, n)
 				}
 				out, err := e.c.Topo.Exec(ctx, n0.NS, c.stillThere...)
@@ -96,7 +93,7 @@ func testDriftRepaired(t *testing.T, e *env) {
 				}
 			} else {
 				waitFor(ctx, t, "the drift repaired", func() (bool, string) {
-					n := e.driftMetric(ctx, t, n0, "switchyard_agent_drift_repairs_total")
+					n := e.agentMetric(ctx, t, n0, "switchyard_agent_drift_repairs_total")
 					return n > before, fmt.Sprint(n)
 				})
 				took := time.Since(broke)
@@ -154,25 +151,4 @@ func (e *env) serviceChain(ctx context.Context, n netns.Node, s *svc) (string, e
 		return "", fmt.Errorf("iptables-save: %w\n%s", err, out)
 	}
 	return ruleread.IptablesServiceChain(out, s.vip(0))
-}
-
-// driftMetric sums a counter of node n's agent over its labels.
-func (e *env) driftMetric(ctx context.Context, t *testing.T, n netns.Node, name string) float64 {
-	t.Helper()
-	out, err := e.c.Topo.Exec(ctx, n.NS, "curl", "-sf", "http://127.0.0.1:10249/metrics")
-	if err != nil {
-		t.Fatalf("agent metrics: %v", err)
-	}
-	var sum float64
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		l := sc.Text()
-		if !strings.HasPrefix(l, name+"{") && !strings.HasPrefix(l, name+" ") {
-			continue
-		}
-		if v, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64); err == nil {
-			sum += v
-		}
-	}
-	return sum
 }
