@@ -100,10 +100,18 @@ func (e *explainer) service(svc *serviceport.Service, byNodePort bool) (Verdict,
 		v := Verdict{Service: svc.Name, Port: p.Name}
 		switch {
 		case byNodePort:
-			if p.NodePort == 0 || uint32(e.pkt.Port) != p.NodePort || !e.nodePortAddress() {
+			if p.NodePort == 0 || uint32(e.pkt.Port) != p.NodePort {
 				continue
 			}
 			v.Address = "node port"
+			if e.pkt.Dst.IsLoopback() && e.tr.loopbackNodePortsRefused && !p.External.Serves() {
+				v = e.refuse(p, p.External, v)
+				v.Notes = append(v.Notes, e.mode+" mode: node ports are never forwarded on loopback, but the refusal of a port without endpoints matches every local address, as kube-proxy's")
+				return v, true
+			}
+			if !e.nodePortAddress() {
+				continue
+			}
 		case uint32(e.pkt.Port) != p.Port:
 			continue
 		case slices.Contains(p.ClusterIPs, e.pkt.Dst):

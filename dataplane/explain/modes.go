@@ -39,12 +39,19 @@ type traits struct {
 	// proxies: the mode connects to the endpoint itself, so the client's
 	// address never reaches it (userspace).
 	proxies bool
-	// nodePortsDefault is what an empty node_port_addresses means.
+	// nodePortsPrimary: an empty node_port_addresses means the node's
+	// primary address (nftables), not every local one.
 	nodePortsPrimary bool
+	// loopbackNodePortsRefused: a node port without endpoints for
+	// external traffic is refused on loopback too. kube-proxy's iptables
+	// mode never DNATs loopback node ports (no route_localnet) but its
+	// filter rule matches every local address (-m addrtype --dst-type
+	// LOCAL); the other modes match only the node port addresses.
+	loopbackNodePortsRefused bool
 }
 
 var modeTraits = map[string]traits{
-	ModeIPTables: {shortCircuit: true, sourceRanges: true, sourceRangesFromNode: true, sctp: true},
+	ModeIPTables: {shortCircuit: true, sourceRanges: true, sourceRangesFromNode: true, sctp: true, loopbackNodePortsRefused: true},
 	ModeNFTables: {shortCircuit: true, sourceRanges: true, sourceRangesFromNode: true, externalRefusedFromNode: true,
 		guardsServiceRanges: true, sctp: true, nodePortsPrimary: true},
 	ModeIPVS:      {sourceRanges: true, externalRefusedFromNode: true, serviceAddrsLocal: true, sctp: true},

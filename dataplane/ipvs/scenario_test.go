@@ -27,5 +27,5 @@ func TestScenariosIPv6(t *testing.T) {
 }
 
 func TestTraceAgreesWithExplainer(t *testing.T) {
-	scenario.AgreeWithExplainer(t, newTracer, scenario.AgreeOptions{})
+	scenario.AgreeWithExplainer(t, newTracer, scenario.AgreeOptions{Probes: scenario.WideProbes, Walk: true})
 }

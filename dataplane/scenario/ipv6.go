@@ -50,7 +50,15 @@ func (s ipv6Tracer) Trace(t testing.TB, pkt explain.Packet) explain.Verdict {
 // mirrorPrefix is the /96 IPv4 addresses move into.
 var mirrorPrefix = netip.MustParsePrefix("fd00::/96")
 
+// loopback4 and loopback6 mirror each other: IPv6 has one loopback
+// address, and what a mode does with loopback is the point of a packet
+// addressed to it.
+var loopback4, loopback6 = netip.MustParseAddr("127.0.0.1"), netip.IPv6Loopback()
+
 func to6(a netip.Addr) netip.Addr {
+	if a == loopback4 {
+		return loopback6
+	}
 	if !a.Is4() {
 		return a
 	}
@@ -61,6 +69,9 @@ func to6(a netip.Addr) netip.Addr {
 }
 
 func to4(a netip.Addr) netip.Addr {
+	if a == loopback6 {
+		return loopback4
+	}
 	if !a.Is6() || !mirrorPrefix.Contains(a) {
 		return a
 	}
