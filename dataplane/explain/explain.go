@@ -2,6 +2,7 @@ package explain
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 
@@ -43,34 +44,42 @@ func Explain(st *dataplane.State, mode string, pkt Packet) Verdict {
 		return Verdict{Action: Pass, Why: WhyNotAService, Notes: []string{mode + " mode: SCTP is not proxied (Go has no SCTP sockets)"}}
 	}
 
-	keys := make([]string, 0, len(st.Services))
-	for k := range st.Services {
-		keys = append(keys, k)
+	// Each view is read once, in name order; every pass below walks
+	// what was read.
+	keys := slices.Sorted(maps.Keys(st.Services))
+	svcs := make([]readService, 0, len(keys))
+	for _, k := range keys {
+		var rs readService
+		var ok bool
+		rs.svc, ok = serviceport.Read(k, st.Services[k], fam, func(_, reason string) { rs.skips = append(rs.skips, reason) })
+		if ok {
+			svcs = append(svcs, rs)
+		}
 	}
-	slices.Sort(keys)
 	// kube-proxy matches service addresses before node ports (node ports
 	// are the last rule of KUBE-SERVICES), so a node port is only looked
 	// for once no service holds the address.
 	for _, byNodePort := range []bool{false, true} {
-		for _, k := range keys {
-			var skips []string
-			svc, ok := serviceport.Read(k, st.Services[k], fam, func(_, reason string) { skips = append(skips, reason) })
-			if !ok {
-				continue
-			}
-			if v, ok := e.service(&svc, byNodePort); ok {
-				for _, s := range skips {
+		for i := range svcs {
+			if v, ok := e.service(&svcs[i].svc, byNodePort); ok {
+				for _, s := range svcs[i].skips {
 					v.Notes = append(v.Notes, "skipped input of this service: "+s)
 				}
 				return v
 			}
 		}
 	}
-	v := e.notAService(st, keys, fam)
+	v := e.notAService(svcs)
 	for _, s := range nodeSkips {
 		v.Notes = append(v.Notes, "skipped node setting: "+s)
 	}
 	return v
+}
+
+// readService is one view as serviceport read it, with what it skipped.
+type readService struct {
+	svc   serviceport.Service
+	skips []string
 }
 
 type explainer struct {
@@ -237,13 +246,13 @@ func (e *explainer) refuse(p *serviceport.Port, t serviceport.Traffic, v Verdict
 // notAService explains a packet no service port holds: passed, except
 // that the nftables mode guards the cluster's Service ranges as
 // kube-proxy's does.
-func (e *explainer) notAService(st *dataplane.State, keys []string, fam serviceport.Family) Verdict {
+func (e *explainer) notAService(svcs []readService) Verdict {
 	v := Verdict{Action: Pass, Why: WhyNotAService}
 	switch {
-	case e.tr.serviceAddrsLocal && e.isServiceAddr(st, keys, fam, true):
+	case e.tr.serviceAddrsLocal && e.isServiceAddr(svcs, true):
 		v.Action, v.Why = Reject, WhyUnservedPort
 		v.Notes = append(v.Notes, e.mode+" mode: service addresses are local (kube-ipvs0), and new connections to a port no service serves there are rejected")
-	case e.tr.guardsServiceRanges && e.isServiceAddr(st, keys, fam, false):
+	case e.tr.guardsServiceRanges && e.isServiceAddr(svcs, false):
 		v.Action, v.Why = Reject, WhyUnservedPort
 	case e.tr.guardsServiceRanges && slices.ContainsFunc(e.node.ServiceCIDRs, func(p netip.Prefix) bool { return p.Contains(e.pkt.Dst) }):
 		v.Action, v.Why = Drop, WhyServiceRange
@@ -253,13 +262,9 @@ func (e *explainer) notAService(st *dataplane.State, keys []string, fam servicep
 
 // isServiceAddr reports whether the destination is a cluster IP of some
 // service port or, with external, any of its addresses.
-func (e *explainer) isServiceAddr(st *dataplane.State, keys []string, fam serviceport.Family, external bool) bool {
-	for _, k := range keys {
-		svc, ok := serviceport.Read(k, st.Services[k], fam, func(string, string) {})
-		if !ok {
-			continue
-		}
-		for _, p := range svc.Ports {
+func (e *explainer) isServiceAddr(svcs []readService, external bool) bool {
+	for _, rs := range svcs {
+		for _, p := range rs.svc.Ports {
 			if slices.Contains(p.ClusterIPs, e.pkt.Dst) ||
 				external && (slices.Contains(p.ExternalIPs, e.pkt.Dst) || slices.Contains(p.LBIPs, e.pkt.Dst)) {
 				return true
