@@ -36,6 +36,9 @@ type NodeStatus struct {
 	// them; nil before one (or from agents that predate it). Never
 	// modified: a new report replaces it.
 	Drift *switchyardv1.DriftStatus
+	// Datapath is the agent's datapath probe as its latest report (an ACK
+	// or a report refresh) had it; nil without one. Never modified.
+	Datapath *switchyardv1.DatapathStatus
 
 	Pending Pending
 }
@@ -69,6 +72,7 @@ type ackState struct {
 	lastNack           *spb.Status
 	lastNackTime       time.Time
 	drift              *switchyardv1.DriftStatus
+	datapath           *switchyardv1.DatapathStatus
 }
 
 func (a *ackState) connect(agent *switchyardv1.Node, rpc string, now time.Time) {
@@ -84,9 +88,7 @@ func (a *ackState) acked(view NodeView, r *switchyardv1.ApplyReport, now time.Ti
 	if r != nil {
 		a.applyDuration = r.GetApplyDuration().AsDuration()
 		a.programmingLatency = r.GetProgrammingLatency().AsDuration()
-		if r.GetDrift() != nil {
-			a.drift = r.GetDrift()
-		}
+		a.report(r)
 	}
 	// The mode and settings the agent programs now: a NodeConfig may have
 	// switched them since the stream's first request named them. A copy,
@@ -102,6 +104,28 @@ func (a *ackState) acked(view NodeView, r *switchyardv1.ApplyReport, now time.Ti
 		agent := proto.CloneOf(a.agent)
 		agent.Mode, agent.SettingsHash = m, h
 		a.agent = agent
+	}
+}
+
+// report keeps what a report says of the agent's checks; a part it
+// leaves out keeps the last one.
+func (a *ackState) report(r *switchyardv1.ApplyReport) {
+	if r.GetDrift() != nil {
+		a.drift = r.GetDrift()
+	}
+	if r.GetDatapath() != nil {
+		a.datapath = r.GetDatapath()
+	}
+}
+
+// Reported records a report refresh: the agent's checks changed while
+// its view did not (the acknowledged view stays). Ignored once the watch
+// was replaced.
+func (w *Watch) Reported(r *switchyardv1.ApplyReport) {
+	w.n.mu.Lock()
+	defer w.n.mu.Unlock()
+	if !w.replaced && r != nil {
+		w.n.ack.report(r)
 	}
 }
 
@@ -126,6 +150,7 @@ func (n *node) snapshot() NodeSnapshot {
 		LastNack:               a.lastNack,
 		LastNackTime:           a.lastNackTime,
 		Drift:                  a.drift,
+		Datapath:               a.datapath,
 	}
 	if n.view != nil {
 		s.DesiredVersion, s.Resources = n.view.Version(), n.view.Len()

@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/utils/clock"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
@@ -156,6 +157,8 @@ func New(o Options) (*Agent, error) {
 		// with other settings than the one that sent them reports it.
 		CurrentSettingsHash: a.syncer.SettingsHash,
 		CurrentDrift:        a.syncer.Drift,
+		CurrentDatapath:     a.datapathReport,
+		Refresh:             a.health.ReportChanged(),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -165,6 +168,20 @@ func New(o Options) (*Agent, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// datapathReport is the datapath probe's verdict for the control plane;
+// nil without a canary or before its first probe.
+func (a *Agent) datapathReport() *switchyardv1.DatapathStatus {
+	st, ok := a.health.Datapath()
+	if !ok {
+		return nil
+	}
+	r := &switchyardv1.DatapathStatus{Healthy: st.Healthy, Error: st.Err}
+	if !st.LastProbe.IsZero() {
+		r.LastProbe = timestamppb.New(st.LastProbe)
+	}
+	return r
 }
 
 // newCanary builds the datapath canary when it is configured. Its probes

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"slices"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -87,6 +88,14 @@ type Config struct {
 	// CurrentDrift, when set, gives the drift checks' status each ACK
 	// report carries (ApplyReport.drift).
 	CurrentDrift func() *switchyardv1.DriftStatus
+	// CurrentDatapath, when set, gives the datapath probe's verdict each
+	// report carries (ApplyReport.datapath); nil while there is none.
+	CurrentDatapath func() *switchyardv1.DatapathStatus
+	// Refresh, when set, asks for a report refresh: the client sends the
+	// current report again with the nonce of the last batch it
+	// acknowledged, so the control plane sees a changed datapath verdict
+	// or a drift repair without waiting for the next view.
+	Refresh <-chan struct{}
 }
 
 // Client holds one DeltaSnapshots stream at a time.
@@ -216,6 +225,8 @@ func (c *Client) runStream(ctx context.Context, t target) (received bool, err er
 		defer c.cfg.Observer.Connected(addr, false)
 	}
 	c.cfg.Logger.Info("control-plane stream open", "address", addr, "learnt", t.learnt, "initialResources", len(first.InitialResourceVersions))
+	out := &reporter{stream: stream}
+	go c.refresh(sctx, out)
 	var b batch
 	for {
 		resp, err := stream.Recv()
@@ -227,10 +238,73 @@ func (c *Client) runStream(ctx context.Context, t target) (received bool, err er
 		if ctx.Err() != nil {
 			return received, ctx.Err()
 		}
-		if err := stream.Send(req); err != nil {
+		if err := out.send(req); err != nil {
 			return received, fmt.Errorf("send to %s: %w", addr, recvErr(stream, err))
 		}
 	}
+}
+
+// reporter serializes the stream's sends (gRPC allows one sender at a
+// time) and remembers the nonce of the last complete batch acknowledged.
+type reporter struct {
+	stream  grpc.BidiStreamingClient[switchyardv1.DeltaSnapshotsRequest, switchyardv1.DeltaSnapshotsResponse]
+	mu      sync.Mutex
+	applied string
+}
+
+func (r *reporter) send(req *switchyardv1.DeltaSnapshotsRequest) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if req.GetAppliedVersion() != "" {
+		r.applied = req.GetResponseNonce()
+	}
+	return r.stream.Send(req)
+}
+
+// refresh sends a report refresh on every Refresh signal until ctx ends.
+// One that races a new response is stale to the server and ignored; that
+// response's ACK carries the report anyway.
+func (c *Client) refresh(ctx context.Context, r *reporter) {
+	if c.cfg.Refresh == nil {
+		return
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.cfg.Refresh:
+		}
+		r.mu.Lock()
+		nonce := r.applied
+		r.mu.Unlock()
+		if nonce == "" {
+			continue // nothing acknowledged yet: the first ACK reports it
+		}
+		mode := switchyardv1.DataplaneMode_DATAPLANE_MODE_UNSPECIFIED
+		if c.cfg.CurrentMode != nil {
+			mode = c.cfg.CurrentMode()
+		}
+		req := &switchyardv1.DeltaSnapshotsRequest{ResponseNonce: nonce, Report: c.report(mode)}
+		if err := r.send(req); err != nil {
+			return // the stream is failing; Recv reports it
+		}
+		c.cfg.Logger.Debug("sent a report refresh", "nonce", nonce)
+	}
+}
+
+// report is the ApplyReport of the agent's current checks.
+func (c *Client) report(mode switchyardv1.DataplaneMode) *switchyardv1.ApplyReport {
+	r := &switchyardv1.ApplyReport{Mode: mode}
+	if c.cfg.CurrentSettingsHash != nil {
+		r.SettingsHash = c.cfg.CurrentSettingsHash()
+	}
+	if c.cfg.CurrentDrift != nil {
+		r.Drift = c.cfg.CurrentDrift()
+	}
+	if c.cfg.CurrentDatapath != nil {
+		r.Datapath = c.cfg.CurrentDatapath()
+	}
+	return r
 }
 
 // recvErr returns the stream's status when a Send failed with io.EOF (the
@@ -275,13 +349,8 @@ func (c *Client) handle(ctx context.Context, b *batch, resp *switchyardv1.DeltaS
 		return req
 	}
 	req.AppliedVersion = u.SystemVersion
-	req.Report = &switchyardv1.ApplyReport{ApplyDuration: durationpb.New(applied.Duration), Mode: applied.Mode}
-	if c.cfg.CurrentSettingsHash != nil {
-		req.Report.SettingsHash = c.cfg.CurrentSettingsHash()
-	}
-	if c.cfg.CurrentDrift != nil {
-		req.Report.Drift = c.cfg.CurrentDrift()
-	}
+	req.Report = c.report(applied.Mode)
+	req.Report.ApplyDuration = durationpb.New(applied.Duration)
 	if applied.HasLatency {
 		req.Report.ProgrammingLatency = durationpb.New(applied.ProgrammingLatency)
 	}

@@ -339,3 +339,36 @@ func TestInvalidPartAbandonsBatch(t *testing.T) {
 		t.Errorf("applied (-want +got):\n%s", diff)
 	}
 }
+
+// TestReportRefresh: a Refresh signal resends the current report with the
+// nonce of the last batch acknowledged (none before the first ACK); a
+// NACK does not move that nonce.
+func TestReportRefresh(t *testing.T) {
+	cp := cptest.New(t)
+	a := newApplier()
+	refresh := make(chan struct{}, 1)
+	var healthy atomic.Bool
+	healthy.Store(true)
+	startWith(t, a, nil, func(c *discovery.Config) {
+		c.Refresh = refresh
+		c.CurrentDatapath = func() *switchyardv1.DatapathStatus {
+			return &switchyardv1.DatapathStatus{Healthy: healthy.Load()}
+		}
+	}, cp.Addr())
+	cp.Next()
+	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s1", Nonce: "n1", Resources: []*switchyardv1.Resource{svc("ns/a", "1")}})
+	if ack := cp.Next(); !ack.GetReport().GetDatapath().GetHealthy() {
+		t.Fatalf("ACK report datapath = %v, want healthy", ack.GetReport().GetDatapath())
+	}
+	a.setFail(errors.New("no"))
+	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s2", Nonce: "n2", Resources: []*switchyardv1.Resource{svc("ns/a", "2")}})
+	if nack := cp.Next(); nack.GetErrorDetail() == nil {
+		t.Fatalf("want a NACK, got %v", nack)
+	}
+	healthy.Store(false)
+	refresh <- struct{}{}
+	r := cp.Next()
+	if r.GetResponseNonce() != "n1" || r.GetAppliedVersion() != "" || r.GetErrorDetail() != nil || r.GetReport().GetDatapath().GetHealthy() {
+		t.Errorf("report refresh = %v, want nonce n1, no applied version, datapath unhealthy", r)
+	}
+}

@@ -25,6 +25,9 @@ type Tracker struct {
 	// datapath is what the datapath probe found last; nil until it
 	// reported (never, with the canary off).
 	datapath *DatapathStatus
+	// reportChanged holds one signal of a changed datapath verdict or a
+	// drift repair.
+	reportChanged chan struct{}
 }
 
 // DatapathStatus is what the datapath probe (package canary) found.
@@ -40,7 +43,7 @@ type DatapathStatus struct {
 // NewTracker returns a Tracker; timeout is the longest time an update may
 // stay queued while the agent is healthy.
 func NewTracker(clk clock.PassiveClock, nodeName string, timeout time.Duration) *Tracker {
-	return &Tracker{clock: clk, timeout: timeout, nodeName: nodeName}
+	return &Tracker{clock: clk, timeout: timeout, nodeName: nodeName, reportChanged: make(chan struct{}, 1)}
 }
 
 // QueuedUpdate records that an update waits to be applied.
@@ -77,6 +80,7 @@ func (t *Tracker) DriftRepaired(at time.Time) {
 	defer t.mu.Unlock()
 	t.lastDriftRepair = at
 	t.driftRepairs++
+	t.signal()
 }
 
 // SetDatapath records what the datapath probe found; from then on
@@ -87,8 +91,25 @@ func (t *Tracker) SetDatapath(st DatapathStatus) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	changed := t.datapath == nil || t.datapath.Healthy != st.Healthy
 	t.datapath = &st
+	if changed {
+		t.signal()
+	}
 }
+
+// signal notes a change the control plane should hear of; t.mu is held.
+func (t *Tracker) signal() {
+	select {
+	case t.reportChanged <- struct{}{}:
+	default: // one pending signal is enough: the reader reads the newest
+	}
+}
+
+// ReportChanged receives a value after the datapath verdict changed (the
+// first one included) or a drift was repaired: the agent reports it to
+// the control plane without waiting for its next ACK.
+func (t *Tracker) ReportChanged() <-chan struct{} { return t.reportChanged }
 
 // Datapath returns what the datapath probe reported last; false when it
 // never did.

@@ -460,9 +460,20 @@ type NodeStatus struct {
 	// settings another replica sent.
 	SettingsHash string `protobuf:"bytes,15,opt,name=settings_hash,json=settingsHash,proto3" json:"settings_hash,omitempty"`
 	// The agent's drift checks, from its latest ACK report.
-	Drift         *DriftStatus `protobuf:"bytes,16,opt,name=drift,proto3" json:"drift,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Drift *DriftStatus `protobuf:"bytes,16,opt,name=drift,proto3" json:"drift,omitempty"`
+	// The agent's datapath probe, from its latest report (an ACK, or a
+	// report the agent sent when the probe's verdict changed).
+	Datapath *DatapathStatus `protobuf:"bytes,17,opt,name=datapath,proto3" json:"datapath,omitempty"`
+	// settings_hash of the NodeConfig this replica sends the node: the
+	// cluster's (ListNodesResponse.settings.hash) unless a Node label or a
+	// rollout step gives the node other settings (settings_source says
+	// which).
+	DesiredSettingsHash string `protobuf:"bytes,18,opt,name=desired_settings_hash,json=desiredSettingsHash,proto3" json:"desired_settings_hash,omitempty"`
+	// "cluster", "label" (the Node's switchyard.io/mode label) or
+	// "rollout" (a rollout step reached the node).
+	SettingsSource string `protobuf:"bytes,19,opt,name=settings_source,json=settingsSource,proto3" json:"settings_source,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
@@ -605,6 +616,27 @@ func (x *NodeStatus) GetDrift() *DriftStatus {
 		return x.Drift
 	}
 	return nil
+}
+
+func (x *NodeStatus) GetDatapath() *DatapathStatus {
+	if x != nil {
+		return x.Datapath
+	}
+	return nil
+}
+
+func (x *NodeStatus) GetDesiredSettingsHash() string {
+	if x != nil {
+		return x.DesiredSettingsHash
+	}
+	return ""
+}
+
+func (x *NodeStatus) GetSettingsSource() string {
+	if x != nil {
+		return x.SettingsSource
+	}
+	return ""
 }
 
 type GetNodeViewRequest struct {
@@ -769,7 +801,20 @@ type GetServiceResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Per-node status of the service, sorted by node name. GetService fails
 	// with NOT_FOUND when no node has the service.
-	Nodes         []*ServiceNodeStatus `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	Nodes []*ServiceNodeStatus `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// Nodes whose acknowledged view has the service at its desired version,
+	// of all the nodes in nodes.
+	AppliedNodes uint32 `protobuf:"varint,2,opt,name=applied_nodes,json=appliedNodes,proto3" json:"applied_nodes,omitempty"`
+	TotalNodes   uint32 `protobuf:"varint,3,opt,name=total_nodes,json=totalNodes,proto3" json:"total_nodes,omitempty"`
+	// Fleet programming latency of the service's latest change: from the
+	// moment this replica computed it to each node's ACK of a view holding
+	// it, over the nodes that acknowledged it (latency_samples of them).
+	// Unset until one has.
+	ProgrammingLatencyP50 *durationpb.Duration `protobuf:"bytes,4,opt,name=programming_latency_p50,json=programmingLatencyP50,proto3" json:"programming_latency_p50,omitempty"`
+	ProgrammingLatencyP99 *durationpb.Duration `protobuf:"bytes,5,opt,name=programming_latency_p99,json=programmingLatencyP99,proto3" json:"programming_latency_p99,omitempty"`
+	LatencySamples        uint32               `protobuf:"varint,6,opt,name=latency_samples,json=latencySamples,proto3" json:"latency_samples,omitempty"`
+	// "live on 4998 of 5000 nodes (p50 310ms, p99 1.2s)".
+	Summary       string `protobuf:"bytes,7,opt,name=summary,proto3" json:"summary,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -809,6 +854,48 @@ func (x *GetServiceResponse) GetNodes() []*ServiceNodeStatus {
 		return x.Nodes
 	}
 	return nil
+}
+
+func (x *GetServiceResponse) GetAppliedNodes() uint32 {
+	if x != nil {
+		return x.AppliedNodes
+	}
+	return 0
+}
+
+func (x *GetServiceResponse) GetTotalNodes() uint32 {
+	if x != nil {
+		return x.TotalNodes
+	}
+	return 0
+}
+
+func (x *GetServiceResponse) GetProgrammingLatencyP50() *durationpb.Duration {
+	if x != nil {
+		return x.ProgrammingLatencyP50
+	}
+	return nil
+}
+
+func (x *GetServiceResponse) GetProgrammingLatencyP99() *durationpb.Duration {
+	if x != nil {
+		return x.ProgrammingLatencyP99
+	}
+	return nil
+}
+
+func (x *GetServiceResponse) GetLatencySamples() uint32 {
+	if x != nil {
+		return x.LatencySamples
+	}
+	return 0
+}
+
+func (x *GetServiceResponse) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
 }
 
 // ServiceNodeStatus is one service as one node has it.
@@ -1203,6 +1290,319 @@ func (x *EndpointShare) GetShare() float64 {
 	return 0
 }
 
+type GetRolloutRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRolloutRequest) Reset() {
+	*x = GetRolloutRequest{}
+	mi := &file_switchyard_v1_admin_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRolloutRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRolloutRequest) ProtoMessage() {}
+
+func (x *GetRolloutRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_v1_admin_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRolloutRequest.ProtoReflect.Descriptor instead.
+func (*GetRolloutRequest) Descriptor() ([]byte, []int) {
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{14}
+}
+
+// GetRolloutResponse is the rollout one replica runs. Replicas agree on
+// which nodes a step reaches (a node's place is a hash of the rollout's
+// name and the node's name); each advances by the agents connected to
+// it, so compare the replicas' answers while one is running.
+type GetRolloutResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// config.yaml's rollout.name; empty when no rollout is configured.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// "none", "progressing" (waiting for the step's nodes to apply it),
+	// "pausing" (every reached node applied it and is healthy; the next
+	// step starts after rollout.pause), "halted" or "complete".
+	State string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	// Index into steps of the step running (or halted at).
+	Step  uint32         `protobuf:"varint,3,opt,name=step,proto3" json:"step,omitempty"`
+	Steps []*RolloutStep `protobuf:"bytes,4,rep,name=steps,proto3" json:"steps,omitempty"`
+	// settings_hash of the settings the rollout brings, and of the
+	// cluster's settings the nodes not reached yet keep.
+	TargetSettingsHash string `protobuf:"bytes,5,opt,name=target_settings_hash,json=targetSettingsHash,proto3" json:"target_settings_hash,omitempty"`
+	BaseSettingsHash   string `protobuf:"bytes,6,opt,name=base_settings_hash,json=baseSettingsHash,proto3" json:"base_settings_hash,omitempty"`
+	// Known nodes; those the rollout has reached; those of them whose agent
+	// acknowledged the target settings.
+	TotalNodes   uint32 `protobuf:"varint,7,opt,name=total_nodes,json=totalNodes,proto3" json:"total_nodes,omitempty"`
+	ReachedNodes uint32 `protobuf:"varint,8,opt,name=reached_nodes,json=reachedNodes,proto3" json:"reached_nodes,omitempty"`
+	AppliedNodes uint32 `protobuf:"varint,9,opt,name=applied_nodes,json=appliedNodes,proto3" json:"applied_nodes,omitempty"`
+	// Why it halted ("node-1 rejected version …", "node-1 datapath probe
+	// failing: …"); empty unless state is "halted".
+	HaltReason  string                 `protobuf:"bytes,10,opt,name=halt_reason,json=haltReason,proto3" json:"halt_reason,omitempty"`
+	StepStarted *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=step_started,json=stepStarted,proto3" json:"step_started,omitempty"`
+	// The reached nodes, sorted by name.
+	Nodes []*RolloutNode `protobuf:"bytes,12,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// The one-line answer, as switchyardctl prints it.
+	Summary       string `protobuf:"bytes,13,opt,name=summary,proto3" json:"summary,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetRolloutResponse) Reset() {
+	*x = GetRolloutResponse{}
+	mi := &file_switchyard_v1_admin_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetRolloutResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetRolloutResponse) ProtoMessage() {}
+
+func (x *GetRolloutResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_v1_admin_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetRolloutResponse.ProtoReflect.Descriptor instead.
+func (*GetRolloutResponse) Descriptor() ([]byte, []int) {
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *GetRolloutResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetRolloutResponse) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *GetRolloutResponse) GetStep() uint32 {
+	if x != nil {
+		return x.Step
+	}
+	return 0
+}
+
+func (x *GetRolloutResponse) GetSteps() []*RolloutStep {
+	if x != nil {
+		return x.Steps
+	}
+	return nil
+}
+
+func (x *GetRolloutResponse) GetTargetSettingsHash() string {
+	if x != nil {
+		return x.TargetSettingsHash
+	}
+	return ""
+}
+
+func (x *GetRolloutResponse) GetBaseSettingsHash() string {
+	if x != nil {
+		return x.BaseSettingsHash
+	}
+	return ""
+}
+
+func (x *GetRolloutResponse) GetTotalNodes() uint32 {
+	if x != nil {
+		return x.TotalNodes
+	}
+	return 0
+}
+
+func (x *GetRolloutResponse) GetReachedNodes() uint32 {
+	if x != nil {
+		return x.ReachedNodes
+	}
+	return 0
+}
+
+func (x *GetRolloutResponse) GetAppliedNodes() uint32 {
+	if x != nil {
+		return x.AppliedNodes
+	}
+	return 0
+}
+
+func (x *GetRolloutResponse) GetHaltReason() string {
+	if x != nil {
+		return x.HaltReason
+	}
+	return ""
+}
+
+func (x *GetRolloutResponse) GetStepStarted() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StepStarted
+	}
+	return nil
+}
+
+func (x *GetRolloutResponse) GetNodes() []*RolloutNode {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *GetRolloutResponse) GetSummary() string {
+	if x != nil {
+		return x.Summary
+	}
+	return ""
+}
+
+// RolloutStep is one step of a rollout: the canary nodes, or a share of
+// all nodes.
+type RolloutStep struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "canary" or the share, as written ("10%").
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Nodes the rollout has reached once this step runs.
+	Nodes         uint32 `protobuf:"varint,2,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RolloutStep) Reset() {
+	*x = RolloutStep{}
+	mi := &file_switchyard_v1_admin_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RolloutStep) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RolloutStep) ProtoMessage() {}
+
+func (x *RolloutStep) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_v1_admin_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RolloutStep.ProtoReflect.Descriptor instead.
+func (*RolloutStep) Descriptor() ([]byte, []int) {
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *RolloutStep) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RolloutStep) GetNodes() uint32 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+// RolloutNode is one node a rollout has reached.
+type RolloutNode struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// "applied" (its agent acknowledged the target settings, datapath not
+	// failing), "pending" (not yet), "nacked", "unhealthy" or
+	// "not-connected" (no agent of this replica serves it).
+	State         string `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	Detail        string `protobuf:"bytes,3,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RolloutNode) Reset() {
+	*x = RolloutNode{}
+	mi := &file_switchyard_v1_admin_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RolloutNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RolloutNode) ProtoMessage() {}
+
+func (x *RolloutNode) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_v1_admin_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RolloutNode.ProtoReflect.Descriptor instead.
+func (*RolloutNode) Descriptor() ([]byte, []int) {
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RolloutNode) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *RolloutNode) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *RolloutNode) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
 var File_switchyard_v1_admin_proto protoreflect.FileDescriptor
 
 const file_switchyard_v1_admin_proto_rawDesc = "" +
@@ -1232,7 +1632,7 @@ const file_switchyard_v1_admin_proto_rawDesc = "" +
 	"\x11unavailable_since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x10unavailableSince\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x04 \x01(\tR\tlastError\x12\x16\n" +
-	"\x06errors\x18\x05 \x01(\x04R\x06errors\"\xf3\x05\n" +
+	"\x06errors\x18\x05 \x01(\x04R\x06errors\"\x8b\a\n" +
 	"\n" +
 	"NodeStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -1251,7 +1651,10 @@ const file_switchyard_v1_admin_proto_rawDesc = "" +
 	"\rlast_ack_time\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\vlastAckTime\x12\x10\n" +
 	"\x03rpc\x18\x0e \x01(\tR\x03rpc\x12#\n" +
 	"\rsettings_hash\x18\x0f \x01(\tR\fsettingsHash\x120\n" +
-	"\x05drift\x18\x10 \x01(\v2\x1a.switchyard.v1.DriftStatusR\x05drift\"1\n" +
+	"\x05drift\x18\x10 \x01(\v2\x1a.switchyard.v1.DriftStatusR\x05drift\x129\n" +
+	"\bdatapath\x18\x11 \x01(\v2\x1d.switchyard.v1.DatapathStatusR\bdatapath\x122\n" +
+	"\x15desired_settings_hash\x18\x12 \x01(\tR\x13desiredSettingsHash\x12'\n" +
+	"\x0fsettings_source\x18\x13 \x01(\tR\x0esettingsSource\"1\n" +
 	"\x12GetNodeViewRequest\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\"\x93\x01\n" +
 	"\x13GetNodeViewResponse\x12\x18\n" +
@@ -1260,9 +1663,16 @@ const file_switchyard_v1_admin_proto_rawDesc = "" +
 	"\x12views_may_be_stale\x18\x03 \x01(\bR\x0fviewsMayBeStale\"E\n" +
 	"\x11GetServiceRequest\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\"L\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"\xfb\x02\n" +
 	"\x12GetServiceResponse\x126\n" +
-	"\x05nodes\x18\x01 \x03(\v2 .switchyard.v1.ServiceNodeStatusR\x05nodes\"\x9f\x01\n" +
+	"\x05nodes\x18\x01 \x03(\v2 .switchyard.v1.ServiceNodeStatusR\x05nodes\x12#\n" +
+	"\rapplied_nodes\x18\x02 \x01(\rR\fappliedNodes\x12\x1f\n" +
+	"\vtotal_nodes\x18\x03 \x01(\rR\n" +
+	"totalNodes\x12Q\n" +
+	"\x17programming_latency_p50\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x15programmingLatencyP50\x12Q\n" +
+	"\x17programming_latency_p99\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\x15programmingLatencyP99\x12'\n" +
+	"\x0flatency_samples\x18\x06 \x01(\rR\x0elatencySamples\x12\x18\n" +
+	"\asummary\x18\a \x01(\tR\asummary\"\x9f\x01\n" +
 	"\x11ServiceNodeStatus\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12'\n" +
 	"\x0fdesired_version\x18\x02 \x01(\tR\x0edesiredVersion\x12\x14\n" +
@@ -1296,19 +1706,46 @@ const file_switchyard_v1_admin_proto_rawDesc = "" +
 	"\rEndpointShare\x12\x18\n" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x14\n" +
-	"\x05share\x18\x03 \x01(\x01R\x05share*\x98\x01\n" +
+	"\x05share\x18\x03 \x01(\x01R\x05share\"\x13\n" +
+	"\x11GetRolloutRequest\"\xfb\x03\n" +
+	"\x12GetRolloutResponse\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x12\n" +
+	"\x04step\x18\x03 \x01(\rR\x04step\x120\n" +
+	"\x05steps\x18\x04 \x03(\v2\x1a.switchyard.v1.RolloutStepR\x05steps\x120\n" +
+	"\x14target_settings_hash\x18\x05 \x01(\tR\x12targetSettingsHash\x12,\n" +
+	"\x12base_settings_hash\x18\x06 \x01(\tR\x10baseSettingsHash\x12\x1f\n" +
+	"\vtotal_nodes\x18\a \x01(\rR\n" +
+	"totalNodes\x12#\n" +
+	"\rreached_nodes\x18\b \x01(\rR\freachedNodes\x12#\n" +
+	"\rapplied_nodes\x18\t \x01(\rR\fappliedNodes\x12\x1f\n" +
+	"\vhalt_reason\x18\n" +
+	" \x01(\tR\n" +
+	"haltReason\x12=\n" +
+	"\fstep_started\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\vstepStarted\x120\n" +
+	"\x05nodes\x18\f \x03(\v2\x1a.switchyard.v1.RolloutNodeR\x05nodes\x12\x18\n" +
+	"\asummary\x18\r \x01(\tR\asummary\"7\n" +
+	"\vRolloutStep\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05nodes\x18\x02 \x01(\rR\x05nodes\"O\n" +
+	"\vRolloutNode\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\tR\x05state\x12\x16\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail*\x98\x01\n" +
 	"\rExplainAction\x12\x1e\n" +
 	"\x1aEXPLAIN_ACTION_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16EXPLAIN_ACTION_FORWARD\x10\x01\x12\x19\n" +
 	"\x15EXPLAIN_ACTION_REJECT\x10\x02\x12\x17\n" +
 	"\x13EXPLAIN_ACTION_DROP\x10\x03\x12\x17\n" +
-	"\x13EXPLAIN_ACTION_PASS\x10\x042\xd1\x02\n" +
+	"\x13EXPLAIN_ACTION_PASS\x10\x042\xa4\x03\n" +
 	"\fAdminService\x12N\n" +
 	"\tListNodes\x12\x1f.switchyard.v1.ListNodesRequest\x1a .switchyard.v1.ListNodesResponse\x12T\n" +
 	"\vGetNodeView\x12!.switchyard.v1.GetNodeViewRequest\x1a\".switchyard.v1.GetNodeViewResponse\x12Q\n" +
 	"\n" +
 	"GetService\x12 .switchyard.v1.GetServiceRequest\x1a!.switchyard.v1.GetServiceResponse\x12H\n" +
-	"\aExplain\x12\x1d.switchyard.v1.ExplainRequest\x1a\x1e.switchyard.v1.ExplainResponseBIZGgithub.com/switchyard-proxy/switchyard/proto/switchyard/v1;switchyardv1b\x06proto3"
+	"\aExplain\x12\x1d.switchyard.v1.ExplainRequest\x1a\x1e.switchyard.v1.ExplainResponse\x12Q\n" +
+	"\n" +
+	"GetRollout\x12 .switchyard.v1.GetRolloutRequest\x1a!.switchyard.v1.GetRolloutResponseBIZGgithub.com/switchyard-proxy/switchyard/proto/switchyard/v1;switchyardv1b\x06proto3"
 
 var (
 	file_switchyard_v1_admin_proto_rawDescOnce sync.Once
@@ -1323,7 +1760,7 @@ func file_switchyard_v1_admin_proto_rawDescGZIP() []byte {
 }
 
 var file_switchyard_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_switchyard_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_switchyard_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_switchyard_v1_admin_proto_goTypes = []any{
 	(ExplainAction)(0),            // 0: switchyard.v1.ExplainAction
 	(*ListNodesRequest)(nil),      // 1: switchyard.v1.ListNodesRequest
@@ -1340,51 +1777,64 @@ var file_switchyard_v1_admin_proto_goTypes = []any{
 	(*ExplainRequest)(nil),        // 12: switchyard.v1.ExplainRequest
 	(*ExplainResponse)(nil),       // 13: switchyard.v1.ExplainResponse
 	(*EndpointShare)(nil),         // 14: switchyard.v1.EndpointShare
-	(*timestamppb.Timestamp)(nil), // 15: google.protobuf.Timestamp
-	(*Node)(nil),                  // 16: switchyard.v1.Node
-	(*status.Status)(nil),         // 17: google.rpc.Status
-	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
-	(*DriftStatus)(nil),           // 19: switchyard.v1.DriftStatus
-	(*Resource)(nil),              // 20: switchyard.v1.Resource
-	(*ServiceView)(nil),           // 21: switchyard.v1.ServiceView
-	(DataplaneMode)(0),            // 22: switchyard.v1.DataplaneMode
+	(*GetRolloutRequest)(nil),     // 15: switchyard.v1.GetRolloutRequest
+	(*GetRolloutResponse)(nil),    // 16: switchyard.v1.GetRolloutResponse
+	(*RolloutStep)(nil),           // 17: switchyard.v1.RolloutStep
+	(*RolloutNode)(nil),           // 18: switchyard.v1.RolloutNode
+	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
+	(*Node)(nil),                  // 20: switchyard.v1.Node
+	(*status.Status)(nil),         // 21: google.rpc.Status
+	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
+	(*DriftStatus)(nil),           // 23: switchyard.v1.DriftStatus
+	(*DatapathStatus)(nil),        // 24: switchyard.v1.DatapathStatus
+	(*Resource)(nil),              // 25: switchyard.v1.Resource
+	(*ServiceView)(nil),           // 26: switchyard.v1.ServiceView
+	(DataplaneMode)(0),            // 27: switchyard.v1.DataplaneMode
 }
 var file_switchyard_v1_admin_proto_depIdxs = []int32{
 	6,  // 0: switchyard.v1.ListNodesResponse.nodes:type_name -> switchyard.v1.NodeStatus
 	4,  // 1: switchyard.v1.ListNodesResponse.api:type_name -> switchyard.v1.ApiWatchStatus
 	3,  // 2: switchyard.v1.ListNodesResponse.settings:type_name -> switchyard.v1.ControlPlaneSettings
-	15, // 3: switchyard.v1.ControlPlaneSettings.error_since:type_name -> google.protobuf.Timestamp
-	15, // 4: switchyard.v1.ApiWatchStatus.unavailable_since:type_name -> google.protobuf.Timestamp
+	19, // 3: switchyard.v1.ControlPlaneSettings.error_since:type_name -> google.protobuf.Timestamp
+	19, // 4: switchyard.v1.ApiWatchStatus.unavailable_since:type_name -> google.protobuf.Timestamp
 	5,  // 5: switchyard.v1.ApiWatchStatus.resources:type_name -> switchyard.v1.ApiResourceStatus
-	15, // 6: switchyard.v1.ApiResourceStatus.unavailable_since:type_name -> google.protobuf.Timestamp
-	16, // 7: switchyard.v1.NodeStatus.agent:type_name -> switchyard.v1.Node
-	15, // 8: switchyard.v1.NodeStatus.connected_since:type_name -> google.protobuf.Timestamp
-	17, // 9: switchyard.v1.NodeStatus.last_nack:type_name -> google.rpc.Status
-	15, // 10: switchyard.v1.NodeStatus.last_nack_time:type_name -> google.protobuf.Timestamp
-	18, // 11: switchyard.v1.NodeStatus.last_apply_duration:type_name -> google.protobuf.Duration
-	18, // 12: switchyard.v1.NodeStatus.last_programming_latency:type_name -> google.protobuf.Duration
-	15, // 13: switchyard.v1.NodeStatus.last_ack_time:type_name -> google.protobuf.Timestamp
-	19, // 14: switchyard.v1.NodeStatus.drift:type_name -> switchyard.v1.DriftStatus
-	20, // 15: switchyard.v1.GetNodeViewResponse.resources:type_name -> switchyard.v1.Resource
-	11, // 16: switchyard.v1.GetServiceResponse.nodes:type_name -> switchyard.v1.ServiceNodeStatus
-	21, // 17: switchyard.v1.ServiceNodeStatus.view:type_name -> switchyard.v1.ServiceView
-	22, // 18: switchyard.v1.ExplainRequest.mode:type_name -> switchyard.v1.DataplaneMode
-	0,  // 19: switchyard.v1.ExplainResponse.action:type_name -> switchyard.v1.ExplainAction
-	14, // 20: switchyard.v1.ExplainResponse.endpoints:type_name -> switchyard.v1.EndpointShare
-	22, // 21: switchyard.v1.ExplainResponse.mode:type_name -> switchyard.v1.DataplaneMode
-	1,  // 22: switchyard.v1.AdminService.ListNodes:input_type -> switchyard.v1.ListNodesRequest
-	7,  // 23: switchyard.v1.AdminService.GetNodeView:input_type -> switchyard.v1.GetNodeViewRequest
-	9,  // 24: switchyard.v1.AdminService.GetService:input_type -> switchyard.v1.GetServiceRequest
-	12, // 25: switchyard.v1.AdminService.Explain:input_type -> switchyard.v1.ExplainRequest
-	2,  // 26: switchyard.v1.AdminService.ListNodes:output_type -> switchyard.v1.ListNodesResponse
-	8,  // 27: switchyard.v1.AdminService.GetNodeView:output_type -> switchyard.v1.GetNodeViewResponse
-	10, // 28: switchyard.v1.AdminService.GetService:output_type -> switchyard.v1.GetServiceResponse
-	13, // 29: switchyard.v1.AdminService.Explain:output_type -> switchyard.v1.ExplainResponse
-	26, // [26:30] is the sub-list for method output_type
-	22, // [22:26] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	19, // 6: switchyard.v1.ApiResourceStatus.unavailable_since:type_name -> google.protobuf.Timestamp
+	20, // 7: switchyard.v1.NodeStatus.agent:type_name -> switchyard.v1.Node
+	19, // 8: switchyard.v1.NodeStatus.connected_since:type_name -> google.protobuf.Timestamp
+	21, // 9: switchyard.v1.NodeStatus.last_nack:type_name -> google.rpc.Status
+	19, // 10: switchyard.v1.NodeStatus.last_nack_time:type_name -> google.protobuf.Timestamp
+	22, // 11: switchyard.v1.NodeStatus.last_apply_duration:type_name -> google.protobuf.Duration
+	22, // 12: switchyard.v1.NodeStatus.last_programming_latency:type_name -> google.protobuf.Duration
+	19, // 13: switchyard.v1.NodeStatus.last_ack_time:type_name -> google.protobuf.Timestamp
+	23, // 14: switchyard.v1.NodeStatus.drift:type_name -> switchyard.v1.DriftStatus
+	24, // 15: switchyard.v1.NodeStatus.datapath:type_name -> switchyard.v1.DatapathStatus
+	25, // 16: switchyard.v1.GetNodeViewResponse.resources:type_name -> switchyard.v1.Resource
+	11, // 17: switchyard.v1.GetServiceResponse.nodes:type_name -> switchyard.v1.ServiceNodeStatus
+	22, // 18: switchyard.v1.GetServiceResponse.programming_latency_p50:type_name -> google.protobuf.Duration
+	22, // 19: switchyard.v1.GetServiceResponse.programming_latency_p99:type_name -> google.protobuf.Duration
+	26, // 20: switchyard.v1.ServiceNodeStatus.view:type_name -> switchyard.v1.ServiceView
+	27, // 21: switchyard.v1.ExplainRequest.mode:type_name -> switchyard.v1.DataplaneMode
+	0,  // 22: switchyard.v1.ExplainResponse.action:type_name -> switchyard.v1.ExplainAction
+	14, // 23: switchyard.v1.ExplainResponse.endpoints:type_name -> switchyard.v1.EndpointShare
+	27, // 24: switchyard.v1.ExplainResponse.mode:type_name -> switchyard.v1.DataplaneMode
+	17, // 25: switchyard.v1.GetRolloutResponse.steps:type_name -> switchyard.v1.RolloutStep
+	19, // 26: switchyard.v1.GetRolloutResponse.step_started:type_name -> google.protobuf.Timestamp
+	18, // 27: switchyard.v1.GetRolloutResponse.nodes:type_name -> switchyard.v1.RolloutNode
+	1,  // 28: switchyard.v1.AdminService.ListNodes:input_type -> switchyard.v1.ListNodesRequest
+	7,  // 29: switchyard.v1.AdminService.GetNodeView:input_type -> switchyard.v1.GetNodeViewRequest
+	9,  // 30: switchyard.v1.AdminService.GetService:input_type -> switchyard.v1.GetServiceRequest
+	12, // 31: switchyard.v1.AdminService.Explain:input_type -> switchyard.v1.ExplainRequest
+	15, // 32: switchyard.v1.AdminService.GetRollout:input_type -> switchyard.v1.GetRolloutRequest
+	2,  // 33: switchyard.v1.AdminService.ListNodes:output_type -> switchyard.v1.ListNodesResponse
+	8,  // 34: switchyard.v1.AdminService.GetNodeView:output_type -> switchyard.v1.GetNodeViewResponse
+	10, // 35: switchyard.v1.AdminService.GetService:output_type -> switchyard.v1.GetServiceResponse
+	13, // 36: switchyard.v1.AdminService.Explain:output_type -> switchyard.v1.ExplainResponse
+	16, // 37: switchyard.v1.AdminService.GetRollout:output_type -> switchyard.v1.GetRolloutResponse
+	33, // [33:38] is the sub-list for method output_type
+	28, // [28:33] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_v1_admin_proto_init() }
@@ -1401,7 +1851,7 @@ func file_switchyard_v1_admin_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_v1_admin_proto_rawDesc), len(file_switchyard_v1_admin_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   14,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -23,6 +23,7 @@ const (
 	AdminService_GetNodeView_FullMethodName = "/switchyard.v1.AdminService/GetNodeView"
 	AdminService_GetService_FullMethodName  = "/switchyard.v1.AdminService/GetService"
 	AdminService_Explain_FullMethodName     = "/switchyard.v1.AdminService/Explain"
+	AdminService_GetRollout_FullMethodName  = "/switchyard.v1.AdminService/GetRollout"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -41,6 +42,9 @@ type AdminServiceClient interface {
 	// their shares, or reject, drop or pass, and the rule that decided,
 	// computed from the node's view as its dataplane mode programs it.
 	Explain(ctx context.Context, in *ExplainRequest, opts ...grpc.CallOption) (*ExplainResponse, error)
+	// The settings rollout this replica runs (config.yaml's rollout): its
+	// steps, which nodes it has reached, and why it halted if it did.
+	GetRollout(ctx context.Context, in *GetRolloutRequest, opts ...grpc.CallOption) (*GetRolloutResponse, error)
 }
 
 type adminServiceClient struct {
@@ -91,6 +95,16 @@ func (c *adminServiceClient) Explain(ctx context.Context, in *ExplainRequest, op
 	return out, nil
 }
 
+func (c *adminServiceClient) GetRollout(ctx context.Context, in *GetRolloutRequest, opts ...grpc.CallOption) (*GetRolloutResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetRolloutResponse)
+	err := c.cc.Invoke(ctx, AdminService_GetRollout_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -107,6 +121,9 @@ type AdminServiceServer interface {
 	// their shares, or reject, drop or pass, and the rule that decided,
 	// computed from the node's view as its dataplane mode programs it.
 	Explain(context.Context, *ExplainRequest) (*ExplainResponse, error)
+	// The settings rollout this replica runs (config.yaml's rollout): its
+	// steps, which nodes it has reached, and why it halted if it did.
+	GetRollout(context.Context, *GetRolloutRequest) (*GetRolloutResponse, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -128,6 +145,9 @@ func (UnimplementedAdminServiceServer) GetService(context.Context, *GetServiceRe
 }
 func (UnimplementedAdminServiceServer) Explain(context.Context, *ExplainRequest) (*ExplainResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Explain not implemented")
+}
+func (UnimplementedAdminServiceServer) GetRollout(context.Context, *GetRolloutRequest) (*GetRolloutResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetRollout not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -222,6 +242,24 @@ func _AdminService_Explain_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_GetRollout_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetRolloutRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).GetRollout(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_GetRollout_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).GetRollout(ctx, req.(*GetRolloutRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -244,6 +282,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Explain",
 			Handler:    _AdminService_Explain_Handler,
+		},
+		{
+			MethodName: "GetRollout",
+			Handler:    _AdminService_GetRollout_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -218,7 +218,10 @@ type ApplyReport struct {
 	SettingsHash string `protobuf:"bytes,4,opt,name=settings_hash,json=settingsHash,proto3" json:"settings_hash,omitempty"`
 	// The agent's checks that the kernel still holds what it applied, as
 	// they stand when this ACK is sent. Unset from agents that predate it.
-	Drift         *DriftStatus `protobuf:"bytes,5,opt,name=drift,proto3" json:"drift,omitempty"`
+	Drift *DriftStatus `protobuf:"bytes,5,opt,name=drift,proto3" json:"drift,omitempty"`
+	// The agent's datapath probe (--datapath-canary) as it stands when this
+	// report is sent. Unset without a probe or from agents that predate it.
+	Datapath      *DatapathStatus `protobuf:"bytes,6,opt,name=datapath,proto3" json:"datapath,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -288,6 +291,78 @@ func (x *ApplyReport) GetDrift() *DriftStatus {
 	return nil
 }
 
+func (x *ApplyReport) GetDatapath() *DatapathStatus {
+	if x != nil {
+		return x.Datapath
+	}
+	return nil
+}
+
+// DatapathStatus is the verdict of an agent's datapath probe: a
+// connection from the node through the rules the agent programmed to a
+// canary Service the agent answers itself.
+type DatapathStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// False after two failed probes in a row, true after one success.
+	Healthy   bool                   `protobuf:"varint,1,opt,name=healthy,proto3" json:"healthy,omitempty"`
+	LastProbe *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=last_probe,json=lastProbe,proto3" json:"last_probe,omitempty"`
+	// Why the last probe failed or could not run.
+	Error         string `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DatapathStatus) Reset() {
+	*x = DatapathStatus{}
+	mi := &file_switchyard_v1_discovery_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DatapathStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DatapathStatus) ProtoMessage() {}
+
+func (x *DatapathStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_v1_discovery_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DatapathStatus.ProtoReflect.Descriptor instead.
+func (*DatapathStatus) Descriptor() ([]byte, []int) {
+	return file_switchyard_v1_discovery_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *DatapathStatus) GetHealthy() bool {
+	if x != nil {
+		return x.Healthy
+	}
+	return false
+}
+
+func (x *DatapathStatus) GetLastProbe() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastProbe
+	}
+	return nil
+}
+
+func (x *DatapathStatus) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // DriftStatus is what an agent's drift checks found: every few seconds
 // (--drift-check-interval) it compares the kernel with what it applied,
 // cheaply, and repairs a difference with a full sync that writes only it.
@@ -311,7 +386,7 @@ type DriftStatus struct {
 
 func (x *DriftStatus) Reset() {
 	*x = DriftStatus{}
-	mi := &file_switchyard_v1_discovery_proto_msgTypes[3]
+	mi := &file_switchyard_v1_discovery_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -323,7 +398,7 @@ func (x *DriftStatus) String() string {
 func (*DriftStatus) ProtoMessage() {}
 
 func (x *DriftStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_discovery_proto_msgTypes[3]
+	mi := &file_switchyard_v1_discovery_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -336,7 +411,7 @@ func (x *DriftStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DriftStatus.ProtoReflect.Descriptor instead.
 func (*DriftStatus) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_discovery_proto_rawDescGZIP(), []int{3}
+	return file_switchyard_v1_discovery_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *DriftStatus) GetLastCheck() *timestamppb.Timestamp {
@@ -391,7 +466,11 @@ type DeltaSnapshotsRequest struct {
 	// On the ACK of a complete batch: its system_version, now applied. Empty
 	// when acknowledging a partial response.
 	AppliedVersion string `protobuf:"bytes,5,opt,name=applied_version,json=appliedVersion,proto3" json:"applied_version,omitempty"`
-	// Only with the ACK of a complete batch.
+	// Only with the ACK of a complete batch, or in a report refresh: a
+	// request repeating the nonce of the last complete batch the agent
+	// acknowledged, with no response in flight, only updates the report
+	// (datapath, drift) the server shows; servers that predate it ignore
+	// it as stale.
 	Report        *ApplyReport `protobuf:"bytes,6,opt,name=report,proto3" json:"report,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -399,7 +478,7 @@ type DeltaSnapshotsRequest struct {
 
 func (x *DeltaSnapshotsRequest) Reset() {
 	*x = DeltaSnapshotsRequest{}
-	mi := &file_switchyard_v1_discovery_proto_msgTypes[4]
+	mi := &file_switchyard_v1_discovery_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -411,7 +490,7 @@ func (x *DeltaSnapshotsRequest) String() string {
 func (*DeltaSnapshotsRequest) ProtoMessage() {}
 
 func (x *DeltaSnapshotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_discovery_proto_msgTypes[4]
+	mi := &file_switchyard_v1_discovery_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -424,7 +503,7 @@ func (x *DeltaSnapshotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeltaSnapshotsRequest.ProtoReflect.Descriptor instead.
 func (*DeltaSnapshotsRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_discovery_proto_rawDescGZIP(), []int{4}
+	return file_switchyard_v1_discovery_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DeltaSnapshotsRequest) GetNode() *Node {
@@ -487,7 +566,7 @@ type DeltaSnapshotsResponse struct {
 
 func (x *DeltaSnapshotsResponse) Reset() {
 	*x = DeltaSnapshotsResponse{}
-	mi := &file_switchyard_v1_discovery_proto_msgTypes[5]
+	mi := &file_switchyard_v1_discovery_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -499,7 +578,7 @@ func (x *DeltaSnapshotsResponse) String() string {
 func (*DeltaSnapshotsResponse) ProtoMessage() {}
 
 func (x *DeltaSnapshotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_discovery_proto_msgTypes[5]
+	mi := &file_switchyard_v1_discovery_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -512,7 +591,7 @@ func (x *DeltaSnapshotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeltaSnapshotsResponse.ProtoReflect.Descriptor instead.
 func (*DeltaSnapshotsResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_discovery_proto_rawDescGZIP(), []int{5}
+	return file_switchyard_v1_discovery_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeltaSnapshotsResponse) GetSystemVersion() string {
@@ -566,7 +645,7 @@ type StreamSnapshotsRequest struct {
 
 func (x *StreamSnapshotsRequest) Reset() {
 	*x = StreamSnapshotsRequest{}
-	mi := &file_switchyard_v1_discovery_proto_msgTypes[6]
+	mi := &file_switchyard_v1_discovery_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +657,7 @@ func (x *StreamSnapshotsRequest) String() string {
 func (*StreamSnapshotsRequest) ProtoMessage() {}
 
 func (x *StreamSnapshotsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_discovery_proto_msgTypes[6]
+	mi := &file_switchyard_v1_discovery_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +670,7 @@ func (x *StreamSnapshotsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamSnapshotsRequest.ProtoReflect.Descriptor instead.
 func (*StreamSnapshotsRequest) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_discovery_proto_rawDescGZIP(), []int{6}
+	return file_switchyard_v1_discovery_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *StreamSnapshotsRequest) GetNode() *Node {
@@ -644,7 +723,7 @@ type StreamSnapshotsResponse struct {
 
 func (x *StreamSnapshotsResponse) Reset() {
 	*x = StreamSnapshotsResponse{}
-	mi := &file_switchyard_v1_discovery_proto_msgTypes[7]
+	mi := &file_switchyard_v1_discovery_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -656,7 +735,7 @@ func (x *StreamSnapshotsResponse) String() string {
 func (*StreamSnapshotsResponse) ProtoMessage() {}
 
 func (x *StreamSnapshotsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_discovery_proto_msgTypes[7]
+	mi := &file_switchyard_v1_discovery_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -669,7 +748,7 @@ func (x *StreamSnapshotsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamSnapshotsResponse.ProtoReflect.Descriptor instead.
 func (*StreamSnapshotsResponse) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_discovery_proto_rawDescGZIP(), []int{7}
+	return file_switchyard_v1_discovery_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StreamSnapshotsResponse) GetVersionInfo() string {
@@ -716,13 +795,19 @@ const file_switchyard_v1_discovery_proto_rawDesc = "" +
 	"\aservice\x18\x03 \x01(\v2\x1a.switchyard.v1.ServiceViewH\x00R\aservice\x12<\n" +
 	"\vnode_config\x18\x04 \x01(\v2\x19.switchyard.v1.NodeConfigH\x00R\n" +
 	"nodeConfigB\x06\n" +
-	"\x04body\"\xa4\x02\n" +
+	"\x04body\"\xdf\x02\n" +
 	"\vApplyReport\x12@\n" +
 	"\x0eapply_duration\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\rapplyDuration\x12J\n" +
 	"\x13programming_latency\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\x12programmingLatency\x120\n" +
 	"\x04mode\x18\x03 \x01(\x0e2\x1c.switchyard.v1.DataplaneModeR\x04mode\x12#\n" +
 	"\rsettings_hash\x18\x04 \x01(\tR\fsettingsHash\x120\n" +
-	"\x05drift\x18\x05 \x01(\v2\x1a.switchyard.v1.DriftStatusR\x05drift\"\xdf\x01\n" +
+	"\x05drift\x18\x05 \x01(\v2\x1a.switchyard.v1.DriftStatusR\x05drift\x129\n" +
+	"\bdatapath\x18\x06 \x01(\v2\x1d.switchyard.v1.DatapathStatusR\bdatapath\"{\n" +
+	"\x0eDatapathStatus\x12\x18\n" +
+	"\ahealthy\x18\x01 \x01(\bR\ahealthy\x129\n" +
+	"\n" +
+	"last_probe\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tlastProbe\x12\x14\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\"\xdf\x01\n" +
 	"\vDriftStatus\x129\n" +
 	"\n" +
 	"last_check\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\tlastCheck\x129\n" +
@@ -774,52 +859,55 @@ func file_switchyard_v1_discovery_proto_rawDescGZIP() []byte {
 	return file_switchyard_v1_discovery_proto_rawDescData
 }
 
-var file_switchyard_v1_discovery_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_switchyard_v1_discovery_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_switchyard_v1_discovery_proto_goTypes = []any{
 	(*Node)(nil),                    // 0: switchyard.v1.Node
 	(*Resource)(nil),                // 1: switchyard.v1.Resource
 	(*ApplyReport)(nil),             // 2: switchyard.v1.ApplyReport
-	(*DriftStatus)(nil),             // 3: switchyard.v1.DriftStatus
-	(*DeltaSnapshotsRequest)(nil),   // 4: switchyard.v1.DeltaSnapshotsRequest
-	(*DeltaSnapshotsResponse)(nil),  // 5: switchyard.v1.DeltaSnapshotsResponse
-	(*StreamSnapshotsRequest)(nil),  // 6: switchyard.v1.StreamSnapshotsRequest
-	(*StreamSnapshotsResponse)(nil), // 7: switchyard.v1.StreamSnapshotsResponse
-	nil,                             // 8: switchyard.v1.DeltaSnapshotsRequest.InitialResourceVersionsEntry
-	(DataplaneMode)(0),              // 9: switchyard.v1.DataplaneMode
-	(*ServiceView)(nil),             // 10: switchyard.v1.ServiceView
-	(*NodeConfig)(nil),              // 11: switchyard.v1.NodeConfig
-	(*durationpb.Duration)(nil),     // 12: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),   // 13: google.protobuf.Timestamp
-	(*status.Status)(nil),           // 14: google.rpc.Status
+	(*DatapathStatus)(nil),          // 3: switchyard.v1.DatapathStatus
+	(*DriftStatus)(nil),             // 4: switchyard.v1.DriftStatus
+	(*DeltaSnapshotsRequest)(nil),   // 5: switchyard.v1.DeltaSnapshotsRequest
+	(*DeltaSnapshotsResponse)(nil),  // 6: switchyard.v1.DeltaSnapshotsResponse
+	(*StreamSnapshotsRequest)(nil),  // 7: switchyard.v1.StreamSnapshotsRequest
+	(*StreamSnapshotsResponse)(nil), // 8: switchyard.v1.StreamSnapshotsResponse
+	nil,                             // 9: switchyard.v1.DeltaSnapshotsRequest.InitialResourceVersionsEntry
+	(DataplaneMode)(0),              // 10: switchyard.v1.DataplaneMode
+	(*ServiceView)(nil),             // 11: switchyard.v1.ServiceView
+	(*NodeConfig)(nil),              // 12: switchyard.v1.NodeConfig
+	(*durationpb.Duration)(nil),     // 13: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),   // 14: google.protobuf.Timestamp
+	(*status.Status)(nil),           // 15: google.rpc.Status
 }
 var file_switchyard_v1_discovery_proto_depIdxs = []int32{
-	9,  // 0: switchyard.v1.Node.mode:type_name -> switchyard.v1.DataplaneMode
-	10, // 1: switchyard.v1.Resource.service:type_name -> switchyard.v1.ServiceView
-	11, // 2: switchyard.v1.Resource.node_config:type_name -> switchyard.v1.NodeConfig
-	12, // 3: switchyard.v1.ApplyReport.apply_duration:type_name -> google.protobuf.Duration
-	12, // 4: switchyard.v1.ApplyReport.programming_latency:type_name -> google.protobuf.Duration
-	9,  // 5: switchyard.v1.ApplyReport.mode:type_name -> switchyard.v1.DataplaneMode
-	3,  // 6: switchyard.v1.ApplyReport.drift:type_name -> switchyard.v1.DriftStatus
-	13, // 7: switchyard.v1.DriftStatus.last_check:type_name -> google.protobuf.Timestamp
-	13, // 8: switchyard.v1.DriftStatus.last_drift:type_name -> google.protobuf.Timestamp
-	0,  // 9: switchyard.v1.DeltaSnapshotsRequest.node:type_name -> switchyard.v1.Node
-	8,  // 10: switchyard.v1.DeltaSnapshotsRequest.initial_resource_versions:type_name -> switchyard.v1.DeltaSnapshotsRequest.InitialResourceVersionsEntry
-	14, // 11: switchyard.v1.DeltaSnapshotsRequest.error_detail:type_name -> google.rpc.Status
-	2,  // 12: switchyard.v1.DeltaSnapshotsRequest.report:type_name -> switchyard.v1.ApplyReport
-	1,  // 13: switchyard.v1.DeltaSnapshotsResponse.resources:type_name -> switchyard.v1.Resource
-	0,  // 14: switchyard.v1.StreamSnapshotsRequest.node:type_name -> switchyard.v1.Node
-	14, // 15: switchyard.v1.StreamSnapshotsRequest.error_detail:type_name -> google.rpc.Status
-	2,  // 16: switchyard.v1.StreamSnapshotsRequest.report:type_name -> switchyard.v1.ApplyReport
-	1,  // 17: switchyard.v1.StreamSnapshotsResponse.resources:type_name -> switchyard.v1.Resource
-	4,  // 18: switchyard.v1.DiscoveryService.DeltaSnapshots:input_type -> switchyard.v1.DeltaSnapshotsRequest
-	6,  // 19: switchyard.v1.DiscoveryService.StreamSnapshots:input_type -> switchyard.v1.StreamSnapshotsRequest
-	5,  // 20: switchyard.v1.DiscoveryService.DeltaSnapshots:output_type -> switchyard.v1.DeltaSnapshotsResponse
-	7,  // 21: switchyard.v1.DiscoveryService.StreamSnapshots:output_type -> switchyard.v1.StreamSnapshotsResponse
-	20, // [20:22] is the sub-list for method output_type
-	18, // [18:20] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	10, // 0: switchyard.v1.Node.mode:type_name -> switchyard.v1.DataplaneMode
+	11, // 1: switchyard.v1.Resource.service:type_name -> switchyard.v1.ServiceView
+	12, // 2: switchyard.v1.Resource.node_config:type_name -> switchyard.v1.NodeConfig
+	13, // 3: switchyard.v1.ApplyReport.apply_duration:type_name -> google.protobuf.Duration
+	13, // 4: switchyard.v1.ApplyReport.programming_latency:type_name -> google.protobuf.Duration
+	10, // 5: switchyard.v1.ApplyReport.mode:type_name -> switchyard.v1.DataplaneMode
+	4,  // 6: switchyard.v1.ApplyReport.drift:type_name -> switchyard.v1.DriftStatus
+	3,  // 7: switchyard.v1.ApplyReport.datapath:type_name -> switchyard.v1.DatapathStatus
+	14, // 8: switchyard.v1.DatapathStatus.last_probe:type_name -> google.protobuf.Timestamp
+	14, // 9: switchyard.v1.DriftStatus.last_check:type_name -> google.protobuf.Timestamp
+	14, // 10: switchyard.v1.DriftStatus.last_drift:type_name -> google.protobuf.Timestamp
+	0,  // 11: switchyard.v1.DeltaSnapshotsRequest.node:type_name -> switchyard.v1.Node
+	9,  // 12: switchyard.v1.DeltaSnapshotsRequest.initial_resource_versions:type_name -> switchyard.v1.DeltaSnapshotsRequest.InitialResourceVersionsEntry
+	15, // 13: switchyard.v1.DeltaSnapshotsRequest.error_detail:type_name -> google.rpc.Status
+	2,  // 14: switchyard.v1.DeltaSnapshotsRequest.report:type_name -> switchyard.v1.ApplyReport
+	1,  // 15: switchyard.v1.DeltaSnapshotsResponse.resources:type_name -> switchyard.v1.Resource
+	0,  // 16: switchyard.v1.StreamSnapshotsRequest.node:type_name -> switchyard.v1.Node
+	15, // 17: switchyard.v1.StreamSnapshotsRequest.error_detail:type_name -> google.rpc.Status
+	2,  // 18: switchyard.v1.StreamSnapshotsRequest.report:type_name -> switchyard.v1.ApplyReport
+	1,  // 19: switchyard.v1.StreamSnapshotsResponse.resources:type_name -> switchyard.v1.Resource
+	5,  // 20: switchyard.v1.DiscoveryService.DeltaSnapshots:input_type -> switchyard.v1.DeltaSnapshotsRequest
+	7,  // 21: switchyard.v1.DiscoveryService.StreamSnapshots:input_type -> switchyard.v1.StreamSnapshotsRequest
+	6,  // 22: switchyard.v1.DiscoveryService.DeltaSnapshots:output_type -> switchyard.v1.DeltaSnapshotsResponse
+	8,  // 23: switchyard.v1.DiscoveryService.StreamSnapshots:output_type -> switchyard.v1.StreamSnapshotsResponse
+	22, // [22:24] is the sub-list for method output_type
+	20, // [20:22] is the sub-list for method input_type
+	20, // [20:20] is the sub-list for extension type_name
+	20, // [20:20] is the sub-list for extension extendee
+	0,  // [0:20] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_v1_discovery_proto_init() }
@@ -839,7 +927,7 @@ func file_switchyard_v1_discovery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_v1_discovery_proto_rawDesc), len(file_switchyard_v1_discovery_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

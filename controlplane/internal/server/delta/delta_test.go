@@ -475,3 +475,39 @@ func TestTwoServersAgree(t *testing.T) {
 		}
 	}
 }
+
+// TestReportRefresh: with nothing in flight, repeating the last ACK's
+// nonce with a report updates what the agent reports (its datapath
+// verdict) and nothing else; a refresh of an older nonce is stale.
+func TestReportRefresh(t *testing.T) {
+	c := cache.New()
+	nv1 := cachetest.NewNodeView(svc(t, 0, 0))
+	c.Publish("n1", nv1, nil)
+	h := start(t, c, stream.Options{})
+	cl := h.open(t, "n1", nil, true)
+	r1 := cl.recv()
+	cl.ack(r1, &switchyardv1.ApplyReport{Datapath: &switchyardv1.DatapathStatus{Healthy: true}})
+	eventually(t, "ACK", func() bool { return h.status("n1").AckedVersion == nv1.Version() })
+	if dp := h.status("n1").Datapath; !dp.GetHealthy() {
+		t.Fatalf("datapath after the ACK: %v", dp)
+	}
+
+	cl.ack(r1, &switchyardv1.ApplyReport{Datapath: &switchyardv1.DatapathStatus{Healthy: false, Error: "probe timed out"}})
+	eventually(t, "report refresh", func() bool { return h.status("n1").Datapath.GetError() == "probe timed out" })
+	if st := h.status("n1"); st.AckedVersion != nv1.Version() || st.Datapath.GetHealthy() {
+		t.Errorf("after the refresh: acked %q datapath %v", st.AckedVersion, st.Datapath)
+	}
+
+	nv2 := nv1.With(svc(t, 0, 1))
+	c.Publish("n1", nv2, []string{"ns/svc-000"})
+	r2 := cl.recv()
+	cl.ack(r2, nil)
+	eventually(t, "second ACK", func() bool { return h.status("n1").AckedVersion == nv2.Version() })
+	// r1's nonce is no longer the last acknowledged: stale.
+	cl.ack(r1, &switchyardv1.ApplyReport{Datapath: &switchyardv1.DatapathStatus{Healthy: true, Error: "stale"}})
+	cl.ack(r2, &switchyardv1.ApplyReport{Datapath: &switchyardv1.DatapathStatus{Healthy: true}})
+	eventually(t, "refresh of the last ACK", func() bool { return h.status("n1").Datapath.GetHealthy() })
+	if got := h.status("n1").Datapath.GetError(); got != "" {
+		t.Errorf("a refresh of an older nonce was taken: %q", got)
+	}
+}

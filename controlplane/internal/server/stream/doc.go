@@ -12,7 +12,10 @@
 // Protocol invariants:
 //   - Every response has a fresh nonce. A request whose response_nonce is
 //     the latest one sent answers it: ACK without error_detail, NACK with it.
-//     Requests with any other nonce are stale and ignored.
+//     While none is in flight, a request repeating the nonce of the last
+//     complete batch acknowledged, without error_detail, is a report
+//     refresh: only its report (datapath, drift) is kept. Requests with
+//     any other nonce are stale and ignored.
 //   - At most one response is in flight: the next is sent only after the
 //     previous one is answered. A stuck reader therefore holds one response;
 //     changes meanwhile only grow the watch's bounded dirty set, and the next

@@ -25,6 +25,7 @@ type session[Req Request, Resp proto.Message] struct {
 
 	nonce   uint64
 	flight  *flight       // the response awaiting an answer; nil when none
+	applied string        // nonce of the last complete batch acknowledged
 	nacked  string        // version last rejected; held until the view changes or retry fires
 	nacks   int           // consecutive NACKs, for the retry's backoff
 	retry   clock.Timer   // sends the rejected version again; nil when none
@@ -200,6 +201,11 @@ func (s *session[Req, Resp]) sendNext(ctx context.Context) error {
 func (s *session[Req, Resp]) answer(ctx context.Context, req Req) error {
 	f := s.flight
 	nonce := req.GetResponseNonce()
+	if f == nil && nonce != "" && nonce == s.applied && req.GetErrorDetail() == nil {
+		// A report refresh: the agent's checks changed, its view did not.
+		s.watch.Reported(req.GetReport())
+		return nil
+	}
 	if f == nil || nonce != f.nonce {
 		s.log.Debug("ignoring stale request", "nonce", nonce)
 		return nil
@@ -225,6 +231,7 @@ func (s *session[Req, Resp]) answer(ctx context.Context, req Req) error {
 		return s.sendNext(ctx)
 	}
 	s.flight = nil
+	s.applied = nonce
 	s.watch.SetInFlight(0)
 	s.nacked, s.nacks = "", 0
 	s.stopRetry()
