@@ -20,6 +20,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
@@ -120,6 +121,7 @@ func TestDeployRBAC(t *testing.T) {
 	defer cancel()
 	fixture(ctx, t, api)
 	applyRBAC(ctx, t, api.Client())
+	putSettings(ctx, t, api, "mode: nftables\n")
 
 	cpCfg, err := api.ServiceAccountConfig(ctx, systemNS, "switchyard-controlplane")
 	if err != nil {
@@ -184,6 +186,20 @@ func TestDeployRBAC(t *testing.T) {
 			_, err := cpClient.CoreV1().ConfigMaps(systemNS).Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "switchyard-agent", Namespace: systemNS}}, metav1.UpdateOptions{})
 			return err
 		}, false},
+		{"controlplane patches its settings ConfigMap (a rollout's progress)", func() error {
+			_, err := cpClient.CoreV1().ConfigMaps(systemNS).Patch(ctx, "switchyard-controlplane", types.MergePatchType,
+				[]byte(`{"metadata":{"annotations":{"switchyard.io/rollout-progress":"{\"name\":\"none\",\"step\":0}"}}}`), metav1.PatchOptions{})
+			return err
+		}, true},
+		{"controlplane cannot replace its settings ConfigMap", func() error {
+			_, err := cpClient.CoreV1().ConfigMaps(systemNS).Update(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "switchyard-controlplane", Namespace: systemNS}}, metav1.UpdateOptions{})
+			return err
+		}, false},
+		{"controlplane cannot patch another ConfigMap of its namespace", func() error {
+			_, err := cpClient.CoreV1().ConfigMaps(systemNS).Patch(ctx, "switchyard-agent", types.MergePatchType,
+				[]byte(`{"metadata":{"annotations":{"x":"y"}}}`), metav1.PatchOptions{})
+			return err
+		}, false},
 		{"controlplane cannot delete services", func() error {
 			return cpClient.CoreV1().Services(ns).Delete(ctx, "front", metav1.DeleteOptions{})
 		}, false},
@@ -209,9 +225,8 @@ func TestDeployRBAC(t *testing.T) {
 
 	// The real binary, with nothing but its ServiceAccount token, syncs and
 	// serves the fixture's service.
-	// --config-map as deploy/ sets it: the settings ConfigMap is read
-	// under the Role.
-	putSettings(ctx, t, api, "mode: nftables\n")
+	// --config-map as deploy/ sets it: the settings ConfigMap (written
+	// above) is read under the Role.
 	cp := startControlPlane(t, api, "--kubeconfig", writeKubeconfig(t, cpCfg, api.CAFile()),
 		"--config-map", systemNS+"/switchyard-controlplane")
 	if s := listNodes(ctx, t, cp).GetSettings(); s.GetSource() != "configmap" {

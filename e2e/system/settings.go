@@ -47,3 +47,22 @@ func (c *Cluster) SettingsAt(ctx context.Context, i int) (*switchyardv1.ControlP
 	}
 	return resp.GetSettings(), nil
 }
+
+// RolloutAt returns the settings rollout as replica i drives it.
+func (c *Cluster) RolloutAt(ctx context.Context, i int) (*switchyardv1.GetRolloutResponse, error) {
+	resp, err := switchyardv1.NewAdminServiceClient(c.cps[i].conn).GetRollout(ctx, &switchyardv1.GetRolloutRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("GetRollout on %s: %w", c.cps[i].id, err)
+	}
+	return resp, nil
+}
+
+// ServiceAt returns where a Service is live, as replica i's GetService
+// says.
+func (c *Cluster) ServiceAt(ctx context.Context, i int, namespace, name string) (*switchyardv1.GetServiceResponse, error) {
+	resp, err := switchyardv1.NewAdminServiceClient(c.cps[i].conn).GetService(ctx, &switchyardv1.GetServiceRequest{Namespace: namespace, Name: name})
+	if err != nil {
+		return nil, fmt.Errorf("GetService %s/%s on %s: %w", namespace, name, c.cps[i].id, err)
+	}
+	return resp, nil
+}

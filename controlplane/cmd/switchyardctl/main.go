@@ -1,5 +1,5 @@
 // Command switchyardctl is a small CLI for people over the control plane's
-// AdminService: status, explain, view, diff. Its logic is in
+// AdminService: status, explain, view, diff, service, rollout. Its logic is in
 // controlplane/internal/ctl, tested there without a process.
 package main
 

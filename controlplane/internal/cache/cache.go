@@ -10,7 +10,8 @@ import (
 // Cache holds the newest NodeView of every node, the one watch (stream) per
 // node and what each node's agent acknowledged. Safe for concurrent use.
 type Cache struct {
-	clock clock.PassiveClock
+	clock   clock.PassiveClock
+	applied ApplyObserver // nil: none
 
 	// mu guards the nodes map. A node's fields are guarded by node.mu; the
 	// lock order is mu, then node.mu. Paths that change a node hold at
@@ -27,6 +28,8 @@ type node struct {
 	view  NodeView // nil: the control plane does not know this node (yet)
 	watch *Watch   // nil: no stream
 	ack   ackState
+	// gen is the ApplyObserver's Generation when view was published.
+	gen uint64
 }
 
 // Option configures a Cache.
@@ -35,6 +38,12 @@ type Option func(*Cache)
 // WithClock sets the clock used for connection, ACK and NACK times.
 func WithClock(c clock.PassiveClock) Option {
 	return func(cc *Cache) { cc.clock = c }
+}
+
+// WithApplyObserver sets who learns, at each ACK, what the agent's view
+// newly holds at its desired version (the fleet's programming latency).
+func WithApplyObserver(o ApplyObserver) Option {
+	return func(cc *Cache) { cc.applied = o }
 }
 
 // New returns an empty cache.
@@ -61,6 +70,9 @@ func (c *Cache) Publish(name string, nv NodeView, changed []string) {
 
 	prev := n.view
 	n.view = nv
+	if c.applied != nil {
+		n.gen = c.applied.Generation()
+	}
 	if w := n.watch; w != nil {
 		if changed == nil || prev == nil || (len(changed) == 0 && prev.Version() != nv.Version()) {
 			w.markAll()

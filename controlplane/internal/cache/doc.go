@@ -23,4 +23,10 @@
 //   - NodeViews and Views are immutable once published; the cache and the
 //     servers keep references to them without copying, and Encoded bytes are
 //     written to the wire verbatim (see Raw).
+//   - With an ApplyObserver (package fleetlatency), each ACK after a
+//     stream's first tells it the names the acknowledged view brought to
+//     the node at their desired version. What the cache keeps for it is
+//     per node, never per (node, name): the observer's generation of the
+//     newest view, and the names taken since the last ACK, bounded as the
+//     dirty set is.
 package cache

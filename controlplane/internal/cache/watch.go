@@ -52,6 +52,14 @@ type Watch struct {
 	all      bool
 	inFlight int
 	replaced bool
+
+	// For the cache's ApplyObserver, guarded by n.mu: the names taken
+	// since the last ACK, the version and generation of the view last
+	// taken, and whether the stream has acknowledged anything yet.
+	taken        Changes
+	takenVersion string
+	takenGen     uint64
+	ackedOnce    bool
 }
 
 // Watch opens the watch of node for a stream of kind rpc ("delta", "sotw")
@@ -104,6 +112,14 @@ func (w *Watch) Take() (NodeView, Changes) {
 		slices.Sort(ch.Names)
 	}
 	w.all, w.dirty = false, nil
+	if w.c.applied != nil {
+		w.takenVersion, w.takenGen = "", w.n.gen
+		limit := 0
+		if w.n.view != nil {
+			w.takenVersion, limit = w.n.view.Version(), w.n.view.Len()
+		}
+		w.taken = w.taken.Merge(ch, limit)
+	}
 	return w.n.view, ch
 }
 
@@ -117,12 +133,24 @@ func (w *Watch) SetInFlight(n int) {
 
 // Acked records that the agent applied view; report may be nil. Ignored
 // once the watch was replaced.
+//
+// With an ApplyObserver, it is told the names view brought to the node at
+// their desired version, when view is the one last taken. The stream's
+// first ACK tells it nothing: it is a resync after a connect, and the
+// agent may have had those versions from another replica.
 func (w *Watch) Acked(view NodeView, report *switchyardv1.ApplyReport) {
 	w.n.mu.Lock()
 	defer w.n.mu.Unlock()
-	if !w.replaced {
-		w.n.ack.acked(view, report, w.c.clock.Now())
+	if w.replaced {
+		return
 	}
+	if o := w.c.applied; o != nil {
+		if w.ackedOnce && view != nil && view.Version() == w.takenVersion {
+			o.Applied(w.takenGen, newlyApplied(w.n.ack.view, view, w.n.view, w.taken))
+		}
+		w.taken, w.ackedOnce = Changes{}, true
+	}
+	w.n.ack.acked(view, report, w.c.clock.Now())
 }
 
 // Nacked records that the agent rejected a response and kept its last good

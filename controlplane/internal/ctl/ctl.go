@@ -20,7 +20,7 @@ const (
 	ExitOK = 0
 	// ExitFailed: an error; for diff, the views differ.
 	ExitFailed = 1
-	// ExitUsage: bad flags or arguments, rollout, or an error in diff.
+	// ExitUsage: bad flags or arguments, or an error in diff.
 	ExitUsage = 2
 )
 
@@ -58,7 +58,7 @@ func (s *session) rpcContext(ctx context.Context) (context.Context, context.Canc
 func (s *session) json() bool { return s.opts.Output == OutputJSON }
 
 func commands() []command {
-	return []command{statusCommand(), explainCommand(), viewCommand(), diffCommand(), rolloutCommand()}
+	return []command{statusCommand(), explainCommand(), viewCommand(), diffCommand(), serviceCommand(), rolloutCommand()}
 }
 
 func lookup(name string) (command, bool) {
@@ -200,20 +200,4 @@ func help(stdout io.Writer, args []string) (string, int, error) {
 		return Name, ExitOK, commandUsage(stdout, cmd, fs)
 	}
 	return Name, ExitUsage, usagef("help takes at most one command")
-}
-
-// rolloutCommand refuses: there is no rollout API to be thin over, and a
-// CLI that faked one (editing the ConfigMap, say) would be a second
-// control plane.
-func rolloutCommand() command {
-	return command{
-		name: "rollout", summary: "not available: the control plane has no rollout API yet",
-		detail:   "Staged rollouts of views or settings need an API in the control plane (issue 20 item 4); until it exists this command only says so and exits 2.",
-		failCode: ExitUsage, offline: true,
-		bind: func(*flag.FlagSet) action {
-			return func(context.Context, *session, []string) (int, error) {
-				return ExitUsage, errors.New("not available: the control plane has no rollout API yet (issue 20 item 4)")
-			}
-		},
-	}
 }

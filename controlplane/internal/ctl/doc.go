@@ -8,7 +8,8 @@
 //	        explain ─ Explain                ──▶ summary + endpoints | protojson
 //	        view ──── GetNodeView            ──▶ resource table | protojson
 //	        diff ──── ListNodes, GetNodeView, GetService per service
-//	        rollout ─ refused: there is no rollout API
+//	        service ─ GetService             ──▶ summary (applied N of M, latency) + nodes | protojson
+//	        rollout ─ GetRollout             ──▶ summary + steps + reached nodes | protojson
 //
 // Invariants:
 //   - Thin over AdminService: every answer comes from one RPC's response;
@@ -17,8 +18,8 @@
 //     exception (it joins three RPCs) and prints its own small JSON.
 //   - Every RPC runs under --timeout.
 //   - Errors are one line on stderr. Exit codes: 0 success; 1 an error,
-//     or for diff a difference; 2 a usage error, rollout, or an error in
-//     diff (as diff(1) uses 2 for trouble).
+//     or for diff a difference; 2 a usage error or an error in diff (as
+//     diff(1) uses 2 for trouble); 3 a rollout that halted.
 //   - The TLS flags are the agent's (--ca-file, --cert-file, --key-file,
 //     --insecure) with the same meaning and checks; a bearer token needs
 //     TLS, because the control plane reads one only under TLS and a token

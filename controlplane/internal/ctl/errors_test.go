@@ -10,7 +10,7 @@ import (
 )
 
 // TestErrors: each failure is one line on stderr, nothing on stdout, and
-// its exit code: 2 for usage, 1 for a failed call, 2 for rollout and for
+// its exit code: 2 for usage, 1 for a failed call, 2 for
 // a failed diff.
 func TestErrors(t *testing.T) {
 	c, _ := newFleet(t)
@@ -58,8 +58,6 @@ func TestErrors(t *testing.T) {
 		{"CA file not PEM", []string{"--ca-file", empty, "status"}, 1, `--ca-file .*: no PEM certificate`},
 		{"nobody listens", []string{"--server", "unix://" + filepath.Join(dir, "none.sock"), "--insecure", "--timeout", "2s", "status"}, 1,
 			`^switchyardctl status: ListNodes: Unavailable: `},
-		{"rollout", []string{"rollout"}, 2,
-			`^switchyardctl rollout: not available: the control plane has no rollout API yet \(issue 20 item 4\)$`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -96,7 +94,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"help", "explain"}, append(slices.Clone(global), "desired", "mode")},
 		{[]string{"view", "--help"}, append(slices.Clone(global), "view [flags] NODE")},
 		{[]string{"diff", "--help"}, append(slices.Clone(global), "diff [flags] NODE", "1 when they differ")},
-		{[]string{"rollout", "--help"}, append(slices.Clone(global), "issue 20 item 4")},
+		{[]string{"rollout", "--help"}, append(slices.Clone(global), "GetRollout", "Exits 3 when the rollout halted")},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

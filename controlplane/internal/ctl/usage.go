@@ -8,11 +8,12 @@ import (
 )
 
 const about = `switchyardctl reads the Switchyard control plane's AdminService (read-only):
-the fleet's state, one node's view, what a node does with a packet. It is a
+the fleet's state, one node's view, what a node does with a packet, where a
+service is live, the settings rollout. It is a
 thin client: -o json prints each response as grpcurl would.`
 
 const exitCodes = `Exit codes: 0 success; 1 an error (diff: the views differ); 2 a usage
-error, rollout, or an error in diff.`
+error or an error in diff; 3 rollout: the rollout halted.`
 
 // mainUsage prints what --help prints without a command.
 func mainUsage(w io.Writer) error {

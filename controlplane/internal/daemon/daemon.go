@@ -22,9 +22,11 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/apistatus"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/fleetlatency"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/metrics"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/nodeview"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/rollout"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/adminauth"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/settings"
@@ -123,16 +125,28 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("register metrics: %w", err)
 	}
 	set := settings.New(settings.Config{Flags: o.Views, Namespace: o.ConfigMapNamespace, Name: o.ConfigMapName, Observer: sm, Logger: log})
-	c := cache.New()
+	// The fleet's programming latency per service: changes from the
+	// watch, ACKs from the cache, read by AdminService GetService.
+	latency := fleetlatency.New()
+	c := cache.New(cache.WithApplyObserver(latency))
+	publish := watch.ObservedPublisher{Publisher: c, Services: latency}
+	// Without a ConfigMap there is no rollout (nothing to declare it in)
+	// and the driver only reports so.
+	driver := rollout.NewDriver(rollout.DriverConfig{
+		Fleet:  fleet(c),
+		Writer: watch.ProgressWriter{Client: client, Namespace: o.ConfigMapNamespace, Name: o.ConfigMapName},
+		Logger: log.With("component", "rollout"),
+	})
 	w := watch.New(watch.Config{
-		Client: client, Resync: o.Resync, Publisher: c, Logger: log, API: api, Settings: set,
+		Client: client, Resync: o.Resync, Publisher: publish, Logger: log, API: api, Settings: set, Rollout: driver,
 		Views:    nodeview.Options{Defaults: o.Views, AdvertiseService: o.AdvertiseService},
 		Recorder: observer{m}, Observer: observer{m},
 	})
 	srv := server.New(server.Config{
 		Listen: o.Listen, ControlPlaneID: id, CoalesceWindow: o.CoalesceWindow,
 		MaxMessageBytes: o.MaxMessageBytes, TLS: tlsCfg, API: api, AdminAuth: adminAuth, Settings: set,
-		Ready: w.Ready(), MaxUnknownNodeStreams: o.MaxUnknownNodeStreams,
+		Ready: w.Ready(), MaxUnknownNodeStreams: o.MaxUnknownNodeStreams, Rollout: driver,
+		Latency: latency,
 	}, c, log, m)
 
 	lis, err := listen(o.Listen)
@@ -142,6 +156,14 @@ func Run(ctx context.Context, o Options) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return w.Run(ctx) })
 	g.Go(func() error { return srv.Serve(ctx, lis) })
+	g.Go(func() error {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.Ready():
+		}
+		return ignoreCanceled(driver.Run(ctx))
+	})
 	g.Go(func() error {
 		select {
 		case <-ctx.Done():
@@ -164,6 +186,29 @@ func Run(ctx context.Context, o Options) error {
 		g.Go(func() error { return serveHTTP(ctx, o.HealthzAddr, healthMux(w.Ready(), api)) })
 	}
 	err = g.Wait()
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+// fleet reports the agents the cache serves to the rollout driver.
+func fleet(c *cache.Cache) rollout.Fleet {
+	return func() map[string]rollout.NodeReport {
+		snaps := c.Snapshot()
+		out := make(map[string]rollout.NodeReport, len(snaps))
+		for _, sn := range snaps {
+			st := sn.Status
+			out[st.Name] = rollout.NodeReport{
+				Connected: st.Connected, SettingsHash: st.Agent.GetSettingsHash(),
+				LastNack: st.LastNackTime, NackMessage: st.LastNack.GetMessage(), Datapath: st.Datapath,
+			}
+		}
+		return out
+	}
+}
+
+func ignoreCanceled(err error) error {
 	if errors.Is(err, context.Canceled) {
 		return nil
 	}

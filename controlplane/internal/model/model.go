@@ -151,7 +151,14 @@ type Node struct {
 	Name      string
 	Zone      string
 	Addresses []netip.Addr
+	// Labels are the Node's labels under LabelPrefix only (the ones that
+	// steer Switchyard): a heartbeat or an unrelated label change must not
+	// change the model. Nil when it has none.
+	Labels map[string]string
 }
+
+// LabelPrefix is the prefix of the Node labels Node.Labels keeps.
+const LabelPrefix = "switchyard.io/"
 
 // ServiceCIDR is one ServiceCIDR object (networking.k8s.io/v1): a range
 // the cluster allocates Service cluster IPs from.

@@ -108,7 +108,7 @@ func (c *changeSet) service(e svcEdit) {
 	}
 }
 
-func unionKeys(a, b map[string]*View) map[string]struct{} {
+func unionKeys[V any](a, b map[string]V) map[string]struct{} {
 	out := make(map[string]struct{}, len(a)+len(b))
 	for k := range a {
 		out[k] = struct{}{}

@@ -120,7 +120,7 @@ func NewIndex(st *model.State, opts Options) *Index {
 		st = model.NewState()
 	}
 	ix := &Index{
-		config:    newConfigBase(opts.Defaults),
+		config:    newConfigBase(Settings{Defaults: opts.Defaults}),
 		workers:   opts.Workers,
 		advertise: opts.AdvertiseService,
 		zones:     map[string]*layer{},

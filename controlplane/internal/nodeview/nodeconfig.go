@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -36,9 +37,9 @@ type Defaults struct {
 	NodePortAddresses []string
 }
 
-// configBase is the node-independent part of every NodeConfig, converted
-// once per Index.
-type configBase struct {
+// settingsBase is one set of settings converted once: the cluster's,
+// or a per-node exception's.
+type settingsBase struct {
 	mode      switchyardv1.DataplaneMode
 	minSync   time.Duration
 	sync      time.Duration
@@ -49,6 +50,19 @@ type configBase struct {
 	// hash is the settings hash of the fields above
 	// (NodeConfig.settings_hash).
 	hash string
+}
+
+// configBase is the node-independent part of every NodeConfig, converted
+// once per Index.
+type configBase struct {
+	settingsBase
+	// perNode are the nodes whose settings are not the cluster's (a Node
+	// label, a rollout step), by node name; shared between Indexes and
+	// never modified.
+	perNode map[string]*settingsBase
+	// planHash hashes the cluster's hash and every per-node one: equal
+	// plans send every node the same settings.
+	planHash string
 	// controlPlanes are the advertised control-plane addresses
 	// (controlPlaneAddresses), shared by every node's NodeConfig.
 	controlPlanes []string
@@ -57,8 +71,17 @@ type configBase struct {
 	serviceCIDRs []string
 }
 
-func newConfigBase(d Defaults) configBase {
-	c := configBase{
+// Settings are the settings of every node: the cluster's Defaults, and
+// the nodes that get others.
+type Settings struct {
+	Defaults Defaults
+	// PerNode maps a node's name to its own settings; a node absent from
+	// it gets Defaults.
+	PerNode map[string]Defaults
+}
+
+func newSettingsBase(d Defaults) settingsBase {
+	c := settingsBase{
 		mode:      d.Mode,
 		minSync:   d.MinSyncPeriod,
 		sync:      d.SyncPeriod,
@@ -71,10 +94,59 @@ func newConfigBase(d Defaults) configBase {
 	return c
 }
 
+func newConfigBase(s Settings) configBase {
+	c := configBase{settingsBase: newSettingsBase(s.Defaults)}
+	if len(s.PerNode) > 0 {
+		// Nodes sharing settings share one converted copy: a rollout step
+		// gives thousands of nodes the same two or three.
+		byHash := map[string]*settingsBase{}
+		c.perNode = make(map[string]*settingsBase, len(s.PerNode))
+		for name, d := range s.PerNode {
+			b := newSettingsBase(d)
+			if b.hash == c.hash {
+				continue
+			}
+			if shared, ok := byHash[b.hash]; ok {
+				c.perNode[name] = shared
+				continue
+			}
+			byHash[b.hash] = &b
+			c.perNode[name] = &b
+		}
+	}
+	c.planHash = c.hashPlan()
+	return c
+}
+
+// hashPlan hashes the cluster's settings hash and each per-node one,
+// by node name.
+func (c configBase) hashPlan() string {
+	if len(c.perNode) == 0 {
+		return c.hash
+	}
+	h := sha256.New()
+	h.Write([]byte(c.hash))
+	for _, name := range slices.Sorted(maps.Keys(c.perNode)) {
+		h.Write([]byte{0})
+		h.Write([]byte(name))
+		h.Write([]byte{0})
+		h.Write([]byte(c.perNode[name].hash))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:versionBytes])
+}
+
+// forNode returns the settings of the named node.
+func (c configBase) forNode(name string) *settingsBase {
+	if b, ok := c.perNode[name]; ok {
+		return b
+	}
+	return &c.settingsBase
+}
+
 // settingsHash hashes the deterministic encoding of a NodeConfig holding
 // only the settings: the same settings give the same hash on every
 // replica and in every release that encodes them the same way.
-func (c configBase) settingsHash() string {
+func (c settingsBase) settingsHash() string {
 	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(c.settings())
 	if err != nil { // a NodeConfig of strings, bools and durations always encodes
 		return ""
@@ -83,8 +155,8 @@ func (c configBase) settingsHash() string {
 	return hex.EncodeToString(sum[:versionBytes])
 }
 
-// settings is a NodeConfig with only the cluster-wide settings set.
-func (c configBase) settings() *switchyardv1.NodeConfig {
+// settings is a NodeConfig with only the settings set.
+func (c settingsBase) settings() *switchyardv1.NodeConfig {
 	nc := &switchyardv1.NodeConfig{
 		Mode:          c.mode,
 		IpvsScheduler: c.scheduler,
@@ -105,26 +177,57 @@ func (c configBase) settings() *switchyardv1.NodeConfig {
 	return nc
 }
 
-// SettingsHash is the NodeConfig.settings_hash of every NodeConfig the
-// Index hands out.
+// SettingsHash is the NodeConfig.settings_hash of d.
+func SettingsHash(d Defaults) string { return newSettingsBase(d).hash }
+
+// SettingsHash is the cluster's settings hash: the NodeConfig.settings_hash
+// of every node without settings of its own.
 func (ix *Index) SettingsHash() string { return ix.config.hash }
 
-// WithDefaults returns an Index whose NodeConfigs carry d, and whether
-// that changed every node's NodeConfig (Changes.AllConfigs). Defaults
-// equal to the Index's (same settings hash) return ix itself: a ConfigMap
-// rewritten with the same values re-sends nothing. The service views are
-// shared with ix, which stays valid and unchanged.
+// NodeSettingsHash is the NodeConfig.settings_hash the Index sends the
+// named node, and whether that node has settings of its own.
+func (ix *Index) NodeSettingsHash(name string) (string, bool) {
+	b, own := ix.config.perNode[name]
+	if !own {
+		return ix.config.hash, false
+	}
+	return b.hash, true
+}
+
+// WithDefaults is WithSettings with no node of its own.
 func (ix *Index) WithDefaults(d Defaults) (*Index, bool) {
-	base := newConfigBase(d)
-	if base.hash == ix.config.hash {
-		return ix, false
+	next, all, _ := ix.WithSettings(Settings{Defaults: d})
+	return next, all
+}
+
+// WithSettings returns an Index whose NodeConfigs carry s; whether that
+// changed every node's NodeConfig (Changes.AllConfigs: the cluster's
+// settings changed); else the nodes whose NodeConfig changed
+// (Changes.ConfigNodes). Settings that send every node what ix does
+// return ix itself: a ConfigMap rewritten with the same values re-sends
+// nothing. The service views are shared with ix, which stays valid and
+// unchanged.
+func (ix *Index) WithSettings(s Settings) (*Index, bool, []string) {
+	base := newConfigBase(s)
+	if base.planHash == ix.config.planHash {
+		return ix, false, nil
 	}
 	base.controlPlanes, base.serviceCIDRs = ix.config.controlPlanes, ix.config.serviceCIDRs
 	next := *ix
 	next.config = base
 	u := &updater{old: ix, config: base}
 	next.nodes = u.rebuildConfigs(ix.nodes)
-	return &next, true
+	if base.hash != ix.config.hash {
+		return &next, true, nil
+	}
+	var changed []string
+	for name := range unionKeys(ix.config.perNode, base.perNode) {
+		if ix.config.forNode(name).hash != base.forNode(name).hash {
+			changed = append(changed, name)
+		}
+	}
+	slices.Sort(changed)
+	return &next, false, changed
 }
 
 // nodeConfig builds the NodeConfig resource of a node. node is nil for a
@@ -132,8 +235,9 @@ func (ix *Index) WithDefaults(d Defaults) (*Index, bool) {
 // defaults and the control-plane addresses, and no zone or node
 // addresses.
 func (c configBase) nodeConfig(name string, node *model.Node) *View {
-	nc := c.settings()
-	nc.NodeName, nc.SettingsHash = text(name), c.hash
+	s := c.forNode(name)
+	nc := s.settings()
+	nc.NodeName, nc.SettingsHash = text(name), s.hash
 	// Shared, never modified: every NodeConfig points at one slice.
 	nc.ControlPlaneAddresses = c.controlPlanes
 	nc.ServiceCidrs = c.serviceCIDRs

@@ -92,3 +92,46 @@ func TestWithDefaults(t *testing.T) {
 		t.Errorf("n3 after Update: version %s, want %s", got, want)
 	}
 }
+
+// TestWithSettingsPerNode: settings of its own change that node's
+// NodeConfig only (its hash among them), survive Updates, and taking them
+// back changes it again; the same plan twice is no change.
+func TestWithSettingsPerNode(t *testing.T) {
+	st := model.NewState()
+	st.Nodes = nodesOf("n1@a", "n2@b", "n3@a")
+	iptables := Defaults{Mode: switchyardv1.DataplaneMode_DATAPLANE_MODE_IPTABLES}
+	nft := Defaults{Mode: switchyardv1.DataplaneMode_DATAPLANE_MODE_NFTABLES}
+	ix := NewIndex(st, Options{Defaults: iptables})
+
+	plan := Settings{Defaults: iptables, PerNode: map[string]Defaults{"n2": nft, "n3": iptables}}
+	next, all, changed := ix.WithSettings(plan)
+	if all || len(changed) != 1 || changed[0] != "n2" {
+		t.Fatalf("WithSettings: all %t, changed %v; want only n2 (n3's settings are the cluster's)", all, changed)
+	}
+	if m := next.Node("n2").Config().Config.GetMode(); m != nft.Mode {
+		t.Errorf("n2 mode %v", m)
+	}
+	if h, own := next.NodeSettingsHash("n2"); !own || h != SettingsHash(nft) || next.Node("n2").Config().Config.GetSettingsHash() != h {
+		t.Errorf("n2 settings hash %s (own %t), want %s in its NodeConfig", h, own, SettingsHash(nft))
+	}
+	for _, n := range []string{"n1", "n3"} {
+		if next.Node(n).Version() != ix.Node(n).Version() {
+			t.Errorf("%s changed", n)
+		}
+	}
+	if same, all, changed := next.WithSettings(plan); same != next || all || changed != nil {
+		t.Errorf("the same plan again: a new Index %t, all %t, changed %v", same != next, all, changed)
+	}
+	st.Nodes = nodesOf("n1@a", "n2@a", "n3@a")
+	after, _ := next.Update(st, nil, []string{"n2"})
+	if m := after.Node("n2").Config().Config.GetMode(); m != nft.Mode {
+		t.Errorf("n2 lost its settings in an Update: mode %v", m)
+	}
+	back, all, changed := after.WithSettings(Settings{Defaults: iptables})
+	if all || len(changed) != 1 || changed[0] != "n2" || back.Node("n2").Config().Config.GetMode() != iptables.Mode {
+		t.Errorf("taking n2's settings back: all %t changed %v", all, changed)
+	}
+	if got, want := back.Node("n2").Version(), NewIndex(st, Options{Defaults: iptables}).Node("n2").Version(); got != want {
+		t.Errorf("n2 back on the cluster's settings: version %s, fresh Index %s", got, want)
+	}
+}

@@ -75,6 +75,12 @@ type Config struct {
 	// AdminService reports and streams compare agents' with; nil does
 	// neither.
 	Settings Settings
+	// Rollout is the settings rollout AdminService reports; nil reports
+	// none.
+	Rollout admin.Rollout
+	// Latency is each service's fleet programming latency, which
+	// AdminService GetService reports; nil reports none.
+	Latency admin.Latency
 	// Ready, when set, is closed once the first views are published;
 	// streams wait for it before they are told apart as a Node's or a
 	// stranger's (stream.Strangers).
@@ -200,7 +206,14 @@ func New(cfg Config, c *cache.Cache, logger *slog.Logger, m *metrics.Metrics) *S
 		sotw:   sotw.New(c, opts),
 	}
 	switchyardv1.RegisterDiscoveryServiceServer(s.grpc, discovery{delta: s.delta, sotw: s.sotw})
-	switchyardv1.RegisterAdminServiceServer(s.grpc, admin.New(c, cfg.API, adminSettings))
+	adm := admin.New(c, cfg.API, adminSettings)
+	if cfg.Rollout != nil {
+		adm.WithRollout(cfg.Rollout)
+	}
+	if cfg.Latency != nil {
+		adm.WithLatency(cfg.Latency)
+	}
+	switchyardv1.RegisterAdminServiceServer(s.grpc, adm)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)
 	s.SetReady(false)

@@ -14,6 +14,10 @@
 //	                          ▼
 //	   agent's Node.settings_hash ──CheckAgent──▶ log + metric when it differs
 //
+// config.yaml's rollout (RolloutFile) is parsed here with the rest, into
+// a rollout.Spec whose target is the file's settings with the rollout's
+// over them; package rollout decides which nodes get it.
+//
 // Invariants:
 //   - Parsing is pure and shared with the flags (cmd/), so a value means
 //     the same in both places.

@@ -8,9 +8,11 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/nodeview"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/rollout"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -28,21 +30,89 @@ type File struct {
 	ClusterCIDRs      *[]string `json:"clusterCIDRs,omitempty"`
 	MasqueradeAll     *bool     `json:"masqueradeAll,omitempty"`
 	NodePortAddresses *[]string `json:"nodePortAddresses,omitempty"`
+	// Rollout brings other settings to the fleet a step at a time.
+	Rollout *RolloutFile `json:"rollout,omitempty"`
+}
+
+// RolloutFile is config.yaml's rollout.
+type RolloutFile struct {
+	// Name identifies the rollout (a DNS-1123 label): a new name starts
+	// over, with a new sample of nodes per step.
+	Name string `json:"name"`
+	// Settings are the fields the rollout changes, as at the top level
+	// (no rollout inside).
+	Settings *File `json:"settings"`
+	// CanaryNodes go first, with the nodes labelled
+	// switchyard.io/rollout-canary=true.
+	CanaryNodes []string `json:"canaryNodes,omitempty"`
+	// Steps are the shares of all nodes after the canaries ("10%",
+	// "50%"); 100% ends them. Empty is ["100%"].
+	Steps []string `json:"steps,omitempty"`
+	// Pause is how long a step's nodes must be applied and healthy before
+	// the next; default 30s.
+	Pause *string `json:"pause,omitempty"`
+}
+
+// ParseFile is Parse that also returns config.yaml's rollout, nil when
+// it has none: its target settings are the file's with the rollout's over
+// them.
+func ParseFile(data []byte, base nodeview.Defaults) (nodeview.Defaults, *rollout.Spec, error) {
+	var f File
+	if err := yaml.UnmarshalStrict(data, &f); err != nil {
+		return base, nil, fmt.Errorf("%s: %w", Key, err)
+	}
+	d, err := f.over(base)
+	if err != nil {
+		return base, nil, fmt.Errorf("%s: %w", Key, err)
+	}
+	if f.Rollout == nil {
+		return d, nil, nil
+	}
+	spec, err := f.Rollout.spec(d)
+	if err != nil {
+		return base, nil, fmt.Errorf("%s: rollout: %w", Key, err)
+	}
+	return d, spec, nil
+}
+
+func (r *RolloutFile) spec(d nodeview.Defaults) (*rollout.Spec, error) {
+	if msgs := validation.IsDNS1123Label(r.Name); len(msgs) > 0 {
+		return nil, fmt.Errorf("name %q: %s", r.Name, strings.Join(msgs, "; "))
+	}
+	if r.Settings == nil {
+		return nil, errors.New("settings: missing (what would it roll out?)")
+	}
+	if r.Settings.Rollout != nil {
+		return nil, errors.New("settings: a rollout inside a rollout")
+	}
+	target, err := r.Settings.over(d)
+	if err != nil {
+		return nil, fmt.Errorf("settings: %w", err)
+	}
+	percents, err := rollout.ParseSteps(r.Steps)
+	if err != nil {
+		return nil, err
+	}
+	pause := rollout.DefaultPause
+	if r.Pause != nil {
+		if pause, err = parsePeriod(*r.Pause); err != nil {
+			return nil, fmt.Errorf("pause: %w", err)
+		}
+	}
+	for _, n := range r.CanaryNodes {
+		if msgs := validation.IsDNS1123Subdomain(n); len(msgs) > 0 {
+			return nil, fmt.Errorf("canaryNodes: %q: %s", n, strings.Join(msgs, "; "))
+		}
+	}
+	return &rollout.Spec{Name: r.Name, Target: target, CanaryNodes: slices.Clone(r.CanaryNodes), Percents: percents, Pause: pause}, nil
 }
 
 // Parse reads config.yaml strictly (an unknown field is an error: a typo
 // must not silently leave a flag in force) and returns base with the
 // file's fields over it. Every value is checked as its flag is.
 func Parse(data []byte, base nodeview.Defaults) (nodeview.Defaults, error) {
-	var f File
-	if err := yaml.UnmarshalStrict(data, &f); err != nil {
-		return base, fmt.Errorf("%s: %w", Key, err)
-	}
-	d, err := f.over(base)
-	if err != nil {
-		return base, fmt.Errorf("%s: %w", Key, err)
-	}
-	return d, nil
+	d, _, err := ParseFile(data, base)
+	return d, err
 }
 
 func (f File) over(d nodeview.Defaults) (nodeview.Defaults, error) {

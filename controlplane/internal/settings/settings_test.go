@@ -179,3 +179,39 @@ func TestParseRef(t *testing.T) {
 		}
 	}
 }
+
+func TestParseFileRollout(t *testing.T) {
+	base := nodeview.Defaults{Mode: switchyardv1.DataplaneMode_DATAPLANE_MODE_IPTABLES, MinSyncPeriod: time.Second}
+	d, spec, err := ParseFile([]byte(`
+mode: iptables
+rollout:
+  name: to-nftables
+  settings: {mode: nftables}
+  canaryNodes: [node-0]
+  steps: ["50%"]
+  pause: 5s
+`), base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Mode != switchyardv1.DataplaneMode_DATAPLANE_MODE_IPTABLES || spec == nil {
+		t.Fatalf("defaults %v, spec %v", d, spec)
+	}
+	if spec.Target.Mode != switchyardv1.DataplaneMode_DATAPLANE_MODE_NFTABLES || spec.Target.MinSyncPeriod != time.Second ||
+		spec.Pause != 5*time.Second || len(spec.Percents) != 2 || spec.CanaryNodes[0] != "node-0" {
+		t.Errorf("spec %+v", spec)
+	}
+	for _, bad := range []string{
+		"rollout: {settings: {mode: nftables}}",
+		"rollout: {name: x}",
+		"rollout: {name: x, settings: {mode: bogus}}",
+		"rollout: {name: x, settings: {rollout: {name: y, settings: {}}}}",
+		"rollout: {name: x, settings: {}, steps: [\"80%\", \"20%\"]}",
+		"rollout: {name: x, settings: {}, pause: soon}",
+		"rollout: {name: x, settings: {}, canaryNodes: [\"Not A Node\"]}",
+	} {
+		if _, _, err := ParseFile([]byte(bad), base); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+}

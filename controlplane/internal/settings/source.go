@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/nodeview"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/rollout"
 )
 
 // Where settings come from (Status.Source).
@@ -50,6 +51,8 @@ type Input struct {
 	Exists          bool
 	ResourceVersion string
 	Data            map[string]string
+	// Progress is the ConfigMap's rollout.ProgressAnnotation.
+	Progress string
 }
 
 // Status is where a replica's settings come from.
@@ -74,9 +77,18 @@ type Source struct {
 	// current are the settings in use: the flags, or the last ConfigMap
 	// that parsed. Only Resolve's goroutine touches it.
 	current nodeview.Defaults
+	// rollout is the rollout of the ConfigMap in use, and progress and
+	// resourceVersion where it stands; only Resolve's goroutine touches
+	// them.
+	rollout         *rollout.Spec
+	progress        rollout.Progress
+	resourceVersion string
 
 	mu     sync.Mutex
 	status Status
+	// nodeHash gives the settings hash a node is sent (a Node label or a
+	// rollout may give it its own); nil: the cluster's, status.Hash.
+	nodeHash func(node string) (string, bool)
 }
 
 // New returns a Source that sends the flags until Resolve says otherwise.
@@ -110,12 +122,12 @@ func (s *Source) ConfigMap() (namespace, name string, ok bool) {
 func (s *Source) Resolve(in Input) nodeview.Defaults {
 	switch {
 	case !in.Exists:
-		s.current = s.cfg.Flags
+		s.current, s.rollout, s.progress, s.resourceVersion = s.cfg.Flags, nil, rollout.Progress{}, ""
 		s.update(func(st *Status) {
 			st.Source, st.ResourceVersion, st.Error, st.ErrorSince = FromFlags, "", "", time.Time{}
 		})
 	default:
-		d, err := s.parse(in)
+		d, spec, err := s.parse(in)
 		if err != nil {
 			s.cfg.Logger.Error("NodeConfig settings ConfigMap rejected: keeping the settings in use",
 				"configMap", s.status.ConfigMap, "resourceVersion", in.ResourceVersion, "err", err)
@@ -129,7 +141,8 @@ func (s *Source) Resolve(in Input) nodeview.Defaults {
 			})
 			return s.current
 		}
-		s.current = d
+		s.current, s.rollout = d, spec
+		s.progress, s.resourceVersion = rollout.ParseProgress(in.Progress), in.ResourceVersion
 		s.update(func(st *Status) {
 			st.Source, st.ResourceVersion, st.Error, st.ErrorSince = FromConfigMap, in.ResourceVersion, "", time.Time{}
 		})
@@ -137,12 +150,19 @@ func (s *Source) Resolve(in Input) nodeview.Defaults {
 	return s.current
 }
 
-func (s *Source) parse(in Input) (nodeview.Defaults, error) {
+func (s *Source) parse(in Input) (nodeview.Defaults, *rollout.Spec, error) {
 	data, ok := in.Data[Key]
 	if !ok {
-		return s.current, fmt.Errorf("no %s key", Key)
+		return s.current, nil, fmt.Errorf("no %s key", Key)
 	}
-	return Parse([]byte(data), s.cfg.Flags)
+	return ParseFile([]byte(data), s.cfg.Flags)
+}
+
+// Rollout returns the rollout of the settings in use (nil when none),
+// where the ConfigMap says it stands, and the ConfigMap's
+// resourceVersion. Only Resolve's goroutine may call it.
+func (s *Source) Rollout() (*rollout.Spec, rollout.Progress, string) {
+	return s.rollout, s.progress, s.resourceVersion
 }
 
 // InUse records the hash of the settings now sent (from the Index built
@@ -160,6 +180,14 @@ func (s *Source) InUse(hash string) {
 			"configMap", st.ConfigMap, "resourceVersion", st.ResourceVersion)
 	}
 	s.cfg.Observer.SettingsInUse(st.Hash, st.Source)
+}
+
+// NodesInUse hands the Source the settings hash each node is sent, for
+// CheckAgent; the function must be safe to call from any goroutine.
+func (s *Source) NodesInUse(nodeHash func(node string) (string, bool)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nodeHash = nodeHash
 }
 
 func (s *Source) update(f func(*Status)) {
@@ -182,13 +210,19 @@ func (s *Source) Status() Status {
 // that, and reports whether they differ. An empty hash (no NodeConfig
 // yet, or an older agent) is not checked.
 func (s *Source) CheckAgent(node, agentHash string) bool {
-	st := s.Status()
-	if agentHash == "" || st.Hash == "" || agentHash == st.Hash {
+	s.mu.Lock()
+	st, nodeHash := s.status, s.nodeHash
+	s.mu.Unlock()
+	want := st.Hash
+	if nodeHash != nil {
+		want, _ = nodeHash(node)
+	}
+	if agentHash == "" || want == "" || agentHash == want {
 		return false
 	}
 	s.cfg.Logger.Warn("agent programs NodeConfig settings other than this replica's: another replica may have other settings "+
 		"(see each replica's ListNodes settings), or they changed while it was away; it now gets this replica's",
-		"node", node, "agentSettingsHash", agentHash, "settingsHash", st.Hash, "source", st.Source)
+		"node", node, "agentSettingsHash", agentHash, "settingsHash", want, "source", st.Source)
 	s.cfg.Observer.AgentSettingsDiffer()
 	return true
 }

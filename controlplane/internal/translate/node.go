@@ -11,8 +11,9 @@ import (
 )
 
 // Node translates one Node: its name, its zone (label
-// topology.kubernetes.io/zone) and its InternalIP then ExternalIP
-// addresses, parsed and deduplicated. Other address types are ignored.
+// topology.kubernetes.io/zone), its labels under model.LabelPrefix and
+// its InternalIP then ExternalIP addresses, parsed and deduplicated.
+// Other address types are ignored.
 func Node(node *corev1.Node, rec Recorder) (*model.Node, error) {
 	if node == nil {
 		return nil, newTally(rec, KindNode, "", "").skip(ReasonNilObject, "nil Node")
@@ -24,6 +25,14 @@ func Node(node *corev1.Node, rec Recorder) (*model.Node, error) {
 	out := &model.Node{
 		Name: node.Name,
 		Zone: node.Labels[corev1.LabelTopologyZone],
+	}
+	for k, v := range node.Labels {
+		if strings.HasPrefix(k, model.LabelPrefix) {
+			if out.Labels == nil {
+				out.Labels = map[string]string{}
+			}
+			out.Labels[k] = v
+		}
 	}
 	seen := map[netip.Addr]struct{}{}
 	for _, typ := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/apistatus"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/rollout"
 )
 
 // Label selectors as kube-proxy uses them: services owned by another proxy
@@ -163,7 +164,11 @@ func stripObject(obj any) (any, error) {
 		o.Spec = corev1.NodeSpec{}
 		o.Status = corev1.NodeStatus{Addresses: o.Status.Addresses}
 	case *corev1.ConfigMap:
+		progress, ok := o.Annotations[rollout.ProgressAnnotation]
 		stripMeta(&o.ObjectMeta, false)
+		if ok {
+			o.Annotations = map[string]string{rollout.ProgressAnnotation: progress}
+		}
 		o.BinaryData = nil
 	case *networkingv1.ServiceCIDR:
 		stripMeta(&o.ObjectMeta, false)

@@ -1,6 +1,8 @@
 package watch
 
 import (
+	"slices"
+
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 
 	cpcache "github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
@@ -16,10 +18,37 @@ type Publisher interface {
 
 var _ Publisher = (*cpcache.Cache)(nil)
 
-// publisher publishes an Index's node views, node by node.
-type publisher struct{ to Publisher }
+// ServiceObserver learns, once per update and before its views are
+// published, which services the update changed and which it removed;
+// *fleetlatency.Tracker implements it. A Publisher that implements it too
+// (ObservedPublisher) is told.
+type ServiceObserver interface {
+	ServicesChanged(changed, removed []string)
+}
 
-func newPublisher(to Publisher) publisher { return publisher{to: to} }
+// ObservedPublisher publishes to Publisher and tells Services which
+// services each update changed.
+type ObservedPublisher struct {
+	Publisher
+	Services ServiceObserver
+}
+
+// ServicesChanged tells Services.
+func (p ObservedPublisher) ServicesChanged(changed, removed []string) {
+	p.Services.ServicesChanged(changed, removed)
+}
+
+// publisher publishes an Index's node views, node by node.
+type publisher struct {
+	to       Publisher
+	services ServiceObserver // nil: none
+}
+
+func newPublisher(to Publisher) publisher {
+	p := publisher{to: to}
+	p.services, _ = to.(ServiceObserver)
+	return p
+}
 
 // all publishes every known node's view with unknown changes.
 func (p publisher) all(ix *nodeview.Index, st *model.State) {
@@ -31,6 +60,11 @@ func (p publisher) all(ix *nodeview.Index, st *model.State) {
 // changed publishes the nodes whose view may have changed, each with the
 // names that may have changed, and removes deleted nodes.
 func (p publisher) changed(ix *nodeview.Index, st *model.State, ch nodeview.Changes, nodes []string) {
+	if p.services != nil {
+		if changed := changedServices(ch, st); len(changed) > 0 || len(ch.Removed) > 0 {
+			p.services.ServicesChanged(changed, ch.Removed)
+		}
+	}
 	for _, name := range nodes {
 		if _, ok := st.Nodes[name]; !ok {
 			p.to.Remove(name)
@@ -43,6 +77,36 @@ func (p publisher) changed(ix *nodeview.Index, st *model.State, ch nodeview.Chan
 		}
 		p.to.Publish(name, nodeView{ix.Node(name)}, names)
 	}
+}
+
+// changedServices lists, sorted and once each, the services whose view
+// changed on some node of st: for every node, for a zone's or for one node
+// (not for a node deleted). NodeConfigs are not services.
+func changedServices(ch nodeview.Changes, st *model.State) []string {
+	n := len(ch.Names)
+	for _, names := range ch.Zones {
+		n += len(names)
+	}
+	for node, names := range ch.Nodes {
+		if _, ok := st.Nodes[node]; ok {
+			n += len(names)
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make([]string, 0, n)
+	out = append(out, ch.Names...)
+	for _, names := range ch.Zones {
+		out = append(out, names...)
+	}
+	for node, names := range ch.Nodes {
+		if _, ok := st.Nodes[node]; ok {
+			out = append(out, names...)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // nodeView adapts a *nodeview.NodeView to the cache's interface.

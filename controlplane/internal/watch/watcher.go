@@ -15,6 +15,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/apistatus"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/nodeview"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/rollout"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/settings"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/translate"
 )
@@ -40,6 +41,9 @@ type Config struct {
 	// Settings, when set, decides the NodeConfig settings: the watch
 	// reads its ConfigMap (when it names one) and hands it every change.
 	Settings *settings.Source
+	// Rollout, when set, is handed every settings plan (the per-node
+	// settings of Node labels and of a rollout) and drives the rollout.
+	Rollout *rollout.Driver
 	// Publisher receives every node's newest view (a *cache.Cache).
 	Publisher Publisher
 	// Recorder counts skipped and clamped input (may be nil).
@@ -114,7 +118,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 		services: inf.services.GetStore(), slices: inf.slices.GetStore(), nodes: inf.nodes.GetStore(),
 		serviceCIDRs: inf.serviceCIDRStore(),
 	}
-	set := newSettingsFeed(w.cfg.Settings, inf.configMapStore(), w.configMap())
+	set := newSettingsFeed(w.cfg.Settings, w.cfg.Rollout, inf.configMapStore(), w.configMap())
 	pub := newPublisher(w.cfg.Publisher)
 	start := time.Now()
 	b := w.dirty.take()
@@ -122,6 +126,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 	views := w.cfg.Views
 	views.Defaults = set.initial(views.Defaults)
 	ix := nodeview.NewIndex(st.st, views)
+	ix, _, _ = set.plan(ix, views.Defaults, st.st.Nodes)
 	set.inUse(ix)
 	pub.all(ix, st.st)
 	w.cfg.Observer.Computed(time.Since(start), len(st.st.Services))
@@ -143,10 +148,12 @@ func (w *Watcher) Run(ctx context.Context) error {
 		ch := st.apply(b)
 		var changed nodeview.Changes
 		ix, changed = ix.Update(st.st, ch.services, ch.nodes)
-		if b.configMap {
+		if b.configMap || len(ch.nodes) > 0 {
 			var all bool
-			ix, all = set.update(ix)
+			var nodes []string
+			ix, all, nodes = set.update(ix, b.configMap, st.st.Nodes)
 			changed.AllConfigs = changed.AllConfigs || all
+			changed.ConfigNodes = mergeSorted(changed.ConfigNodes, nodes)
 		}
 		pub.changed(ix, st.st, changed, ch.nodes)
 		w.cfg.Observer.Computed(time.Since(start), len(ch.services))

@@ -45,6 +45,8 @@ type Server struct {
 	src      Source
 	api      APIWatch
 	settings Settings
+	rollout  Rollout
+	latency  Latency // nil: GetService reports no latency
 }
 
 var _ switchyardv1.AdminServiceServer = (*Server)(nil)
@@ -90,7 +92,7 @@ func (s *Server) ListNodes(context.Context, *switchyardv1.ListNodesRequest) (*sw
 	resp := &switchyardv1.ListNodesResponse{Nodes: make([]*switchyardv1.NodeStatus, 0, len(snaps)),
 		Api: s.apiWatch(), Settings: s.settingsStatus()}
 	for _, sn := range snaps {
-		resp.Nodes = append(resp.Nodes, nodeStatus(sn))
+		resp.Nodes = append(resp.Nodes, s.settingsOf(nodeStatus(sn), sn.View))
 	}
 	return resp, nil
 }
@@ -114,6 +116,7 @@ func nodeStatus(sn cache.NodeSnapshot) *switchyardv1.NodeStatus {
 		Rpc:                    st.RPC,
 		SettingsHash:           st.Agent.GetSettingsHash(),
 		Drift:                  st.Drift,
+		Datapath:               st.Datapath,
 	}
 	if !st.Connected {
 		out.ConnectedSince = nil
@@ -174,8 +177,9 @@ func (s *Server) GetNodeView(_ context.Context, req *switchyardv1.GetNodeViewReq
 }
 
 // GetService returns one service's view on every node that has it, sorted
-// by node name, and whether each node acknowledged that version; NotFound
-// when no node has it.
+// by node name, whether each node acknowledged that version, on how many
+// it is applied and the fleet's programming latency of its latest change;
+// NotFound when no node has it.
 func (s *Server) GetService(_ context.Context, req *switchyardv1.GetServiceRequest) (*switchyardv1.GetServiceResponse, error) {
 	if req.GetNamespace() == "" || req.GetName() == "" {
 		return nil, status.Error(codes.InvalidArgument, "namespace and name are required")
@@ -201,16 +205,22 @@ func (s *Server) GetService(_ context.Context, req *switchyardv1.GetServiceReque
 			sv = r.GetService()
 			decoded[v.Version()] = sv
 		}
+		acked := ackedAt(sn.Acked, name, v.Version())
+		if acked {
+			resp.AppliedNodes++
+		}
 		resp.Nodes = append(resp.Nodes, &switchyardv1.ServiceNodeStatus{
 			NodeName:       sn.Status.Name,
 			DesiredVersion: v.Version(),
-			Acked:          ackedAt(sn.Acked, name, v.Version()),
+			Acked:          acked,
 			View:           sv,
 		})
 	}
 	if len(resp.Nodes) == 0 {
 		return nil, status.Errorf(codes.NotFound, "service %q is on no node", name)
 	}
+	resp.TotalNodes = uint32(len(resp.Nodes))
+	s.addLatency(resp, name)
 	return resp, nil
 }
 

@@ -95,8 +95,9 @@ func TestListNodes(t *testing.T) {
 			Rpc:                    "delta",
 			Drift: &switchyardv1.DriftStatus{LastCheck: ts, LastDrift: ts,
 				LastDriftDetail: []string{"chain KUBE-SVC-X"}, Repairs: 1},
+			SettingsSource: "cluster",
 		},
-		{Name: "node-b", Zone: "zone-2", DesiredVersion: f.b.Version(), ResourceCount: 2},
+		{Name: "node-b", Zone: "zone-2", DesiredVersion: f.b.Version(), ResourceCount: 2, SettingsSource: "cluster"},
 		{Name: "node-x", Connected: true, Agent: &switchyardv1.Node{Name: "node-x"}, ConnectedSince: ts, Rpc: "sotw"},
 	}}
 	if diff := cmp.Diff(want, got, protocmp.Transform()); diff != "" {
@@ -157,13 +158,13 @@ func TestGetService(t *testing.T) {
 			want: &switchyardv1.GetServiceResponse{Nodes: []*switchyardv1.ServiceNodeStatus{
 				{NodeName: "node-a", DesiredVersion: f.webV2.Version(), Acked: false, View: decode(f.webV2)},
 				{NodeName: "node-b", DesiredVersion: f.webV2.Version(), Acked: false, View: decode(f.webV2)},
-			}},
+			}, TotalNodes: 2, Summary: "live on 0 of 2 nodes"},
 		},
 		{
 			name: "unchanged and acked", namespace: "default", svc: "db",
 			want: &switchyardv1.GetServiceResponse{Nodes: []*switchyardv1.ServiceNodeStatus{
 				{NodeName: "node-a", DesiredVersion: f.db.Version(), Acked: true, View: decode(f.db)},
-			}},
+			}, AppliedNodes: 1, TotalNodes: 1, Summary: "live on 1 of 1 node"},
 		},
 		{name: "on no node", namespace: "default", svc: "gone", code: codes.NotFound},
 		{name: "no namespace", svc: "web", code: codes.InvalidArgument},
