@@ -47,7 +47,12 @@
 // cleanup_test.go (TestCleanupFlag: `switchyard-agent --cleanup` run in each
 // node's namespace after the agents stopped, RunAgentCleanup) and
 // apioutage_test.go (TestAPIServerOutage: kube-apiserver killed for 60 s
-// under load, Server.KillAPIServer and RestartAPIServer). The soak
+// under load, Server.KillAPIServer and RestartAPIServer), rollout_test.go
+// (TestRollout: a mode change rolled out canary, 50 %, all under a stream
+// of connections, then a rollout halted by a failing datapath probe) and
+// readme_test.go (TestREADMEExamples: the README's examples that need
+// agents — drift, /healthz, switchyardctl rollout — run as printed after
+// the break each describes). The soak
 // (TestSoak, `make soak`; skipped unless SWITCHYARD_SOAK is set) runs
 // those kills at random for minutes in one cluster of three nodes and two
 // replicas, under 100 connections/s and serial API changes, and writes

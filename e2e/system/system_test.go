@@ -44,6 +44,15 @@ var build = sync.OnceValues(func() (launch.Binaries, error) {
 // cleanup, printing every component's output if the test failed.
 func startCluster(t *testing.T, cfg system.Config) *system.Cluster {
 	t.Helper()
+	cfg.TLS = true
+	return startClusterAs(t, cfg)
+}
+
+// startClusterAs is startCluster with cfg.TLS as given: false starts a
+// plaintext cluster, as deploy/overlays/plaintext and the README's
+// examples (grpcurl -plaintext).
+func startClusterAs(t *testing.T, cfg system.Config) *system.Cluster {
+	t.Helper()
 	netns.RequireRoot(t)
 	apiserver.Require(t)
 	bin, err := build()
@@ -52,14 +61,18 @@ func startCluster(t *testing.T, cfg system.Config) *system.Cluster {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	cfg.TLS, cfg.Binaries, cfg.Logger = true, &bin, netns.TestLogger(t)
+	cfg.Binaries, cfg.Logger = &bin, netns.TestLogger(t)
 	start := time.Now()
 	c, err := system.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("cluster up in %v: %d nodes, %d pods, %d control-plane replica(s), mTLS",
-		time.Since(start).Round(time.Millisecond), len(c.Topo.Nodes()), len(c.Topo.Pods()), len(c.ControlPlaneTargets()))
+	grpc := "plaintext"
+	if cfg.TLS {
+		grpc = "mTLS"
+	}
+	t.Logf("cluster up in %v: %d nodes, %d pods, %d control-plane replica(s), %s",
+		time.Since(start).Round(time.Millisecond), len(c.Topo.Nodes()), len(c.Topo.Pods()), len(c.ControlPlaneTargets()), grpc)
 	t.Cleanup(func() {
 		if t.Failed() {
 			for i := range c.ControlPlaneTargets() {

@@ -3,12 +3,16 @@
 // `<!-- example: NAME -->`, optionally followed by a fenced `json` block
 // and/or a fenced `text` block, the output the example prints (JSON, or
 // text such as a table, with content hashes written as "…"; see
-// SameText). Documentation that a test runs cannot drift from the code.
+// SameText and JSON). Documentation that a test runs cannot drift from
+// the code.
 package readme
 
 import (
 	"bufio"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"strings"
@@ -112,12 +116,31 @@ func commands(body []string) []string {
 // settings hashes: 16 or more lowercase hex digits standing alone.
 var hash = regexp.MustCompile(`\b[0-9a-f]{16,64}\b`)
 
+// timestamp is a point in time as the examples print one: RFC 3339
+// (protojson's Timestamps: "2026-11-01T10:15:42.123Z") or Go's
+// time.Time.String (kube-proxy's /healthz: "2026-11-01 10:15:42.5 +0000
+// UTC m=+31.500000001", the monotonic reading included when there is one).
+var timestamp = regexp.MustCompile(`\b\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:\.\d+)?` +
+	`(?:Z|[+-]\d{2}:\d{2}| [+-]\d{4} [A-Z]+(?: m=[+-]\d+\.\d+)?)?`)
+
+// quantile is a measured latency as GetService's summary prints one
+// ("p50 330ms", "p99 1.2s").
+var quantile = regexp.MustCompile(`\b(p50|p99) [0-9][0-9.]*(?:ns|µs|us|ms|s|m[0-9.]*s?|h[0-9.]*m?)`)
+
+// unknowable replaces what a README cannot know, timestamps, content
+// hashes and measured latencies, by "…"; the README may show either "…"
+// or a sample value.
+func unknowable(s string) string {
+	s = quantile.ReplaceAllString(s, "$1 …")
+	return hash.ReplaceAllString(timestamp.ReplaceAllString(s, "…"), "…")
+}
+
 // Normalize makes an example's text output comparable with what a README
-// shows: content hashes become "…" (the README cannot know them), runs of
-// blanks one space (a table's padding follows the hashes' width), and
-// trailing blanks and blank lines go.
+// shows: timestamps and content hashes become "…" (the README cannot know
+// them), runs of blanks one space (a table's padding follows the hashes'
+// width), and trailing blanks and blank lines go.
 func Normalize(s string) string {
-	s = hash.ReplaceAllString(s, "…")
+	s = unknowable(s)
 	lines := strings.Split(s, "\n")
 	for i, l := range lines {
 		lines[i] = strings.Join(strings.Fields(l), " ")
@@ -128,3 +151,45 @@ func Normalize(s string) string {
 // SameText reports whether got, an example's output, is the text block
 // want once both are normalized.
 func SameText(want, got string) bool { return Normalize(want) == Normalize(got) }
+
+// JSON decodes s, the JSON an example prints or a README's json block: a
+// stream of values (grpcurl prints one, jq one per result), with every
+// timestamp and content hash inside a string as "…" (see Normalize), so
+// that two decodings compare equal when the examples' output matches the
+// README's.
+func JSON(s string) ([]any, error) {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var out []any
+	for {
+		var v any
+		err := dec.Decode(&v)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, fmt.Errorf("not a stream of JSON values: %w", err)
+		}
+		out = append(out, normalizeJSON(v))
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no JSON value")
+	}
+	return out, nil
+}
+
+func normalizeJSON(v any) any {
+	switch v := v.(type) {
+	case string:
+		return unknowable(v)
+	case []any:
+		for i := range v {
+			v[i] = normalizeJSON(v[i])
+		}
+	case map[string]any:
+		for k := range v {
+			v[k] = normalizeJSON(v[k])
+		}
+	}
+	return v
+}

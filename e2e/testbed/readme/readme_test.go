@@ -64,3 +64,58 @@ func TestSameText(t *testing.T) {
 		})
 	}
 }
+
+func TestNormalizeTimes(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{`"lastCheck": "2026-12-03T20:04:05.527291844Z",`, `"lastCheck": "…",`},
+		{`"lastCheck": "2026-12-03T20:04:05Z"`, `"lastCheck": "…"`},
+		{`since 2026-12-03T20:04:05+02:00, views may be stale`, `since …, views may be stale`},
+		{`"lastUpdated": "2026-12-03 20:04:06.718354463 +0000 UTC m=+6.553269140",`, `"lastUpdated": "…",`},
+		{`"currentTime": "2026-12-03 20:04:06 +0000 UTC"`, `"currentTime": "…"`},
+		{`version 2026 of 12-03`, `version 2026 of 12-03`},
+		{`live on 2 of 2 nodes (p50 330ms, p99 1.2s)`, `live on 2 of 2 nodes (p50 …, p99 …)`},
+		{`(p50 1m5s, p99 950µs)`, `(p50 …, p99 …)`},
+		{`pause 30s`, `pause 30s`},
+	}
+	for _, tt := range tests {
+		if got := Normalize(tt.in); got != tt.want {
+			t.Errorf("Normalize(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestJSON(t *testing.T) {
+	readme := "{\n  \"name\": \"node-0\",\n  \"drift\": {\"lastCheck\": \"2026-11-01T10:15:42.5Z\", \"repairs\": \"1\"}\n}\n" +
+		"{\"name\": \"node-1\", \"version\": \"…\"}\n"
+	tests := []struct {
+		name string
+		got  string
+		same bool
+	}{
+		{"times, hashes and layout differ", `{"drift":{"repairs":"1","lastCheck":"2026-12-03T20:04:05.527291844Z"},"name":"node-0"}` +
+			"\n" + `{"name":"node-1","version":"0123456789abcdef"}`, true},
+		{"a value differs", `{"drift":{"repairs":"2","lastCheck":"2026-12-03T20:04:05Z"},"name":"node-0"}{"name":"node-1","version":"0123456789abcdef"}`, false},
+		{"a field more", `{"drift":{"repairs":"1","lastCheck":"2026-12-03T20:04:05Z","error":"x"},"name":"node-0"}{"name":"node-1","version":"0123456789abcdef"}`, false},
+		{"a value less", `{"drift":{"repairs":"1","lastCheck":"2026-12-03T20:04:05Z"},"name":"node-0"}`, false},
+	}
+	want, err := JSON(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := JSON(tt.got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(want, got); (d == "") != tt.same {
+				t.Errorf("same = %v, want %v (-README +got):\n%s", d == "", tt.same, d)
+			}
+		})
+	}
+	for _, bad := range []string{"", "  \n", "{\"a\": 1", "503 {"} {
+		if _, err := JSON(bad); err == nil {
+			t.Errorf("JSON(%q) accepted it", bad)
+		}
+	}
+}
