@@ -34,7 +34,12 @@ type explainCase struct {
 // local endpoint, and a node reaching its own node port — what Explain
 // says the node does (forward to which endpoints, masqueraded or not;
 // reject; drop) is what real connections meet.
-func testExplainAgreesWithTraffic(t *testing.T, e *env) {
+func testExplainAgreesWithTraffic(t *testing.T, e *env) { explainAgreesWithTraffic(t, e, nil) }
+
+// explainAgreesWithTraffic is testExplainAgreesWithTraffic; answered, when
+// not nil, is also given every answer, to check what the mode's own
+// traits require of it (see explain_userspace_test.go).
+func explainAgreesWithTraffic(t *testing.T, e *env, answered func(t *testing.T, step string, c explainCase, ex *switchyardv1.ExplainResponse)) {
 	s := e.createService(t, "sc-explain", corev1.ServiceSpec{
 		Type: corev1.ServiceTypeNodePort, ClusterIP: "10.96.1.30",
 		ExternalTrafficPolicy: corev1.ServiceExternalTrafficPolicyLocal,
@@ -86,13 +91,17 @@ func testExplainAgreesWithTraffic(t *testing.T, e *env) {
 		}
 		e.settled(t, "explain")
 		for _, c := range cases {
-			e.checkExplain(t, step.name, c)
+			ex := e.checkExplain(t, step.name, c)
+			if answered != nil {
+				answered(t, step.name, c, ex)
+			}
 		}
 	}
 }
 
-// checkExplain asks Explain, then sends 16 connections and compares.
-func (e *env) checkExplain(t *testing.T, step string, c explainCase) {
+// checkExplain asks Explain, then sends 16 connections and compares; it
+// returns Explain's answer.
+func (e *env) checkExplain(t *testing.T, step string, c explainCase) *switchyardv1.ExplainResponse {
 	t.Helper()
 	ctx := t.Context()
 	ex, err := e.c.ExplainAt(ctx, e.replica, &switchyardv1.ExplainRequest{
@@ -114,6 +123,7 @@ func (e *env) checkExplain(t *testing.T, step string, c explainCase) {
 	} else {
 		t.Logf("%s, %s: %s; traffic agrees: %v", step, c.what, ex.GetSummary(), res)
 	}
+	return ex
 }
 
 // trafficDiffers says how real connections disagree with Explain's
