@@ -133,9 +133,10 @@ func Run(ctx context.Context, o Options) error {
 	// Without a ConfigMap there is no rollout (nothing to declare it in)
 	// and the driver only reports so.
 	driver := rollout.NewDriver(rollout.DriverConfig{
-		Fleet:  fleet(c),
-		Writer: watch.ProgressWriter{Client: client, Namespace: o.ConfigMapNamespace, Name: o.ConfigMapName},
-		Logger: log.With("component", "rollout"),
+		Replica: id,
+		Fleet:   fleet(c),
+		Writer:  watch.ProgressWriter{Client: client, Namespace: o.ConfigMapNamespace, Name: o.ConfigMapName},
+		Logger:  log.With("component", "rollout"),
 	})
 	w := watch.New(watch.Config{
 		Client: client, Resync: o.Resync, Publisher: publish, Logger: log, API: api, Settings: set, Rollout: driver,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -38,8 +39,10 @@ type Writer interface {
 
 // DriverConfig configures a Driver.
 type DriverConfig struct {
-	Fleet  Fleet
-	Writer Writer
+	// Replica is this replica's id, as it records itself waiting.
+	Replica string
+	Fleet   Fleet
+	Writer  Writer
 	// Interval between two looks at the fleet; 1 s when zero.
 	Interval time.Duration
 	Clock    clock.WithTicker
@@ -56,11 +59,12 @@ type Driver struct {
 	status *switchyardv1.GetRolloutResponse
 	// step is the rollout step this replica saw start, at started;
 	// readySince is when every reached node it serves became applied.
-	step       Progress
+	step       stepKey
 	started    time.Time
 	readySince time.Time
-	// written is the Progress last written, not yet seen back.
-	written Progress
+	// written is the Progress last written (its String), not yet seen
+	// back.
+	written string
 }
 
 // NewDriver returns a Driver with no plan; Run drives it.
@@ -118,14 +122,14 @@ func (d *Driver) Tick(ctx context.Context) {
 	now := d.cfg.Clock.Now()
 	st, next := d.evaluate(plan, d.cfg.Fleet(), now)
 	d.setStatus(st)
-	if next == nil || *next == d.written {
+	if next == nil || next.String() == d.written {
 		return
 	}
 	if err := d.cfg.Writer.WriteProgress(ctx, *next, plan.ResourceVersion); err != nil {
 		d.cfg.Logger.Warn("cannot record rollout progress; trying again", "rollout", plan.Spec.Name, "progress", next.String(), "err", err)
 		return
 	}
-	d.written = *next
+	d.written = next.String()
 	d.cfg.Logger.Info("rollout progress", "rollout", plan.Spec.Name, "step", next.Step, "halted", next.Halted)
 }
 
@@ -136,11 +140,14 @@ func (d *Driver) setStatus(st *switchyardv1.GetRolloutResponse) {
 }
 
 // evaluate decides where the plan's step stands by the reports, and the
-// Progress to write (nil for none).
+// Progress to write (nil for none): a halt; this replica waiting for the
+// reached nodes it serves, or done waiting; the next step, once every
+// reached node it serves (one at least) stayed applied and healthy
+// through the pause and no other replica waits.
 func (d *Driver) evaluate(plan *Plan, reports map[string]NodeReport, now time.Time) (*switchyardv1.GetRolloutResponse, *Progress) {
 	prog := plan.Progress
-	if prog != d.step {
-		d.step, d.started, d.readySince = prog, now, time.Time{}
+	if prog.step() != d.step {
+		d.step, d.started, d.readySince = prog.step(), now, time.Time{}
 	}
 	st := &switchyardv1.GetRolloutResponse{
 		Name:               plan.Spec.Name,
@@ -149,6 +156,7 @@ func (d *Driver) evaluate(plan *Plan, reports map[string]NodeReport, now time.Ti
 		BaseSettingsHash:   plan.baseHash,
 		TotalNodes:         uint32(len(plan.Steps[len(plan.Steps)-1].Nodes)),
 		StepStarted:        timestamppb.New(d.started),
+		Replica:            d.cfg.Replica,
 	}
 	for _, s := range plan.Steps {
 		st.Steps = append(st.Steps, &switchyardv1.RolloutStep{Name: s.Name, Nodes: uint32(len(s.Nodes))})
@@ -156,33 +164,58 @@ func (d *Driver) evaluate(plan *Plan, reports map[string]NodeReport, now time.Ti
 	reached := plan.Reached()
 	st.ReachedNodes = uint32(len(reached))
 	var halt string
-	waiting := 0
+	pending, served := 0, 0
 	for _, name := range reached {
 		state, detail := nodeState(plan, name, reports[name], d.started)
 		switch state {
 		case "applied":
 			st.AppliedNodes++
 		case "pending":
-			waiting++
+			pending++
 		case "nacked", "unhealthy":
 			if halt == "" {
 				halt = name + " " + detail
 			}
 		}
+		if state != "not-connected" {
+			served++
+		}
 		st.Nodes = append(st.Nodes, &switchyardv1.RolloutNode{Name: name, State: state, Detail: detail})
 	}
+	others := prog.waitingOthers(d.cfg.Replica, now)
+	st.WaitingReplicas = others
+	if pending > 0 {
+		st.WaitingReplicas = append([]string{d.cfg.Replica}, others...)
+	}
 	step := plan.Steps[prog.Step]
+	last := prog.Step == len(plan.Steps)-1
+	_, waitingHere := prog.Waiting[d.cfg.Replica]
 	var next *Progress
 	switch {
 	case prog.Halted != "":
 		st.State, st.HaltReason = "halted", prog.Halted
 	case halt != "":
 		st.State, st.HaltReason = "halted", halt
-		next = &Progress{Name: prog.Name, Step: prog.Step, Halted: halt}
-	case waiting > 0:
+		p := prog.with(d.cfg.Replica, false, now)
+		p.Halted = halt
+		next = &p
+	case pending > 0:
 		st.State, d.readySince = "progressing", time.Time{}
-	case prog.Step == len(plan.Steps)-1:
+		if !last && (!waitingHere || now.Sub(prog.Waiting[d.cfg.Replica]) >= RefreshWaiting) {
+			p := prog.with(d.cfg.Replica, true, now)
+			next = &p
+		}
+	case last:
 		st.State = "complete"
+	case waitingHere:
+		// Done waiting: say so, so that the others may move on.
+		st.State = "progressing"
+		p := prog.with(d.cfg.Replica, false, now)
+		next = &p
+	case len(others) > 0 || served == 0:
+		// Another replica waits for its nodes, or this one serves none
+		// of the step's: the replica that serves them moves it on.
+		st.State, d.readySince = "progressing", time.Time{}
 	default:
 		if d.readySince.IsZero() {
 			d.readySince = now
@@ -192,8 +225,11 @@ func (d *Driver) evaluate(plan *Plan, reports map[string]NodeReport, now time.Ti
 			next = &Progress{Name: prog.Name, Step: prog.Step + 1}
 		}
 	}
-	st.Summary = fmt.Sprintf("rollout %s %s at step %d/%d (%s): %d of %d reached nodes applied, %d of %d nodes reached",
-		plan.Spec.Name, st.State, prog.Step+1, len(plan.Steps), step.Name, st.AppliedNodes, st.ReachedNodes, st.ReachedNodes, st.TotalNodes)
+	st.Summary = fmt.Sprintf("rollout %s %s at step %d/%d (%s): %d of %d nodes reached, applied on %d of the %d this replica serves",
+		plan.Spec.Name, st.State, prog.Step+1, len(plan.Steps), step.Name, st.ReachedNodes, st.TotalNodes, st.AppliedNodes, served)
+	if len(others) > 0 && st.State == "progressing" {
+		st.Summary += "; waiting for replica " + strings.Join(others, ", ")
+	}
 	if st.HaltReason != "" {
 		st.Summary += ": " + st.HaltReason
 	}

@@ -126,100 +126,193 @@ func TestPlanSteps(t *testing.T) {
 	}
 }
 
-type writes struct {
-	got []Progress
-	rv  []string
-	err error
+// configMap is the settings ConfigMap as the drivers see it: the
+// progress written, with a resourceVersion that a write needs unchanged.
+type configMap struct {
+	prog   Progress
+	rv     int
+	writes []Progress
 }
 
-func (w *writes) WriteProgress(_ context.Context, p Progress, rv string) error {
-	if w.err != nil {
-		return w.err
+func (c *configMap) WriteProgress(_ context.Context, p Progress, rv string) error {
+	if rv != fmt.Sprint(c.rv) {
+		return errors.New("conflict")
 	}
-	w.got, w.rv = append(w.got, p), append(w.rv, rv)
+	c.prog, c.writes = p, append(c.writes, p)
+	c.rv++
 	return nil
 }
 
-// TestDriver walks a rollout: the canary step waits for its node to
-// program the target, pauses, advances; a NACK since the step began
-// halts it; a failing datapath on a node that applied halts it; nodes
-// this replica does not serve do not block.
+// replica is one control-plane replica: its driver and the agents
+// connected to it.
+type replica struct {
+	d       *Driver
+	reports map[string]NodeReport
+}
+
+type bed struct {
+	t        *testing.T
+	clk      *clocktesting.FakeClock
+	cm       *configMap
+	base     nodeview.Defaults
+	spec     *Spec
+	ns       map[string]*model.Node
+	replicas []*replica
+}
+
+func newBed(t *testing.T, sp *Spec, nodes int, replicas ...string) *bed {
+	b := &bed{t: t, clk: clocktesting.NewFakeClock(time.Unix(1000, 0)), cm: &configMap{},
+		base: nodeview.Defaults{Mode: iptables}, spec: sp, ns: nodes4(nodes)}
+	for _, id := range replicas {
+		r := &replica{reports: map[string]NodeReport{}}
+		r.d = NewDriver(DriverConfig{Replica: id, Writer: b.cm, Clock: b.clk,
+			Fleet: func() map[string]NodeReport { return r.reports }})
+		b.replicas = append(b.replicas, r)
+	}
+	return b
+}
+
+func nodes4(n int) map[string]*model.Node { return nodes(n, nil) }
+
+func (b *bed) plan() Plan {
+	return NewPlan(b.base, b.spec, b.cm.prog, fmt.Sprint(b.cm.rv), b.ns, parseMode)
+}
+
+// tick lets every replica see the ConfigMap and look at its fleet once.
+func (b *bed) tick() {
+	for _, r := range b.replicas {
+		r.d.SetPlan(b.plan())
+		r.d.Tick(b.t.Context())
+	}
+}
+
+// serve connects node to replica i, programming settings hash h.
+func (b *bed) serve(i int, node, h string) {
+	b.replicas[i].reports[node] = NodeReport{Connected: true, SettingsHash: h}
+}
+
+// TestDriver walks a rollout on one replica: the canary step waits for
+// its node to program the target (the replica records itself waiting),
+// pauses, advances; a NACK since the step began halts it and the halt
+// stays; a new name starts over; a failing datapath halts it.
 func TestDriver(t *testing.T) {
-	ns := nodes(4, nil)
-	base := nodeview.Defaults{Mode: iptables}
-	sp := spec("node-00")
-	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
-	reports := map[string]NodeReport{}
-	w := &writes{}
-	d := NewDriver(DriverConfig{Fleet: func() map[string]NodeReport { return reports }, Writer: w, Clock: clk})
-	plan := NewPlan(base, sp, Progress{Name: "to-nft"}, "7", ns, parseMode)
-	d.SetPlan(plan)
-	target, old := plan.TargetHash(), plan.SettingsHash("node-01")
+	b := newBed(t, spec("node-00"), 4, "cp-a")
+	p := b.plan()
+	target, old := p.TargetHash(), p.SettingsHash("node-01")
+	b.serve(0, "node-00", old)
+	b.tick()
+	if st := b.replicas[0].d.Status(); st.State != "progressing" || st.Nodes[0].State != "pending" {
+		t.Fatalf("before the canary applied: %v", st)
+	}
+	if _, ok := b.cm.prog.Waiting["cp-a"]; !ok || b.cm.prog.Step != 0 {
+		t.Fatalf("the replica did not record itself waiting: %v", b.cm.prog)
+	}
+	b.serve(0, "node-00", target)
+	b.tick() // done waiting: the entry goes
+	if len(b.cm.prog.Waiting) != 0 {
+		t.Fatalf("still waiting after the canary applied: %v", b.cm.prog)
+	}
+	b.tick()
+	b.clk.Step(5 * time.Second)
+	b.tick()
+	if st := b.replicas[0].d.Status(); st.State != "pausing" || st.AppliedNodes != 1 || b.cm.prog.Step != 0 {
+		t.Fatalf("canary applied, within the pause: %v, progress %v", st, b.cm.prog)
+	}
+	b.clk.Step(5 * time.Second)
+	b.tick()
+	if b.cm.prog.Step != 1 {
+		t.Fatalf("after the pause: progress %v, want step 1", b.cm.prog)
+	}
 
-	reports["node-00"] = NodeReport{Connected: true, SettingsHash: old}
-	d.Tick(t.Context())
-	if st := d.Status(); st.State != "progressing" || st.Nodes[0].State != "pending" || len(w.got) != 0 {
-		t.Fatalf("before the canary applied: %v, writes %v", st, w.got)
-	}
-	reports["node-00"] = NodeReport{Connected: true, SettingsHash: target}
-	d.Tick(t.Context())
-	clk.Step(5 * time.Second)
-	d.Tick(t.Context())
-	if st := d.Status(); st.State != "pausing" || st.AppliedNodes != 1 || len(w.got) != 0 {
-		t.Fatalf("canary applied, within the pause: %v, writes %v", st, w.got)
-	}
-	clk.Step(5 * time.Second)
-	d.Tick(t.Context())
-	if len(w.got) != 1 || w.got[0] != (Progress{Name: "to-nft", Step: 1}) || w.rv[0] != "7" {
-		t.Fatalf("after the pause: writes %v at %v, want step 1 at resourceVersion 7", w.got, w.rv)
-	}
-
-	// The watch sees the annotation: step 1 (10% of 4 = 1 node beside the
-	// canary). Its node NACKs after the step began: halted.
-	plan = NewPlan(base, sp, w.got[0], "8", ns, parseMode)
-	d.SetPlan(plan)
+	// Step 1 reaches one more node, which NACKs after the step began.
 	var second string
-	for _, n := range plan.Reached() {
+	step1 := b.plan()
+	for _, n := range step1.Reached() {
 		if n != "node-00" {
 			second = n
 		}
 	}
-	reports[second] = NodeReport{Connected: true, SettingsHash: old}
-	d.Tick(t.Context())
-	clk.Step(time.Second)
-	reports[second] = NodeReport{Connected: true, SettingsHash: old, LastNack: clk.Now(), NackMessage: "nft: no such file"}
-	d.Tick(t.Context())
-	st := d.Status()
-	if st.State != "halted" || len(w.got) != 2 || w.got[1].Halted == "" || w.got[1].Step != 1 {
-		t.Fatalf("after a NACK: %v, writes %v", st, w.got)
+	b.serve(0, second, old)
+	b.tick()
+	b.clk.Step(time.Second)
+	b.replicas[0].reports[second] = NodeReport{Connected: true, SettingsHash: old, LastNack: b.clk.Now(), NackMessage: "nft: no such file"}
+	b.tick()
+	if st := b.replicas[0].d.Status(); st.State != "halted" || b.cm.prog.Halted == "" || b.cm.prog.Step != 1 {
+		t.Fatalf("after a NACK: %v, progress %v", st, b.cm.prog)
 	}
-	plan = NewPlan(base, sp, w.got[1], "9", ns, parseMode)
-	d.SetPlan(plan)
-	d.Tick(t.Context())
-	if st := d.Status(); st.State != "halted" || len(w.got) != 2 || len(plan.Reached()) != 2 {
-		t.Fatalf("halted stays halted, reached kept: %v, writes %d, reached %v", st, len(w.got), plan.Reached())
+	writes := len(b.cm.writes)
+	b.clk.Step(time.Minute)
+	b.tick()
+	kept := b.plan()
+	if st := b.replicas[0].d.Status(); st.State != "halted" || len(b.cm.writes) != writes || len(kept.Reached()) != 2 {
+		t.Fatalf("halted stays halted, reached kept: %v, writes %d→%d", st, writes, len(b.cm.writes))
 	}
 
-	// A new rollout name starts over; the canary applies, but its datapath
-	// fails after the step began: halted. A node served elsewhere does not
-	// block.
-	sp2 := spec("node-00", "node-01")
-	sp2.Name = "again"
-	d.SetPlan(NewPlan(base, sp2, w.got[1], "10", ns, parseMode))
-	reports = map[string]NodeReport{"node-00": {Connected: true, SettingsHash: target}}
-	d.Tick(t.Context())
-	clk.Step(10 * time.Second)
-	d.Tick(t.Context())
-	if len(w.got) != 3 || w.got[2] != (Progress{Name: "again", Step: 1}) {
-		t.Fatalf("node-01 served elsewhere blocked the step: writes %v, status %v", w.got, d.Status())
+	// A new name starts over; the canary applies, then its datapath fails.
+	b.spec = spec("node-00")
+	b.spec.Name = "again"
+	b.replicas[0].reports = map[string]NodeReport{"node-00": {Connected: true, SettingsHash: target}}
+	b.tick()
+	b.clk.Step(time.Second)
+	b.replicas[0].reports["node-00"] = NodeReport{Connected: true, SettingsHash: target,
+		Datapath: &switchyardv1.DatapathStatus{Healthy: false, LastProbe: timestamppb.New(b.clk.Now()), Error: "timeout"}}
+	b.tick()
+	if b.cm.prog.Name != "again" || b.cm.prog.Halted == "" {
+		t.Fatalf("failing datapath did not halt: progress %v, status %v", b.cm.prog, b.replicas[0].d.Status())
 	}
-	d.SetPlan(NewPlan(base, sp2, w.got[2], "11", ns, parseMode))
-	d.Tick(t.Context())
-	clk.Step(time.Second)
-	reports["node-00"] = NodeReport{Connected: true, SettingsHash: target,
-		Datapath: &switchyardv1.DatapathStatus{Healthy: false, LastProbe: timestamppb.New(clk.Now()), Error: "timeout"}}
-	d.Tick(t.Context())
-	if len(w.got) != 4 || w.got[3].Halted == "" {
-		t.Fatalf("failing datapath did not halt: writes %v, status %v", w.got, d.Status())
+	if st := b.replicas[0].d.Status(); st.AppliedNodes != 0 || st.Nodes[0].State != "unhealthy" {
+		t.Errorf("after the halt the failing node shows %v", st.Nodes)
+	}
+}
+
+// TestDriverReplicasGateEachOther: two replicas. The one that serves
+// none of the canaries never moves the canary step on by itself; when
+// both serve canaries, the one whose canary has not applied holds the
+// other back until it has; a replica gone (its waiting entry stale)
+// holds nobody.
+func TestDriverReplicasGateEachOther(t *testing.T) {
+	b := newBed(t, spec("node-00"), 3, "cp-a", "cp-b")
+	p := b.plan()
+	target, old := p.TargetHash(), p.SettingsHash("node-01")
+	b.serve(0, "node-00", old)
+	b.serve(1, "node-01", old)
+	for range 3 {
+		b.tick()
+		b.clk.Step(10 * time.Second)
+	}
+	if b.cm.prog.Step != 0 {
+		t.Fatalf("the canary step moved on before the canary applied: %v", b.cm.prog)
+	}
+
+	sp := spec("node-00", "node-01")
+	sp.Name = "two-canaries"
+	b.spec = sp
+	b.serve(0, "node-00", target)
+	for range 4 {
+		b.tick()
+		b.clk.Step(5 * time.Second)
+	}
+	if b.cm.prog.Step != 0 {
+		t.Fatalf("cp-a moved on while cp-b's canary had not applied: %v", b.cm.prog)
+	}
+	if _, ok := b.cm.prog.Waiting["cp-b"]; !ok {
+		t.Fatalf("cp-b does not wait for node-01: %v", b.cm.prog)
+	}
+	if st := b.replicas[0].d.Status(); st.State != "progressing" || !slices.Contains(st.WaitingReplicas, "cp-b") {
+		t.Errorf("cp-a while cp-b waits: %v", st)
+	}
+	b.serve(1, "node-01", target)
+	for range 4 { // cp-b's entry goes, then a whole pause
+		b.tick()
+		b.clk.Step(5 * time.Second)
+	}
+	if b.cm.prog.Step != 1 || len(b.cm.prog.Waiting) != 0 {
+		t.Errorf("after node-01 applied and the pause: progress %v", b.cm.prog)
+	}
+
+	// A stale entry (a replica gone) holds nobody.
+	prog := Progress{Name: "x", Waiting: map[string]time.Time{"cp-gone": b.clk.Now().Add(-time.Minute)}}
+	if others := prog.waitingOthers("cp-a", b.clk.Now()); len(others) != 0 {
+		t.Errorf("stale waiting entry counted: %v", others)
 	}
 }

@@ -81,6 +81,56 @@ type Progress struct {
 	Step int `json:"step"`
 	// Halted is why the rollout stopped; empty while it runs.
 	Halted string `json:"halted,omitempty"`
+	// Waiting are the replicas (by id) that serve reached nodes not yet
+	// applied, each with when it last said so: no replica moves the step
+	// on while another waits. An entry older than StaleWaiting is a
+	// replica gone (its agents are served elsewhere now) and ignored.
+	Waiting map[string]time.Time `json:"waiting,omitempty"`
+}
+
+// Waiting entries are refreshed every RefreshWaiting and ignored once
+// older than StaleWaiting.
+const (
+	RefreshWaiting = 10 * time.Second
+	StaleWaiting   = 30 * time.Second
+)
+
+// stepKey identifies one step of one rollout.
+type stepKey struct {
+	name string
+	step int
+}
+
+func (p Progress) step() stepKey { return stepKey{p.Name, p.Step} }
+
+// waitingOthers are the replicas other than self that wait, freshly.
+func (p Progress) waitingOthers(self string, now time.Time) []string {
+	var out []string
+	for r, at := range p.Waiting {
+		if r != self && now.Sub(at) < StaleWaiting {
+			out = append(out, r)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// with returns p with self waiting since now (wait) or not.
+func (p Progress) with(self string, wait bool, now time.Time) Progress {
+	w := make(map[string]time.Time, len(p.Waiting)+1)
+	for r, at := range p.Waiting {
+		if r != self {
+			w[r] = at
+		}
+	}
+	if wait {
+		w[self] = now.UTC().Truncate(time.Second)
+	}
+	if len(w) == 0 {
+		w = nil
+	}
+	p.Waiting = w
+	return p
 }
 
 // ParseProgress reads the annotation; anything unreadable is no progress

@@ -1328,8 +1328,10 @@ func (*GetRolloutRequest) Descriptor() ([]byte, []int) {
 
 // GetRolloutResponse is the rollout one replica runs. Replicas agree on
 // which nodes a step reaches (a node's place is a hash of the rollout's
-// name and the node's name); each advances by the agents connected to
-// it, so compare the replicas' answers while one is running.
+// name and the node's name) and on the step (kept in the settings
+// ConfigMap); each sees the agents connected to it, records in the
+// ConfigMap while some of them have not applied the step, and moves the
+// rollout on only when none does.
 type GetRolloutResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// config.yaml's rollout.name; empty when no rollout is configured.
@@ -1345,8 +1347,8 @@ type GetRolloutResponse struct {
 	// cluster's settings the nodes not reached yet keep.
 	TargetSettingsHash string `protobuf:"bytes,5,opt,name=target_settings_hash,json=targetSettingsHash,proto3" json:"target_settings_hash,omitempty"`
 	BaseSettingsHash   string `protobuf:"bytes,6,opt,name=base_settings_hash,json=baseSettingsHash,proto3" json:"base_settings_hash,omitempty"`
-	// Known nodes; those the rollout has reached; those of them whose agent
-	// acknowledged the target settings.
+	// Known nodes; those the rollout has reached; those of them this
+	// replica serves whose agent acknowledged the target settings.
 	TotalNodes   uint32 `protobuf:"varint,7,opt,name=total_nodes,json=totalNodes,proto3" json:"total_nodes,omitempty"`
 	ReachedNodes uint32 `protobuf:"varint,8,opt,name=reached_nodes,json=reachedNodes,proto3" json:"reached_nodes,omitempty"`
 	AppliedNodes uint32 `protobuf:"varint,9,opt,name=applied_nodes,json=appliedNodes,proto3" json:"applied_nodes,omitempty"`
@@ -1357,7 +1359,12 @@ type GetRolloutResponse struct {
 	// The reached nodes, sorted by name.
 	Nodes []*RolloutNode `protobuf:"bytes,12,rep,name=nodes,proto3" json:"nodes,omitempty"`
 	// The one-line answer, as switchyardctl prints it.
-	Summary       string `protobuf:"bytes,13,opt,name=summary,proto3" json:"summary,omitempty"`
+	Summary string `protobuf:"bytes,13,opt,name=summary,proto3" json:"summary,omitempty"`
+	// Replicas that serve reached nodes not yet applied: no replica moves
+	// the rollout on while another waits for its nodes.
+	WaitingReplicas []string `protobuf:"bytes,14,rep,name=waiting_replicas,json=waitingReplicas,proto3" json:"waiting_replicas,omitempty"`
+	// This replica's id (its --id, the pod name).
+	Replica       string `protobuf:"bytes,15,opt,name=replica,proto3" json:"replica,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1479,6 +1486,20 @@ func (x *GetRolloutResponse) GetNodes() []*RolloutNode {
 func (x *GetRolloutResponse) GetSummary() string {
 	if x != nil {
 		return x.Summary
+	}
+	return ""
+}
+
+func (x *GetRolloutResponse) GetWaitingReplicas() []string {
+	if x != nil {
+		return x.WaitingReplicas
+	}
+	return nil
+}
+
+func (x *GetRolloutResponse) GetReplica() string {
+	if x != nil {
+		return x.Replica
 	}
 	return ""
 }
@@ -1707,7 +1728,7 @@ const file_switchyard_v1_admin_proto_rawDesc = "" +
 	"\aaddress\x18\x01 \x01(\tR\aaddress\x12\x12\n" +
 	"\x04port\x18\x02 \x01(\rR\x04port\x12\x14\n" +
 	"\x05share\x18\x03 \x01(\x01R\x05share\"\x13\n" +
-	"\x11GetRolloutRequest\"\xfb\x03\n" +
+	"\x11GetRolloutRequest\"\xc0\x04\n" +
 	"\x12GetRolloutResponse\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x12\n" +
@@ -1724,7 +1745,9 @@ const file_switchyard_v1_admin_proto_rawDesc = "" +
 	"haltReason\x12=\n" +
 	"\fstep_started\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\vstepStarted\x120\n" +
 	"\x05nodes\x18\f \x03(\v2\x1a.switchyard.v1.RolloutNodeR\x05nodes\x12\x18\n" +
-	"\asummary\x18\r \x01(\tR\asummary\"7\n" +
+	"\asummary\x18\r \x01(\tR\asummary\x12)\n" +
+	"\x10waiting_replicas\x18\x0e \x03(\tR\x0fwaitingReplicas\x12\x18\n" +
+	"\areplica\x18\x0f \x01(\tR\areplica\"7\n" +
 	"\vRolloutStep\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05nodes\x18\x02 \x01(\rR\x05nodes\"O\n" +
