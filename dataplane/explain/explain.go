@@ -237,6 +237,10 @@ func (e *explainer) refuse(p *serviceport.Port, t serviceport.Traffic, v Verdict
 		if t.Local {
 			v.Notes = append(v.Notes, "the Local traffic policy allows only this node's endpoints, and it has none")
 		}
+		if e.tr.drainMeetsNodeFirst && e.fromNode() && v.Action == Drop {
+			v.Notes = append(v.Notes, e.mode+" mode: while a removed endpoint's connections drain, its virtual server stays, "+
+				"and the node's own connections meet it before the drop: they are refused until the drain ends")
+		}
 		return v
 	}
 	v.Action, v.Why = Reject, WhyNoEndpoints

@@ -39,6 +39,13 @@ type traits struct {
 	// proxies: the mode connects to the endpoint itself, so the client's
 	// address never reaches it (userspace).
 	proxies bool
+	// drainMeetsNodeFirst: a virtual server stays while a removed
+	// endpoint's connections drain (weight 0), and the node's own
+	// packets meet it at LOCAL_OUT before the filter rule that drops
+	// them: IPVS refuses them until the drain ends (IPVS; found by the
+	// guest's Explain-vs-traffic test). The view holds no drain state, so
+	// it is a note, not a verdict.
+	drainMeetsNodeFirst bool
 	// nodePortsPrimary: an empty node_port_addresses means the node's
 	// primary address (nftables), not every local one.
 	nodePortsPrimary bool
@@ -54,7 +61,7 @@ var modeTraits = map[string]traits{
 	ModeIPTables: {shortCircuit: true, sourceRanges: true, sourceRangesFromNode: true, sctp: true, loopbackNodePortsRefused: true},
 	ModeNFTables: {shortCircuit: true, sourceRanges: true, sourceRangesFromNode: true, externalRefusedFromNode: true,
 		guardsServiceRanges: true, sctp: true, nodePortsPrimary: true},
-	ModeIPVS:      {sourceRanges: true, externalRefusedFromNode: true, serviceAddrsLocal: true, sctp: true},
+	ModeIPVS:      {sourceRanges: true, externalRefusedFromNode: true, serviceAddrsLocal: true, sctp: true, drainMeetsNodeFirst: true},
 	ModeUserspace: {refusesInsteadOfDrop: true, externalRefusedFromNode: true, proxies: true},
 }
 
