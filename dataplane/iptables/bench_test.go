@@ -7,6 +7,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables/iptablestest"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
 // BenchmarkApplyOneEndpoint is the mode's own CPU for a partial sync in
@@ -25,8 +26,8 @@ func BenchmarkApplyOneEndpointHinted(b *testing.B) {
 }
 
 func newBenchDataplane(b *testing.B) dataplane.Dataplane {
-	dp, err := iptables.New(iptables.Config{Runner: iptablestest.Discard{}, Families: []iptables.Family{iptables.IPv4},
-		Flavour: iptables.FlavourNFT})
+	dp, err := iptables.New(iptables.Config{Runner: iptablestest.Discard{}, Families: []xtables.Family{xtables.IPv4},
+		Flavour: xtables.FlavourNFT})
 	if err != nil {
 		b.Fatal(err)
 	}

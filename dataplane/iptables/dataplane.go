@@ -10,18 +10,21 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/command"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipset"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtinfo"
 )
 
 // Config configures a Dataplane.
 type Config struct {
 	// Runner runs iptables binaries in the node's network namespace.
-	Runner Runner
+	Runner command.Runner
 	// Families to program; default IPv4 and IPv6.
-	Families []Family
-	// Flavour of iptables; FlavourAuto detects it on the first Apply.
-	Flavour Flavour
+	Families []xtables.Family
+	// Flavour of iptables; xtables.FlavourAuto detects it on the first
+	// Apply.
+	Flavour xtables.Flavour
 	// ShardBits picks 1<<ShardBits shard chains; 0 means DefaultShardBits.
 	ShardBits int
 	// MaxChainsPerRestore bounds the chains one restore declares (nft's
@@ -56,13 +59,13 @@ type Dataplane struct {
 	log *slog.Logger
 
 	mu      sync.Mutex
-	flavour Flavour
-	state   map[Family]*famState // nil entry: next sync of the family is full
-	udp     map[Family]map[string]conntrack.UDPPort
-	memos   map[Family]*Memo
+	flavour xtables.Flavour
+	state   map[xtables.Family]*famState // nil entry: next sync of the family is full
+	udp     map[xtables.Family]map[string]conntrack.UDPPort
+	memos   map[xtables.Family]*Memo
 	// hairpin holds the hairpin set members last applied per family; nil
 	// entry: read the set back on the next sync.
-	hairpin map[Family]map[string]struct{}
+	hairpin map[xtables.Family]map[string]struct{}
 	stats   SyncStats
 
 	// Drift checks (drift.go): the mark known to go with what state
@@ -73,8 +76,8 @@ type Dataplane struct {
 	mark      mark
 	markKnown bool
 	commits   int
-	clean     map[Family][32]byte
-	relearn   map[Family]bool
+	clean     map[xtables.Family][32]byte
+	relearn   map[xtables.Family]bool
 }
 
 // SyncStats describes the last Apply, for tests and metrics.
@@ -100,7 +103,7 @@ func New(cfg Config) (*Dataplane, error) {
 		return nil, errors.New("iptables: Config.Runner is required")
 	}
 	if len(cfg.Families) == 0 {
-		cfg.Families = []Family{IPv4, IPv6}
+		cfg.Families = []xtables.Family{xtables.IPv4, xtables.IPv6}
 	}
 	if cfg.ShardBits == 0 {
 		cfg.ShardBits = DefaultShardBits
@@ -112,9 +115,9 @@ func New(cfg Config) (*Dataplane, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Dataplane{cfg: cfg, log: log, flavour: cfg.Flavour, state: map[Family]*famState{},
-		udp: map[Family]map[string]conntrack.UDPPort{}, memos: map[Family]*Memo{},
-		hairpin: map[Family]map[string]struct{}{}, clean: map[Family][32]byte{}, relearn: map[Family]bool{}}, nil
+	return &Dataplane{cfg: cfg, log: log, flavour: cfg.Flavour, state: map[xtables.Family]*famState{},
+		udp: map[xtables.Family]map[string]conntrack.UDPPort{}, memos: map[xtables.Family]*Memo{},
+		hairpin: map[xtables.Family]map[string]struct{}{}, clean: map[xtables.Family][32]byte{}, relearn: map[xtables.Family]bool{}}, nil
 }
 
 // Mode implements dataplane.Dataplane.
@@ -132,10 +135,10 @@ func (d *Dataplane) renderOptions() RenderOptions {
 }
 
 func (d *Dataplane) ensureFlavour(ctx context.Context) error {
-	if d.flavour != FlavourAuto {
+	if d.flavour != xtables.FlavourAuto {
 		return nil
 	}
-	fl, err := DetectFlavour(ctx, d.cfg.Runner)
+	fl, err := xtables.DetectFlavour(ctx, d.cfg.Runner)
 	if err != nil {
 		return err
 	}
@@ -181,7 +184,7 @@ func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, opts datapla
 	return errors.Join(errs...)
 }
 
-func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Family, opts dataplane.ApplyOptions) error {
+func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam xtables.Family, opts dataplane.ApplyOptions) error {
 	memo := d.memos[fam]
 	if memo == nil {
 		memo = &Memo{}
@@ -252,7 +255,7 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 
 // planFullSync reads the tables back and plans a full sync. When the plan
 // calls for it, it replaces whole tables right away and reports done.
-func (d *Dataplane) planFullSync(ctx context.Context, fam Family, rs *Ruleset) (p syncPlan, done bool, err error) {
+func (d *Dataplane) planFullSync(ctx context.Context, fam xtables.Family, rs *Ruleset) (p syncPlan, done bool, err error) {
 	saved, opaque, err := d.readBack(ctx, fam)
 	if err != nil {
 		return p, false, err
@@ -287,19 +290,19 @@ func (d *Dataplane) planFullSync(ctx context.Context, fam Family, rs *Ruleset) (
 	return planFull(readKernel(saved), rs), false, nil
 }
 
-func (d *Dataplane) readBack(ctx context.Context, fam Family) (map[string]*SavedTable, bool, error) {
+func (d *Dataplane) readBack(ctx context.Context, fam xtables.Family) (map[string]*xtables.SavedTable, bool, error) {
 	out, err := d.cfg.Runner.Run(ctx, []string{fam.SaveCmd(d.flavour)}, nil)
 	if err != nil {
 		return nil, false, fmt.Errorf("read back: %w", err)
 	}
-	saved, opaque := ParseSave(out)
+	saved, opaque := xtables.ParseSave(out)
 	return saved, opaque, nil
 }
 
 // finish deletes the hairpin members of gone endpoints (no rule DNATs
 // to them any more), records next as the family's applied state and
 // deletes stale UDP conntrack entries.
-func (d *Dataplane) finish(ctx context.Context, fam Family, next *famState, p syncPlan, hp ipset.Changes, stale []conntrack.Flow) error {
+func (d *Dataplane) finish(ctx context.Context, fam xtables.Family, next *famState, p syncPlan, hp ipset.Changes, stale []conntrack.Flow) error {
 	if err := d.ipsetRestore(ctx, hp.Post); err != nil {
 		return fmt.Errorf("hairpin set, after rules: %w", err)
 	}
@@ -323,7 +326,7 @@ func (d *Dataplane) finish(ctx context.Context, fam Family, next *famState, p sy
 }
 
 func (d *Dataplane) maxChains() int {
-	if d.cfg.MaxChainsPerRestore != 0 || d.flavour != FlavourNFT {
+	if d.cfg.MaxChainsPerRestore != 0 || d.flavour != xtables.FlavourNFT {
 		return d.cfg.MaxChainsPerRestore
 	}
 	return 5000
@@ -333,7 +336,7 @@ func (d *Dataplane) rewriteAbove() int {
 	switch {
 	case d.cfg.RewriteTablesAbove != 0:
 		return d.cfg.RewriteTablesAbove
-	case d.flavour != FlavourNFT:
+	case d.flavour != xtables.FlavourNFT:
 		return -1
 	}
 	return defaultRewriteAbove
@@ -341,7 +344,7 @@ func (d *Dataplane) rewriteAbove() int {
 
 // rewrite replaces whole tables: iptables-restore without --noflush
 // flushes every table named in payload and deletes its chains first.
-func (d *Dataplane) rewrite(ctx context.Context, fam Family, payload string) error {
+func (d *Dataplane) rewrite(ctx context.Context, fam xtables.Family, payload string) error {
 	argv := []string{fam.RestoreCmd(d.flavour), "-w"}
 	if _, err := d.cfg.Runner.Run(ctx, argv, []byte(payload)); err != nil {
 		return fmt.Errorf("rewrite tables: %w", err)
@@ -352,7 +355,7 @@ func (d *Dataplane) rewrite(ctx context.Context, fam Family, payload string) err
 	return nil
 }
 
-func (d *Dataplane) restore(ctx context.Context, fam Family, payload string) error {
+func (d *Dataplane) restore(ctx context.Context, fam xtables.Family, payload string) error {
 	argv := []string{fam.RestoreCmd(d.flavour), "-w", "--noflush"}
 	if _, err := d.cfg.Runner.Run(ctx, argv, []byte(payload)); err != nil {
 		return fmt.Errorf("restore: %w", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables/iptablestest"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -52,7 +53,7 @@ func state(n int) *dataplane.State {
 func newDP(t *testing.T, f *iptablestest.Fake, mut ...func(*iptables.Config)) *iptables.Dataplane {
 	t.Helper()
 	f.CheckSetRefs = true // a restore matching a set that is not there yet fails
-	cfg := iptables.Config{Runner: f, Flavour: iptables.FlavourLegacy}
+	cfg := iptables.Config{Runner: f, Flavour: xtables.FlavourLegacy}
 	for _, m := range mut {
 		m(&cfg)
 	}
@@ -214,7 +215,7 @@ func TestCleanupLeavesForeignRules(t *testing.T) {
 		}
 	}
 	before := f.Dump()
-	d := newDP(t, f, func(c *iptables.Config) { c.Families = []iptables.Family{iptables.IPv4} })
+	d := newDP(t, f, func(c *iptables.Config) { c.Families = []xtables.Family{xtables.IPv4} })
 	apply(t, d, state(10), false)
 	if err := d.Cleanup(t.Context()); err != nil {
 		t.Fatal(err)
@@ -231,7 +232,7 @@ func TestCleanupLeavesForeignRules(t *testing.T) {
 
 func TestFailedApplyForcesFullResync(t *testing.T) {
 	f := iptablestest.New()
-	d := newDP(t, f, func(c *iptables.Config) { c.Families = []iptables.Family{iptables.IPv4} })
+	d := newDP(t, f, func(c *iptables.Config) { c.Families = []xtables.Family{xtables.IPv4} })
 	apply(t, d, state(5), false)
 	good := f.Dump()
 	boom := errors.New("boom")
@@ -255,44 +256,6 @@ func TestFailedApplyForcesFullResync(t *testing.T) {
 	apply(t, d, state(6), false)
 	if c := f.Calls(); len(c) < 2 || strings.Join(c[0].Argv, " ") != "ipset save KUBE-SWYD-HAIRPIN" || !strings.HasSuffix(c[1].Argv[0], "-save") {
 		t.Errorf("apply after failure did not start with read-backs (full sync): %v", c)
-	}
-}
-
-// stubRunner answers *-save commands from a table of outputs.
-type stubRunner map[string]string
-
-func (s stubRunner) Run(_ context.Context, argv []string, _ []byte) ([]byte, error) {
-	out, ok := s[strings.Join(argv, " ")]
-	if !ok {
-		return nil, fmt.Errorf("%s: not found", argv[0])
-	}
-	return []byte(out), nil
-}
-
-func TestDetectFlavour(t *testing.T) {
-	rules := func(n int) string { return "*filter\n" + strings.Repeat("-A INPUT -j ACCEPT\n", n) + "COMMIT\n" }
-	cases := []struct {
-		name string
-		r    stubRunner
-		want iptables.Flavour
-	}{
-		{"nft hint", stubRunner{"iptables-nft-save -t mangle": ":KUBE-IPTABLES-HINT - [0:0]\n"}, iptables.FlavourNFT},
-		{"legacy hint", stubRunner{"iptables-nft-save -t mangle": "", "iptables-legacy-save -t mangle": ":KUBE-KUBELET-CANARY - [0:0]\n"}, iptables.FlavourLegacy},
-		{"more legacy rules", stubRunner{"iptables-nft-save -t mangle": "", "iptables-legacy-save -t mangle": "",
-			"iptables-legacy-save": rules(5), "ip6tables-legacy-save": rules(1), "iptables-nft-save": rules(2)}, iptables.FlavourLegacy},
-		{"tie is nft", stubRunner{"iptables-nft-save -t mangle": "", "iptables-legacy-save -t mangle": ""}, iptables.FlavourNFT},
-		{"only legacy", stubRunner{"iptables-legacy-save -t mangle": ""}, iptables.FlavourLegacy},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := iptables.DetectFlavour(t.Context(), tc.r)
-			if err != nil || got != tc.want {
-				t.Errorf("got %q, %v; want %q", got, err, tc.want)
-			}
-		})
-	}
-	if _, err := iptables.DetectFlavour(t.Context(), stubRunner{}); err == nil {
-		t.Error("no binaries: want an error")
 	}
 }
 
@@ -339,7 +302,7 @@ func TestConntrackFailureKeepsPartialSync(t *testing.T) {
 	f := iptablestest.New()
 	d := newDP(t, f, func(c *iptables.Config) {
 		c.Conntrack = failingConntrack{}
-		c.Families = []iptables.Family{iptables.IPv4}
+		c.Families = []xtables.Family{xtables.IPv4}
 	})
 	apply(t, d, state(2), false)
 	err := d.Apply(t.Context(), state(1), dataplane.ApplyOptions{})

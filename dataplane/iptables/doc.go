@@ -14,10 +14,19 @@
 // chain (Ruleset.Validate).
 //
 // Dataplane.Apply renders, diffs against the rules it applied last and
-// writes only the difference through a Runner (iptables-restore -w
-// --noflush; a full sync that must write most chains on nft replaces
-// whole tables instead, see below). The Runner is the only seam to the kernel; it is bound to one
-// network namespace. iptablestest.Fake is its in-memory stand-in.
+// writes only the difference through a command.Runner (iptables-restore
+// -w --noflush; a full sync that must write most chains on nft replaces
+// whole tables instead, see below). The Runner is the only seam to the
+// kernel; it is bound to one network namespace. iptablestest.Fake is its
+// in-memory stand-in.
+//
+// What is not specific to this mode lives in package xtables, which the
+// IPVS mode shares: the Family and Flavour types and flavour detection,
+// iptables-save parsing (xtables.ParseSave), the canonical rule
+// comparison (xtables.SameRules) and the cleanup plan of a read-back
+// (xtables.CleanupPayload). This package keeps what only it does:
+// rendering, planning, the incremental sync, the rewrite, the drift
+// checks and the hairpin sets.
 //
 // # Chains
 //
@@ -125,7 +134,7 @@
 //   - The first Apply and every Apply with Full read the tables back
 //     (iptables-save), rewrite every owned chain whose rules differ from
 //     the read-back (compared in a canonical form, since iptables-save
-//     reorders matches and respells values: canon.go), delete owned chains
+//     reorders matches and respells values: xtables.SameRules), delete owned chains
 //     the state no longer has and insert missing jumps from built-in
 //     chains. A restarted agent thus reconciles without rewriting what is
 //     already right, and a periodic resync repairs drift cheaply.
@@ -194,8 +203,9 @@
 //   - A failed Apply forgets what was applied (the ruleset and its index
 //     a partial sync updates in place), so the next one is full.
 //   - The flavour (legacy or nft) is detected in the target namespace as
-//     kube-proxy's iptables-wrapper does (DetectFlavour).
-//   - Cleanup (teardown.go; planned in cleanup.go) needs no prior Apply:
+//     kube-proxy's iptables-wrapper does (xtables.DetectFlavour).
+//   - Cleanup (teardown.go; what is ours in cleanup.go, planned by
+//     xtables.CleanupPayload) needs no prior Apply:
 //     it reads both back ends (legacy and nft) of every family, removes
 //     every owned chain, the jumps to them from built-in chains, every
 //     jump to the chains only this mode names (KUBE-SHARD-*,

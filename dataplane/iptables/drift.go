@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipset"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
 // Drift checks (dataplane.DriftChecker).
@@ -44,13 +45,13 @@ import (
 //
 // The read-back compares, per family, what a full sync repairs and
 // nothing else: the owned chains of every table (missing, extra, rules
-// different in canonical form, canon.go), the jumps from built-in chains
-// (present by target, as planFull ensures them) and the hairpin set
-// (`ipset save`: missing, members missing or extra). Foreign chains and
-// foreign rules in built-in chains are never looked at. The hairpin set
-// is read only with the tables: ipset is neither nf_tables nor x_tables,
-// so a change to the set alone is found by the next read-back or by the
-// periodic full resync.
+// different in canonical form, xtables.SameRules), the jumps from
+// built-in chains (present by target, as planFull ensures them) and the
+// hairpin set (`ipset save`: missing, members missing or extra). Foreign
+// chains and foreign rules in built-in chains are never looked at. The
+// hairpin set is read only with the tables: ipset is neither nf_tables
+// nor x_tables, so a change to the set alone is found by the next
+// read-back or by the periodic full resync.
 //
 // A family found drifted is marked: its next Apply is full, which reads
 // the kernel back and rewrites what differs (and the hairpin set).
@@ -102,7 +103,7 @@ func driftCount(dr dataplane.Drift) int {
 }
 
 // checkFamily reads one family back and adds what differs to dr.
-func (d *Dataplane) checkFamily(ctx context.Context, fam Family, dr *dataplane.Drift) error {
+func (d *Dataplane) checkFamily(ctx context.Context, fam xtables.Family, dr *dataplane.Drift) error {
 	rs := d.state[fam].rs
 	out, err := d.cfg.Runner.Run(ctx, []string{fam.SaveCmd(d.flavour)}, nil)
 	if err != nil {
@@ -111,7 +112,7 @@ func (d *Dataplane) checkFamily(ctx context.Context, fam Family, dr *dataplane.D
 	sum := saveHash(out)
 	if d.clean[fam] != sum {
 		before := driftCount(*dr)
-		saved, _ := ParseSave(out)
+		saved, _ := xtables.ParseSave(out)
 		compareTables(fam, rs, readKernel(saved), dr)
 		if driftCount(*dr) == before {
 			d.clean[fam] = sum
@@ -153,15 +154,15 @@ func saveHash(out []byte) [32]byte {
 // compareTables adds to dr the owned chains that are missing, extra or
 // whose rules differ, and the jumps from built-in chains that are
 // missing: what planFull would write.
-func compareTables(fam Family, rs *Ruleset, kv kernelView, dr *dataplane.Drift) {
-	where := fam.binary(FlavourAuto)
+func compareTables(fam xtables.Family, rs *Ruleset, kv kernelView, dr *dataplane.Drift) {
+	where := fam.Binary(xtables.FlavourAuto)
 	for _, t := range rs.Tables() {
 		for _, n := range rs.ChainNames(t) {
 			got, ok := kv.owned[t][n]
 			switch {
 			case !ok:
 				dr.Add(dataplane.DriftChain, fmt.Sprintf("%s -t %s %s: missing", where, t, n))
-			case !SameRules(got, rs.Chains[t][n].Rules):
+			case !xtables.SameRules(got, rs.Chains[t][n].Rules):
 				dr.Add(dataplane.DriftRule, fmt.Sprintf("%s -t %s %s: %d rules, want %d or they differ", where, t, n, len(got), len(rs.Chains[t][n].Rules)))
 			}
 		}

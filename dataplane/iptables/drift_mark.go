@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/switchyard-proxy/switchyard/dataplane/nftgen"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
 // mark is the cheap fingerprint of the kernel state (see drift.go): the
@@ -24,19 +25,19 @@ var markTables = []string{tableNAT, tableFilter}
 // configured, and every check reads back.
 func (d *Dataplane) readMark(ctx context.Context) (m mark, cheap bool, err error) {
 	switch {
-	case d.flavour == FlavourNFT && d.cfg.Generation != nil:
+	case d.flavour == xtables.FlavourNFT && d.cfg.Generation != nil:
 		m.gen, err = d.cfg.Generation(ctx)
 		return m, true, err
-	case d.flavour == FlavourLegacy && d.cfg.LegacyInfo != nil:
+	case d.flavour == xtables.FlavourLegacy && d.cfg.LegacyInfo != nil:
 		var b strings.Builder
 		for _, fam := range d.cfg.Families {
 			if d.state[fam] == nil {
 				continue // nothing of ours to watch (yet, or after a failure)
 			}
 			for _, t := range markTables {
-				in, err := d.cfg.LegacyInfo(ctx, fam == IPv6, t)
+				in, err := d.cfg.LegacyInfo(ctx, fam == xtables.IPv6, t)
 				if err != nil {
-					return m, true, fmt.Errorf("%s %s: %w", fam.binary(d.flavour), t, err)
+					return m, true, fmt.Errorf("%s %s: %w", fam.Binary(d.flavour), t, err)
 				}
 				fmt.Fprintf(&b, "%s/%s:%v;", fam, t, in)
 			}
@@ -72,7 +73,7 @@ func (d *Dataplane) settleMark(ctx context.Context, before mark, ok bool) {
 		return
 	}
 	after, _, err := d.readMark(ctx)
-	if err != nil || d.flavour == FlavourNFT && nftgen.Since(before.gen, after.gen) != uint32(d.commits) {
+	if err != nil || d.flavour == xtables.FlavourNFT && nftgen.Since(before.gen, after.gen) != uint32(d.commits) {
 		d.markKnown = false
 		return
 	}

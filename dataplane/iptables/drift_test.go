@@ -12,6 +12,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables/iptablestest"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
 func checkDrift(t *testing.T, d *iptables.Dataplane) dataplane.Drift {
@@ -26,7 +27,7 @@ func checkDrift(t *testing.T, d *iptables.Dataplane) dataplane.Drift {
 // withGeneration runs on iptables-nft with the Fake's generation.
 func withGeneration(f *iptablestest.Fake) func(*iptables.Config) {
 	return func(c *iptables.Config) {
-		c.Flavour, c.Generation = iptables.FlavourNFT, f.Generation
+		c.Flavour, c.Generation = xtables.FlavourNFT, f.Generation
 	}
 }
 
@@ -48,13 +49,13 @@ var marks = []struct {
 }
 
 // saved parses one table of a family back from the Fake.
-func saved(t *testing.T, f *iptablestest.Fake, fam, table string) *iptables.SavedTable {
+func saved(t *testing.T, f *iptablestest.Fake, fam, table string) *xtables.SavedTable {
 	t.Helper()
 	out, err := f.Run(t.Context(), []string{fam + "-save", "-t", table}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tables, _ := iptables.ParseSave(out)
+	tables, _ := xtables.ParseSave(out)
 	return tables[table]
 }
 
@@ -66,7 +67,7 @@ func flushTable(t *testing.T, f *iptablestest.Fake, fam, table string) (ownedWit
 	fmt.Fprintf(&b, "*%s\n", table)
 	for _, c := range st.Chains() {
 		for _, r := range st.Rules(c) {
-			if iptables.IsOwnedChain(iptables.RuleTarget(r)) && !iptables.IsOwnedChain(c) {
+			if iptables.IsOwnedChain(xtables.RuleTarget(r)) && !iptables.IsOwnedChain(c) {
 				jumps++
 			}
 		}
@@ -101,7 +102,7 @@ func unhookAndDelete(t *testing.T, f *iptablestest.Fake) int {
 	for _, c := range st.Chains() {
 		n := 0
 		for _, r := range st.Rules(c) {
-			if iptables.RuleTarget(r) == svc {
+			if xtables.RuleTarget(r) == svc {
 				fmt.Fprintf(&b, "-D %s %s\n", c, r)
 				n++
 			}

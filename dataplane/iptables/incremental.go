@@ -10,6 +10,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	"github.com/switchyard-proxy/switchyard/dataplane/fragments"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipset"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
 // A partial sync that looks only at what changed, as the nftables mode's
@@ -344,7 +345,7 @@ func skipsOf(node []Skip, m *Memo) []Skip {
 // hairpin members of new endpoints, the changed chains, then the members
 // of gone ones. The memo and the UDP ports change once it has committed;
 // a failure drops cur (Apply: the next sync is full).
-func (d *Dataplane) applyChanges(ctx context.Context, fam Family, r *renderer, cur *famState, m *Memo, changes []change) error {
+func (d *Dataplane) applyChanges(ctx context.Context, fam xtables.Family, r *renderer, cur *famState, m *Memo, changes []change) error {
 	p := planIncremental(r, cur, m, changes)
 	rs := cur.rs
 	for _, c := range changes {

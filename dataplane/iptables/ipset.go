@@ -8,7 +8,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/switchyard-proxy/switchyard/dataplane/command"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipset"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
 // The hairpin set is driven as kube-proxy's IPVS mode drives its sets
@@ -26,18 +28,20 @@ import (
 const hairpinMaxElem = 1 << 20
 
 // hairpinSpec is what creates the hairpin set of one family.
-func hairpinSpec(name string, fam Family) ipset.Spec {
-	return ipset.Spec{Name: name, Type: hairpinType, Family: fam.ipsetFamily(), MaxElem: hairpinMaxElem}
+func hairpinSpec(name string, fam xtables.Family) ipset.Spec {
+	return ipset.Spec{Name: name, Type: hairpinType, Family: ipsetFamily(fam), MaxElem: hairpinMaxElem}
 }
 
 // createSetLine is the ipset restore line that creates a hairpin set.
-func createSetLine(name string, fam Family) string { return hairpinSpec(name, fam).CreateLine() }
+func createSetLine(name string, fam xtables.Family) string {
+	return hairpinSpec(name, fam).CreateLine()
+}
 
 // planHairpin plans the hairpin set of rs: Pre is run before the
 // iptables restores, Post after them. A full sync compares with the set
 // read back from the kernel (creating it when missing, repairing any
 // drift); a partial sync with the members last applied.
-func (d *Dataplane) planHairpin(ctx context.Context, fam Family, rs *Ruleset, full bool) (ipset.Changes, error) {
+func (d *Dataplane) planHairpin(ctx context.Context, fam xtables.Family, rs *Ruleset, full bool) (ipset.Changes, error) {
 	spec := hairpinSpec(rs.HairpinSet, fam)
 	have, create := d.hairpin[fam], false
 	if full || have == nil {
@@ -93,10 +97,10 @@ func (d *Dataplane) ipsetRestore(ctx context.Context, payload string) error {
 // destroySets destroys the hairpin sets of fams that exist. It runs after
 // the rules referring to them are gone (the kernel refuses to destroy a
 // set in use); sets of other software are never named.
-func (d *Dataplane) destroySets(ctx context.Context, fams []Family) error {
+func (d *Dataplane) destroySets(ctx context.Context, fams []xtables.Family) error {
 	out, err := d.cfg.Runner.Run(ctx, []string{"ipset", "list", "-n"}, nil)
 	if err != nil {
-		if IsNotFound(err) {
+		if command.IsNotFound(err) {
 			return nil // no ipset binary: no set of ours either
 		}
 		return fmt.Errorf("list ipsets: %w", err)
@@ -107,7 +111,7 @@ func (d *Dataplane) destroySets(ctx context.Context, fams []Family) error {
 	}
 	var names []string
 	for _, f := range fams {
-		if n := f.hairpinSet(); present[n] {
+		if n := hairpinSet(f); present[n] {
 			names = append(names, n)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables/iptablestest"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
 // commits runs restores on a Fake one table block at a time, as the
@@ -74,7 +75,7 @@ func verdicts(dump string) map[string][]string {
 	var dnats func(chain string, depth int) bool
 	dnats = func(chain string, depth int) bool {
 		for _, r := range nat[chain] {
-			if tgt := iptables.RuleTarget(r); tgt == "DNAT" || (depth < 4 && nat[tgt] != nil && dnats(tgt, depth+1)) {
+			if tgt := xtables.RuleTarget(r); tgt == "DNAT" || (depth < 4 && nat[tgt] != nil && dnats(tgt, depth+1)) {
 				return true
 			}
 		}
@@ -83,7 +84,7 @@ func verdicts(dump string) map[string][]string {
 	var walk func(chain string, depth int)
 	walk = func(chain string, depth int) {
 		for _, r := range nat[chain] {
-			tgt := iptables.RuleTarget(r)
+			tgt := xtables.RuleTarget(r)
 			if key, ok := portKey(r); ok {
 				if dnats(tgt, 0) {
 					add(key, "dnat")
@@ -96,7 +97,7 @@ func verdicts(dump string) map[string][]string {
 	walk("KUBE-SERVICES", 0)
 	for _, chain := range []string{"KUBE-SERVICES", "KUBE-EXTERNAL-SERVICES"} {
 		for _, r := range rules["filter"][chain] {
-			if tgt := iptables.RuleTarget(r); tgt == "REJECT" || tgt == "DROP" {
+			if tgt := xtables.RuleTarget(r); tgt == "REJECT" || tgt == "DROP" {
 				if key, ok := portKey(r); ok {
 					add(key, "refuse")
 				}
@@ -169,7 +170,7 @@ func TestCommitOrderNeverLeavesAPortUnhandled(t *testing.T) {
 		{name: "partial in batches", cfg: func(c *iptables.Config) { c.MaxChainsPerRestore = 1 }},
 		{name: "full in batches", cfg: func(c *iptables.Config) { c.MaxChainsPerRestore = 2 }, full: true},
 		{name: "table rewrite", cfg: func(c *iptables.Config) {
-			c.Flavour, c.RewriteTablesAbove = iptables.FlavourNFT, 1
+			c.Flavour, c.RewriteTablesAbove = xtables.FlavourNFT, 1
 		}, full: true, rewrite: true},
 	}
 	for _, ch := range changes {
@@ -178,7 +179,7 @@ func TestCommitOrderNeverLeavesAPortUnhandled(t *testing.T) {
 				rec := &commits{Fake: iptablestest.New()}
 				mk := func() *iptables.Dataplane {
 					return newDP(t, rec.Fake, path.cfg, func(c *iptables.Config) {
-						c.Runner, c.Families = rec, []iptables.Family{iptables.IPv4}
+						c.Runner, c.Families = rec, []xtables.Family{xtables.IPv4}
 					})
 				}
 				d := mk()
@@ -213,7 +214,7 @@ func TestCommitOrderNeverLeavesAPortUnhandled(t *testing.T) {
 				}
 				// The end is what a fresh sync of after gives.
 				fresh := iptablestest.New()
-				apply(t, newDP(t, fresh, func(c *iptables.Config) { c.Families = []iptables.Family{iptables.IPv4} }), ch.after, false)
+				apply(t, newDP(t, fresh, func(c *iptables.Config) { c.Families = []xtables.Family{xtables.IPv4} }), ch.after, false)
 				if diff := cmp.Diff(tables(fresh.Dump()), tables(rec.Dump())); diff != "" {
 					t.Errorf("end state differs from a fresh sync (-fresh +got):\n%s", diff)
 				}

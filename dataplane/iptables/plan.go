@@ -2,6 +2,7 @@ package iptables
 
 import (
 	"fmt"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"maps"
 	"slices"
 	"sort"
@@ -15,18 +16,18 @@ type kernelView struct {
 	jumps map[string]bool
 }
 
-func readKernel(saved map[string]*SavedTable) kernelView {
+func readKernel(saved map[string]*xtables.SavedTable) kernelView {
 	kv := kernelView{owned: map[string]map[string][]string{}, jumps: map[string]bool{}}
 	for t, st := range saved {
 		kv.owned[t] = map[string][]string{}
-		for _, c := range st.chains {
+		for _, c := range st.Chains() {
 			if IsOwnedChain(c) {
-				kv.owned[t][c] = st.rules[c]
+				kv.owned[t][c] = st.Rules(c)
 			}
 		}
-		for c, rules := range st.rules {
+		for c, rules := range st.AllRules() {
 			for _, r := range rules {
-				if tgt := RuleTarget(r); IsOwnedChain(tgt) && !IsOwnedChain(c) {
+				if tgt := xtables.RuleTarget(r); IsOwnedChain(tgt) && !IsOwnedChain(c) {
 					kv.jumps[t+"/"+c+"/"+tgt] = true
 				}
 			}
@@ -82,7 +83,7 @@ func planFull(kv kernelView, rs *Ruleset) syncPlan {
 	p := syncPlan{write: map[string][]string{}, remove: map[string][]string{}, before: kv.owned[tableFilter]}
 	for t, chains := range rs.Chains {
 		for n, c := range chains {
-			if got, ok := kv.owned[t][n]; ok && SameRules(got, c.Rules) {
+			if got, ok := kv.owned[t][n]; ok && xtables.SameRules(got, c.Rules) {
 				continue
 			}
 			p.write[t] = append(p.write[t], n)
@@ -164,7 +165,7 @@ func (p *syncPlan) phases(rs *Ruleset) []phase {
 			have = unionRules(have, want)
 			early.chains = append(early.chains, n)
 			early.rules[n] = have
-			if SameRules(have, want) {
+			if xtables.SameRules(have, want) {
 				continue
 			}
 		}
@@ -202,7 +203,7 @@ func (p *syncPlan) transitional(ph []phase) map[string][]string {
 func gainsRules(have, want []string) bool {
 	in := canonSet(have)
 	for _, r := range want {
-		if !in[CanonRule(r)] {
+		if !in[xtables.CanonRule(r)] {
 			return true
 		}
 	}
@@ -217,7 +218,7 @@ func unionRules(have, want []string) []string {
 	in := canonSet(have)
 	out := slices.Clip(slices.Clone(have))
 	for _, r := range want {
-		if c := CanonRule(r); !in[c] {
+		if c := xtables.CanonRule(r); !in[c] {
 			in[c] = true
 			out = append(out, r)
 		}
@@ -228,7 +229,7 @@ func unionRules(have, want []string) []string {
 func canonSet(rules []string) map[string]bool {
 	in := make(map[string]bool, len(rules))
 	for _, r := range rules {
-		in[CanonRule(r)] = true
+		in[xtables.CanonRule(r)] = true
 	}
 	return in
 }
@@ -350,7 +351,7 @@ func levels(rs *Ruleset, t string, names []string) map[string]int {
 		}
 		l := 0
 		for _, r := range c.Rules {
-			if tgt := RuleTarget(r); tgt != "" && !builtinTargets[tgt] {
+			if tgt := xtables.RuleTarget(r); tgt != "" && !builtinTargets[tgt] {
 				l = max(l, 1+visit(tgt, depth+1))
 			}
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
 // DefaultShardBits gives 64 shard chains: a packet walks at most 64 jumps
@@ -22,7 +23,7 @@ type RenderOptions struct {
 
 // renderer holds the state of one Render call.
 type renderer struct {
-	fam  Family
+	fam  xtables.Family
 	opts RenderOptions
 	// node is the NodeConfig read for the family.
 	node serviceport.Node
@@ -31,7 +32,7 @@ type renderer struct {
 	shards map[int][]string
 }
 
-func newRenderer(fam Family, opts RenderOptions) *renderer {
+func newRenderer(fam xtables.Family, opts RenderOptions) *renderer {
 	if opts.ShardBits == 0 {
 		opts.ShardBits = DefaultShardBits
 	}
@@ -41,13 +42,13 @@ func newRenderer(fam Family, opts RenderOptions) *renderer {
 // Render turns a node's state into the ruleset of one family. It does no
 // I/O and is deterministic: the same state gives byte-identical output.
 // Bad input is skipped and recorded in Ruleset.Skips.
-func Render(st *dataplane.State, fam Family, opts RenderOptions) (*Ruleset, error) {
+func Render(st *dataplane.State, fam xtables.Family, opts RenderOptions) (*Ruleset, error) {
 	return render(st, fam, opts, nil, true)
 }
 
 // render is Render reusing the unchanged services' rules from memo (when
 // not nil) and checking every jump when validate is set.
-func render(st *dataplane.State, fam Family, opts RenderOptions, memo *Memo, validate bool) (*Ruleset, error) {
+func render(st *dataplane.State, fam xtables.Family, opts RenderOptions, memo *Memo, validate bool) (*Ruleset, error) {
 	if opts.ShardBits < 0 || opts.ShardBits > 8 {
 		return nil, fmt.Errorf("shard bits %d out of range 1..8 (0: default)", opts.ShardBits)
 	}
@@ -104,7 +105,7 @@ func (r *renderer) fixedChains() {
 	// Before the RETURN below: packets from an endpoint to itself (src
 	// ip, dst port, dst ip all in one member) get the masquerade mark, so
 	// the reply comes back through the node.
-	rs.HairpinSet = r.fam.hairpinSet()
+	rs.HairpinSet = hairpinSet(r.fam)
 	rs.add(tableNAT, chainPostrouting, comment("hairpin: endpoint reaching itself through a service"),
 		"-m set --match-set", rs.HairpinSet, "src,dst,dst -j MARK --set-xmark", masqMark+"/"+masqMark)
 	rs.add(tableNAT, chainPostrouting, "-m mark ! --mark", masqMark+"/"+masqMark, "-j RETURN")
@@ -165,7 +166,7 @@ func (r *renderer) dispatch() {
 		}
 		name := shardChain(i)
 		r.rs.chain(tableNAT, name).Rules = rules
-		r.rs.add(tableNAT, chainServices, "-d", r.fam.shardMatch(i, r.opts.ShardBits), "-j", name)
+		r.rs.add(tableNAT, chainServices, "-d", shardMatch(r.fam, i, r.opts.ShardBits), "-j", name)
 	}
 	r.nodePorts()
 }
@@ -183,7 +184,7 @@ func (r *renderer) nodePorts() {
 	const last = `-m comment --comment "kubernetes service nodeports; NOTE: this must be the last rule in this chain"`
 	np := r.node.NodePorts
 	if np.All {
-		r.rs.add(tableNAT, chainServices, last, "-m addrtype --dst-type LOCAL ! -d", r.fam.loopback(), "-j", chainNodePorts)
+		r.rs.add(tableNAT, chainServices, last, "-m addrtype --dst-type LOCAL ! -d", loopback(r.fam), "-j", chainNodePorts)
 		return
 	}
 	for _, a := range np.Addrs {

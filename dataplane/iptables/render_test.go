@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -30,9 +31,9 @@ func hasIPv6(st *dataplane.State) bool {
 func renderCase(t testing.TB, name string) string {
 	st := dataplanetest.LoadState(t, name)
 	opts := goldenOptions
-	fams := []Family{IPv4}
+	fams := []xtables.Family{xtables.IPv4}
 	if hasIPv6(st) {
-		fams = append(fams, IPv6)
+		fams = append(fams, xtables.IPv6)
 	}
 	var b strings.Builder
 	for _, f := range fams {
@@ -61,7 +62,7 @@ func TestRenderGolden(t *testing.T) {
 }
 
 func TestValidateFindsDanglingJump(t *testing.T) {
-	rs := newRuleset(IPv4)
+	rs := newRuleset(xtables.IPv4)
 	rs.add(tableNAT, chainServices, "-d 10.0.0.1 -j KUBE-SVC-MISSING")
 	rs.add(tableNAT, "KUBE-SEP-X", "-j DNAT --to-destination 10.0.0.2:80")
 	rs.Jumps = append(rs.Jumps, Jump{Table: tableFilter, Chain: "INPUT", Rule: "-j KUBE-NOPE", Target: "KUBE-NOPE"})
@@ -77,7 +78,7 @@ func TestValidateFindsDanglingJump(t *testing.T) {
 }
 
 func TestValidateFindsUnknownSetAndPortlessDNAT(t *testing.T) {
-	rs := newRuleset(IPv4)
+	rs := newRuleset(xtables.IPv4)
 	rs.HairpinSet = hairpinSetV4
 	rs.add(tableNAT, chainPostrouting, "-m set --match-set", hairpinSetV4, "src,dst,dst -j RETURN")
 	if err := rs.Validate(); err != nil {
@@ -120,7 +121,7 @@ func TestShardingSpreadsServices(t *testing.T) {
 	for i := range 1000 {
 		st.Services[fmt.Sprintf("ns/s%d", i)] = benchService(i, 1)
 	}
-	rs, err := Render(st, IPv4, RenderOptions{ShardBits: DefaultShardBits})
+	rs, err := Render(st, xtables.IPv4, RenderOptions{ShardBits: DefaultShardBits})
 	if err != nil {
 		t.Fatal(err)
 	}

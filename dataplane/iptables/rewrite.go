@@ -2,6 +2,7 @@ package iptables
 
 import (
 	"fmt"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"slices"
 	"strings"
 )
@@ -50,27 +51,27 @@ func shouldRewrite(p syncPlan, rs *Ruleset, opaque bool, above int) bool {
 // leaves them alone. Filter comes first, with the rules of transitional
 // (filter chain → rules) in place of rs's, then nat: the order and the
 // first step of syncPlan.phases, whose last step the caller writes next.
-func rewritePayload(saved map[string]*SavedTable, rs *Ruleset, transitional map[string][]string) string {
+func rewritePayload(saved map[string]*xtables.SavedTable, rs *Ruleset, transitional map[string][]string) string {
 	var b strings.Builder
 	for _, t := range []string{tableFilter, tableNAT} {
 		st := saved[t]
 		if st == nil {
-			st = &SavedTable{decls: map[string]string{}, rules: map[string][]string{}}
+			st = &xtables.SavedTable{}
 		}
 		var foreign []string
 		for _, c := range builtinChains[t] {
-			if !slices.Contains(st.chains, c) {
+			if !slices.Contains(st.Chains(), c) {
 				foreign = append(foreign, c)
 			}
 		}
-		for _, c := range st.chains {
+		for _, c := range st.Chains() {
 			if !IsOwnedChain(c) {
 				foreign = append(foreign, c)
 			}
 		}
 		fmt.Fprintf(&b, "*%s\n", t)
 		for _, c := range foreign {
-			decl, ok := st.decls[c]
+			decl, ok := st.Decl(c)
 			if !ok {
 				decl = c + " ACCEPT [0:0]"
 			}
@@ -81,7 +82,7 @@ func rewritePayload(saved map[string]*SavedTable, rs *Ruleset, transitional map[
 			fmt.Fprintf(&b, ":%s - [0:0]\n", n)
 		}
 		for _, c := range foreign {
-			writeForeignRules(&b, rs, t, c, st.rules[c])
+			writeForeignRules(&b, rs, t, c, st.Rules(c))
 		}
 		for _, n := range names {
 			rules, ok := transitional[n]
@@ -104,12 +105,12 @@ func writeForeignRules(b *strings.Builder, rs *Ruleset, t, c string, saved []str
 		if j.Table != t || j.Chain != c {
 			continue
 		}
-		if !slices.ContainsFunc(saved, func(r string) bool { return RuleTarget(r) == j.Target }) {
+		if !slices.ContainsFunc(saved, func(r string) bool { return xtables.RuleTarget(r) == j.Target }) {
 			fmt.Fprintf(b, "-A %s %s\n", c, j.Rule)
 		}
 	}
 	for _, r := range saved {
-		if tgt := RuleTarget(r); IsOwnedChain(tgt) && rs.Chains[t][tgt] == nil {
+		if tgt := xtables.RuleTarget(r); IsOwnedChain(tgt) && rs.Chains[t][tgt] == nil {
 			continue
 		}
 		fmt.Fprintf(b, "-A %s %s\n", c, r)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables/iptablestest"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
 // foreign is what other software keeps in the tables we share.
@@ -34,8 +35,8 @@ func fakeWithForeign(t *testing.T) *iptablestest.Fake {
 
 func nftV4(above int) func(*iptables.Config) {
 	return func(c *iptables.Config) {
-		c.Flavour = iptables.FlavourNFT
-		c.Families = []iptables.Family{iptables.IPv4}
+		c.Flavour = xtables.FlavourNFT
+		c.Families = []xtables.Family{xtables.IPv4}
 		c.RewriteTablesAbove = above
 	}
 }
@@ -190,7 +191,7 @@ func TestRewriteFallsBackToBatches(t *testing.T) {
 	})
 	t.Run("legacy by default", func(t *testing.T) {
 		f := fakeWithForeign(t)
-		d := newDP(t, f, func(c *iptables.Config) { c.Families = []iptables.Family{iptables.IPv4} })
+		d := newDP(t, f, func(c *iptables.Config) { c.Families = []xtables.Family{xtables.IPv4} })
 		apply(t, d, state(300), false)
 		if s := d.LastSync(); s.TableRewrites != 0 {
 			t.Errorf("stats %+v: legacy rewrote tables", s)

@@ -3,6 +3,7 @@ package iptables
 import (
 	"fmt"
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"sort"
 	"strings"
 )
@@ -35,7 +36,7 @@ type Skip struct {
 
 // Ruleset is everything one family needs, rendered without I/O.
 type Ruleset struct {
-	Family Family
+	Family xtables.Family
 	// Chains by table, then by name.
 	Chains map[string]map[string]*Chain
 	Jumps  []Jump
@@ -49,7 +50,7 @@ type Ruleset struct {
 	udp map[string]conntrack.UDPPort
 }
 
-func newRuleset(f Family) *Ruleset {
+func newRuleset(f xtables.Family) *Ruleset {
 	return &Ruleset{Family: f, Chains: map[string]map[string]*Chain{
 		tableFilter: {}, tableNAT: {},
 	}, hairpin: map[string]struct{}{}, udp: map[string]conntrack.UDPPort{}}
@@ -154,7 +155,7 @@ func (r *Ruleset) validate(only map[string][]string) error {
 		if set, ok := matchSet(rule); ok && (set == "" || set != r.HairpinSet) {
 			errs = append(errs, fmt.Sprintf("%s/%s: match on set %q this ruleset does not create", table, where, set))
 		}
-		tgt := RuleTarget(rule)
+		tgt := xtables.RuleTarget(rule)
 		if tgt == "DNAT" && strings.Contains(rule, "--to-destination") && !strings.Contains(rule, "-p ") {
 			// iptables refuses a DNAT to a port without a protocol match.
 			errs = append(errs, fmt.Sprintf("%s/%s: DNAT without -p: %s", table, where, rule))
@@ -193,18 +194,6 @@ func (r *Ruleset) validate(only map[string][]string) error {
 		return fmt.Errorf("invalid ruleset: %s", strings.Join(errs, "; "))
 	}
 	return nil
-}
-
-// RuleTarget returns the chain or target after -j or -g (or their long
-// spellings), "" if none.
-func RuleTarget(rule string) string {
-	f := strings.Fields(rule)
-	for i := 0; i+1 < len(f); i++ {
-		if f[i] == "-j" || f[i] == "-g" || f[i] == "--jump" || f[i] == "--goto" {
-			return f[i+1]
-		}
-	}
-	return ""
 }
 
 // matchSet returns the set a rule matches with -m set, ok false if none.

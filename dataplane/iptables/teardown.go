@@ -4,13 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/switchyard-proxy/switchyard/dataplane/command"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
 // cleanupFlavours are the back ends Cleanup reads: this mode's rules may
-// be in either, whichever DetectFlavour chose when they were written (a
-// node whose kubelet changed back ends, an image of another default), and
-// a stale legacy DNAT wins over an nft one.
-var cleanupFlavours = []Flavour{FlavourLegacy, FlavourNFT}
+// be in either, whichever xtables.DetectFlavour chose when they were
+// written (a node whose kubelet changed back ends, an image of another
+// default), and a stale legacy DNAT wins over an nft one.
+var cleanupFlavours = []xtables.Flavour{xtables.FlavourLegacy, xtables.FlavourNFT}
 
 // Cleanup implements dataplane.Dataplane: in every family and in both
 // back ends (legacy and nft) it deletes this mode's chains and its rules
@@ -24,7 +26,7 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var errs []error
-	var clean []Family
+	var clean []xtables.Family
 	d.markKnown = false
 	for _, fam := range d.cfg.Families {
 		delete(d.state, fam)
@@ -49,21 +51,21 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 // whose binary is missing, or that the kernel lacks, cannot hold rules of
 // ours; but when none answers at all the namespace is unreadable and that
 // is an error.
-func (d *Dataplane) cleanupFamily(ctx context.Context, fam Family) error {
+func (d *Dataplane) cleanupFamily(ctx context.Context, fam xtables.Family) error {
 	var unreadable []error
 	read := 0
 	for _, fl := range cleanupFlavours {
 		save := fam.SaveCmd(fl)
 		out, err := d.cfg.Runner.Run(ctx, []string{save}, nil)
 		if err != nil {
-			if !IsNotFound(err) {
+			if !command.IsNotFound(err) {
 				unreadable = append(unreadable, fmt.Errorf("%s: %w", save, err))
 			}
 			d.log.Debug("iptables back end not readable; nothing of ours there", "command", save, "err", err)
 			continue
 		}
 		read++
-		saved, _ := ParseSave(out)
+		saved, _ := xtables.ParseSave(out)
 		if err := d.cleanupSaved(ctx, fam, fl, saved); err != nil {
 			return err
 		}
@@ -74,9 +76,9 @@ func (d *Dataplane) cleanupFamily(ctx context.Context, fam Family) error {
 	return nil
 }
 
-func (d *Dataplane) cleanupSaved(ctx context.Context, fam Family, fl Flavour, saved map[string]*SavedTable) error {
-	kubeProxy := HasKubeProxy(saved)
-	c := CleanupPayload(saved, ownership(kubeProxy))
+func (d *Dataplane) cleanupSaved(ctx context.Context, fam xtables.Family, fl xtables.Flavour, saved map[string]*xtables.SavedTable) error {
+	kubeProxy := xtables.HasKubeProxy(saved)
+	c := xtables.CleanupPayload(saved, ownership(kubeProxy))
 	if kubeProxy {
 		d.log.Warn("kube-proxy's canary chain found: chains named like kube-proxy's are left to it "+
 			"(remove them with --cleanup-kube-proxy)", "family", fam.String(), "flavour", string(fl))

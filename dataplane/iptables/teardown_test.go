@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables/iptablestest"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
 // backends is a namespace with the two iptables back ends apart, as in
@@ -56,7 +57,7 @@ func (b *backends) restores() []string {
 
 // program applies state(n) with a Dataplane of flavour fl, as an earlier
 // agent process did.
-func (b *backends) program(t *testing.T, fl iptables.Flavour, n int) {
+func (b *backends) program(t *testing.T, fl xtables.Flavour, n int) {
 	t.Helper()
 	d, err := iptables.New(iptables.Config{Runner: b, Flavour: fl})
 	if err != nil {
@@ -104,7 +105,7 @@ func TestCleanupLeftovers(t *testing.T) {
 		{
 			name:         "nft leftovers",
 			foreign:      func(t *testing.T, b *backends) { b.restore(t, b.nft, "iptables", foreignNAT+foreignFilter) },
-			setup:        func(t *testing.T, b *backends) { b.program(t, iptables.FlavourNFT, 5) },
+			setup:        func(t *testing.T, b *backends) { b.program(t, xtables.FlavourNFT, 5) },
 			wantRestores: []string{"iptables-nft-restore -w --noflush", "ip6tables-nft-restore -w --noflush"},
 		},
 		{
@@ -113,15 +114,15 @@ func TestCleanupLeftovers(t *testing.T) {
 				b.restore(t, b.nft, "iptables", foreignNAT)
 				b.restore(t, b.legacy, "iptables", foreignFilter)
 			},
-			setup:        func(t *testing.T, b *backends) { b.program(t, iptables.FlavourLegacy, 5) },
+			setup:        func(t *testing.T, b *backends) { b.program(t, xtables.FlavourLegacy, 5) },
 			wantRestores: []string{"iptables-legacy-restore -w --noflush", "ip6tables-legacy-restore -w --noflush"},
 		},
 		{
 			name:    "both back ends",
 			foreign: func(*testing.T, *backends) {},
 			setup: func(t *testing.T, b *backends) {
-				b.program(t, iptables.FlavourLegacy, 3)
-				b.program(t, iptables.FlavourNFT, 4)
+				b.program(t, xtables.FlavourLegacy, 3)
+				b.program(t, xtables.FlavourNFT, 4)
 			},
 			wantRestores: []string{
 				"iptables-legacy-restore -w --noflush", "ip6tables-legacy-restore -w --noflush",
@@ -132,7 +133,7 @@ func TestCleanupLeftovers(t *testing.T) {
 			name:    "a foreign jump keeps its target, emptied",
 			foreign: func(*testing.T, *backends) {},
 			setup: func(t *testing.T, b *backends) {
-				b.program(t, iptables.FlavourNFT, 2)
+				b.program(t, xtables.FlavourNFT, 2)
 				b.restore(t, b.nft, "iptables", foreignMarkMasq)
 			},
 			check: func(t *testing.T, dump string) {
@@ -149,7 +150,7 @@ func TestCleanupLeftovers(t *testing.T) {
 			name:    "kube-proxy's canary: only the chains kube-proxy never names go",
 			foreign: func(*testing.T, *backends) {},
 			setup: func(t *testing.T, b *backends) {
-				b.program(t, iptables.FlavourNFT, 3)
+				b.program(t, xtables.FlavourNFT, 3)
 				b.restore(t, b.nft, "iptables", canary)
 			},
 			check: func(t *testing.T, dump string) {

@@ -9,21 +9,22 @@ import (
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/command"
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
-	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
 // DummyInterface is the link service addresses are bound to, so that the
 // kernel treats them as local and IPVS sees their packets at LOCAL_IN.
 const DummyInterface = "kube-ipvs0"
 
-// Family is an IP family; the same values as the iptables mode.
-type Family = iptables.Family
+// Family is an IP family: xtables.Family, the iptables mode's too.
+type Family = xtables.Family
 
 // Families.
 const (
-	IPv4 = iptables.IPv4
-	IPv6 = iptables.IPv6
+	IPv4 = xtables.IPv4
+	IPv6 = xtables.IPv6
 )
 
 // Defaults.
@@ -57,11 +58,12 @@ type Config struct {
 	// Kernel programs IPVS, the dummy link and sysctls.
 	Kernel Kernel
 	// Runner runs ipset and iptables binaries in the node's namespace.
-	Runner iptables.Runner
+	Runner command.Runner
 	// Families to program; default IPv4 and IPv6.
 	Families []Family
-	// Flavour of iptables; FlavourAuto detects it on the first Apply.
-	Flavour iptables.Flavour
+	// Flavour of iptables; xtables.FlavourAuto detects it on the first
+	// Apply.
+	Flavour xtables.Flavour
 	// Scheduler is used when NodeConfig.ipvs_scheduler is empty; "" means
 	// DefaultScheduler.
 	Scheduler string
@@ -104,7 +106,7 @@ type Dataplane struct {
 
 	mu      sync.Mutex
 	ready   bool // IPVS checked, flavour known, sysctls set
-	flavour iptables.Flavour
+	flavour xtables.Flavour
 	// applied is what the kernel holds of this mode after the last
 	// successful Apply; nil makes the next Apply read the kernel back.
 	applied  *model
@@ -215,8 +217,8 @@ func (d *Dataplane) prepare(ctx context.Context) error {
 	if err := d.cfg.Kernel.CheckIPVS(ctx); err != nil {
 		return err
 	}
-	if d.flavour == iptables.FlavourAuto {
-		fl, err := iptables.DetectFlavour(ctx, d.cfg.Runner)
+	if d.flavour == xtables.FlavourAuto {
+		fl, err := xtables.DetectFlavour(ctx, d.cfg.Runner)
 		if err != nil {
 			return err
 		}
@@ -314,8 +316,8 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 	d.applied = nil
 	clear(d.draining)
 	clear(d.udp)
-	if d.flavour == iptables.FlavourAuto {
-		fl, err := iptables.DetectFlavour(ctx, d.cfg.Runner)
+	if d.flavour == xtables.FlavourAuto {
+		fl, err := xtables.DetectFlavour(ctx, d.cfg.Runner)
 		if err != nil {
 			return fmt.Errorf("ipvs cleanup: %w", err)
 		}

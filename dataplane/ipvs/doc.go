@@ -77,7 +77,7 @@
 //
 // # The kernel seam
 //
-// Kernel (IPVS, link, addresses, sysctls) and iptables.Runner (ipset and
+// Kernel (IPVS, link, addresses, sysctls) and command.Runner (ipset and
 // iptables binaries) are the only ways to the kernel; both bound to one
 // namespace. NetlinkKernel is the real Kernel; NewKernel refuses a
 // kernel without IPVS (ErrIPVSUnavailable), since moby/ipvs would silently

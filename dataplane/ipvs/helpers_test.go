@@ -16,9 +16,9 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 
-	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipvs"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipvs/ipvstest"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
 // newDataplane builds a Dataplane on f; cfg's zero fields get test
@@ -26,8 +26,8 @@ import (
 func newDataplane(t testing.TB, f *ipvstest.Fake, cfg ipvs.Config) *ipvs.Dataplane {
 	t.Helper()
 	cfg.Kernel, cfg.Runner = f, f
-	if cfg.Flavour == iptables.FlavourAuto {
-		cfg.Flavour = iptables.FlavourNFT
+	if cfg.Flavour == xtables.FlavourAuto {
+		cfg.Flavour = xtables.FlavourNFT
 	}
 	if len(cfg.Families) == 0 {
 		cfg.Families = []ipvs.Family{ipvs.IPv4}

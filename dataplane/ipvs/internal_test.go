@@ -9,7 +9,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipset"
-	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -26,8 +26,8 @@ func TestCanonRuleMatchesSaveSpelling(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := iptables.CanonRule(tc.a) == iptables.CanonRule(tc.b); got != tc.wantSameish {
-				t.Errorf("same = %v, want %v\n%q\n%q", got, tc.wantSameish, iptables.CanonRule(tc.a), iptables.CanonRule(tc.b))
+			if got := xtables.CanonRule(tc.a) == xtables.CanonRule(tc.b); got != tc.wantSameish {
+				t.Errorf("same = %v, want %v\n%q\n%q", got, tc.wantSameish, xtables.CanonRule(tc.a), xtables.CanonRule(tc.b))
 			}
 		})
 	}

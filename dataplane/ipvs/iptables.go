@@ -6,15 +6,15 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
 // The fixed rules are written with iptables-restore --noflush and read back
 // with iptables-save: only our chains and the jumps to them are touched.
 
-// savedTables is an iptables-save read-back by table, parsed as the
-// iptables mode parses its own.
-type savedTables map[string]*iptables.SavedTable
+// savedTables is an iptables-save read-back by table, parsed by
+// xtables.ParseSave as the iptables mode parses its own.
+type savedTables map[string]*xtables.SavedTable
 
 func (d *Dataplane) saveRules(ctx context.Context, fam Family) (savedTables, error) {
 	out, err := d.cfg.Runner.Run(ctx, []string{fam.SaveCmd(d.flavour)}, nil)
@@ -24,7 +24,7 @@ func (d *Dataplane) saveRules(ctx context.Context, fam Family) (savedTables, err
 	// opaque (a table iptables-nft-save cannot print, a line of unknown
 	// syntax) is no hazard here: this mode never writes a table whole,
 	// only its own chains and the jumps to them, with --noflush.
-	st, _ := iptables.ParseSave(out)
+	st, _ := xtables.ParseSave(out)
 	return st, nil
 }
 
@@ -41,7 +41,7 @@ func (st savedTables) ours() ruleset {
 				continue
 			}
 			for _, r := range tab.Rules(c) {
-				if tgt := iptables.RuleTarget(r); isOwnedChain(tgt) {
+				if tgt := xtables.RuleTarget(r); isOwnedChain(tgt) {
 					rs.jumps[jump{table: t, chain: c, target: tgt}.key()] = true
 				}
 			}
@@ -58,7 +58,7 @@ func rulesPayload(have, want ruleset) string {
 	for _, t := range []string{"filter", "nat"} {
 		var write, remove []string
 		for _, c := range sortedKeys(want.chains[t]) {
-			if got, ok := have.chains[t][c]; !ok || !iptables.SameRules(got, want.chains[t][c]) {
+			if got, ok := have.chains[t][c]; !ok || !xtables.SameRules(got, want.chains[t][c]) {
 				write = append(write, c)
 			}
 		}
@@ -99,7 +99,7 @@ func rulesPayload(have, want ruleset) string {
 // cleanupRulesPayload removes every jump to our chains, then the chains.
 // Only this mode names them, so every jump to one is ours.
 func cleanupRulesPayload(st savedTables) string {
-	return iptables.CleanupPayload(st, iptables.Ownership{Chain: isOwnedChain, Exclusive: isOwnedChain, Sets: isOwnedSet}).Payload
+	return xtables.CleanupPayload(st, xtables.Ownership{Chain: isOwnedChain, Exclusive: isOwnedChain, Sets: isOwnedSet}).Payload
 }
 
 func (d *Dataplane) restoreRules(ctx context.Context, fam Family, payload string) error {

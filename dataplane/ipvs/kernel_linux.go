@@ -17,8 +17,8 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/switchyard-proxy/switchyard/dataplane/command"
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
-	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 )
 
 // KernelConfig says which network namespace a NetlinkKernel programs.
@@ -111,7 +111,7 @@ func (k *NetlinkKernel) Close() {
 func (k *NetlinkKernel) Handle() *netlink.Handle { return k.nl }
 
 // Runner runs ipset and iptables in the namespace.
-func (k *NetlinkKernel) Runner() iptables.Runner { return iptables.ExecRunner{Prefix: k.prefix} }
+func (k *NetlinkKernel) Runner() command.Runner { return command.ExecRunner{Prefix: k.prefix} }
 
 // Config returns base with Kernel, Runner and Conntrack set to this
 // namespace's real seams where base leaves them nil.

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
 // cleanup removes everything of this mode: virtual servers on kube-ipvs0
@@ -46,7 +46,7 @@ func (d *Dataplane) cleanup(ctx context.Context) error {
 			continue
 		}
 		saved[fam] = st
-		kubeProxy = kubeProxy || iptables.HasKubeProxy(st)
+		kubeProxy = kubeProxy || xtables.HasKubeProxy(st)
 	}
 	if kubeProxy {
 		d.log.Warn("kube-proxy's canary chain found: " + DummyInterface + " and the virtual servers are left to it " +

@@ -7,18 +7,15 @@ import (
 	"log/slog"
 	"os/exec"
 	"strings"
-)
 
-// Runner runs one command with stdin and returns its stdout; an error
-// when the command failed. It is bound to one network namespace.
-type Runner interface {
-	Run(ctx context.Context, argv []string, stdin []byte) ([]byte, error)
-}
+	"github.com/switchyard-proxy/switchyard/dataplane/command"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
+)
 
 // Config says where to clean up.
 type Config struct {
-	// Runner runs the commands; required.
-	Runner Runner
+	// Runner runs the commands in the namespace to clean; required.
+	Runner command.Runner
 	// Logger receives one line per removed item group; nil discards.
 	Logger *slog.Logger
 }
@@ -96,7 +93,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 }
 
 type cleaner struct {
-	r   Runner
+	r   command.Runner
 	log *slog.Logger
 }
 
@@ -116,7 +113,7 @@ func (s *survey) evidence() []string {
 	for _, d := range s.iptables {
 		for _, tbl := range d.order {
 			for _, ch := range d.tables[tbl].chains {
-				if ch == canaryChain || isKubeProxyOnly(ch) {
+				if ch == xtables.KubeProxyCanary || isKubeProxyOnly(ch) {
 					ev = append(ev, d.save+"/"+tbl+"/"+ch)
 				}
 			}

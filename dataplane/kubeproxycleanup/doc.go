@@ -46,8 +46,8 @@
 //
 // # The kernel seam
 //
-// Everything goes through a Runner (argv, stdin → stdout), the same shape as
-// dataplane/iptables.Runner, so iptables.ExecRunner works in production and
+// Everything goes through a command.Runner (argv, stdin → stdout), the
+// seam every mode uses, so command.ExecRunner works in production and
 // in a throwaway namespace ("ip netns exec NS" prefix);
 // kubeproxycleanuptest.Script is the scripted fake for unit tests. A
 // missing tool or a kernel without the feature (no IPVS, no ipset) means

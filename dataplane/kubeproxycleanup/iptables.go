@@ -7,9 +7,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-)
 
-const canaryChain = "KUBE-PROXY-CANARY"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
+)
 
 // sharedChains are kube-proxy's fixed chains whose names Switchyard's
 // iptables mode uses too.
@@ -25,7 +25,7 @@ var sharedPrefixes = []string{"KUBE-SVC-", "KUBE-SVL-", "KUBE-SEP-", "KUBE-EXT-"
 // kubeProxyOnlyChains are chains kube-proxy (ipvs mode, or older iptables
 // mode) creates and Switchyard never does: finding one is evidence.
 var kubeProxyOnlyChains = []string{
-	canaryChain, "KUBE-LOAD-BALANCER", "KUBE-NODE-PORT", "KUBE-SOURCE-RANGES-FIREWALL",
+	xtables.KubeProxyCanary, "KUBE-LOAD-BALANCER", "KUBE-NODE-PORT", "KUBE-SOURCE-RANGES-FIREWALL",
 	"KUBE-IPVS-FILTER", "KUBE-IPVS-OUT-FILTER",
 }
 
@@ -104,17 +104,6 @@ func parseSave(out []byte) (*savedDump, error) {
 	return d, sc.Err()
 }
 
-// ruleTarget returns the chain a rule jumps or goes to, or "".
-func ruleTarget(spec string) string {
-	f := strings.Fields(spec)
-	for i := 0; i+1 < len(f); i++ {
-		if f[i] == "-j" || f[i] == "-g" || f[i] == "--jump" || f[i] == "--goto" {
-			return f[i+1]
-		}
-	}
-	return ""
-}
-
 // tablePlan is what to do in one table.
 type tablePlan struct {
 	flush   []string // every kube-proxy chain: emptied first
@@ -134,14 +123,14 @@ func planTable(t *savedTable) tablePlan {
 			continue
 		}
 		for _, r := range t.rules[ch] {
-			referenced[ruleTarget(r)] = true
+			referenced[xtables.RuleTarget(r)] = true
 		}
 	}
 	for _, ch := range t.chains {
 		switch {
 		case t.builtin[ch]:
 			for _, r := range t.rules[ch] {
-				if isKubeProxyChain(ruleTarget(r)) {
+				if isKubeProxyChain(xtables.RuleTarget(r)) {
 					p.dels = append(p.dels, "-D "+ch+" "+r)
 				}
 			}

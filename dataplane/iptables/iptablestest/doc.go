@@ -1,6 +1,6 @@
 // Package iptablestest provides Fake, an in-memory stand-in for the
 // iptables-restore, iptables-save and ipset binaries behind
-// iptables.Runner.
+// command.Runner.
 //
 // Fake keeps one set of tables per binary family (iptables, ip6tables) and
 // applies restore input the way the kernel does: a table block is atomic

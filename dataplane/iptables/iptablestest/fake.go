@@ -22,7 +22,7 @@ type Call struct {
 	Stdin string
 }
 
-// Fake implements iptables.Runner in memory.
+// Fake implements command.Runner in memory.
 type Fake struct {
 	// Fail, when set, is consulted before each command; a non-nil error is
 	// returned instead of running it.
@@ -88,7 +88,7 @@ func (f *Fake) family(name string) tables {
 	return ts
 }
 
-// Run implements iptables.Runner for *-restore, *-save and ipset (through
+// Run implements command.Runner for *-restore, *-save and ipset (through
 // the ipset fake, with f.mu held for its InUse hook).
 func (f *Fake) Run(ctx context.Context, argv []string, stdin []byte) ([]byte, error) {
 	f.mu.Lock()

@@ -8,14 +8,14 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/switchyard-proxy/switchyard/dataplane/command"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipset/ipsettest"
-	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables/iptablestest"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipvs"
 )
 
 // Fake is an in-memory kernel for the ipvs mode: it implements ipvs.Kernel
-// and, for ipset and iptables commands, iptables.Runner.
+// and, for ipset and iptables commands, command.Runner.
 type Fake struct {
 	// NoIPVS makes CheckIPVS fail as on a kernel without IPVS.
 	NoIPVS bool
@@ -55,8 +55,8 @@ type link struct {
 }
 
 var (
-	_ ipvs.Kernel     = (*Fake)(nil)
-	_ iptables.Runner = (*Fake)(nil)
+	_ ipvs.Kernel    = (*Fake)(nil)
+	_ command.Runner = (*Fake)(nil)
 )
 
 // New returns an empty Fake with IPVS.

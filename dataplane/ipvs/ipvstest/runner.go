@@ -9,7 +9,7 @@ import (
 	"strings"
 )
 
-// Run implements iptables.Runner: ipset in the ipsettest.Fake, iptables
+// Run implements command.Runner: ipset in the ipsettest.Fake, iptables
 // and ip6tables binaries in the iptablestest.Fake (after checking that
 // every set a restore matches exists, as the kernel does). Both are
 // recorded here, ipset save and *-save as reads.

@@ -1,7 +1,7 @@
 // Package kubeproxycleanuptest provides Script, a scripted stand-in for the
-// kubeproxycleanup Runner: it answers each command line from a table and
-// records every call with its stdin, so tests assert the exact commands
-// and restore payloads.
+// command.Runner kubeproxycleanup runs through: it answers each command
+// line from a table and records every call with its stdin, so tests
+// assert the exact commands and restore payloads.
 package kubeproxycleanuptest
 
 import (
@@ -33,7 +33,7 @@ type Script struct {
 	calls []Call
 }
 
-// Run implements kubeproxycleanup.Runner.
+// Run implements command.Runner.
 func (s *Script) Run(_ context.Context, argv []string, stdin []byte) ([]byte, error) {
 	key := strings.Join(argv, " ")
 	s.mu.Lock()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 )
 
@@ -31,7 +32,7 @@ func BenchmarkSync(b *testing.B) {
 	if os.Getenv("SWITCHYARD_BENCH_10K") != "" {
 		sizes = append(sizes, 10000)
 	}
-	for _, fl := range []iptables.Flavour{iptables.FlavourNFT, iptables.FlavourLegacy} {
+	for _, fl := range []xtables.Flavour{xtables.FlavourNFT, xtables.FlavourLegacy} {
 		for _, shape := range []string{"sharded", "kube-proxy"} {
 			for _, n := range sizes {
 				b.Run(fmt.Sprintf("%s/%s/services=%d", fl, shape, n), func(b *testing.B) {
@@ -48,11 +49,11 @@ type syncer interface {
 	LastSync() iptables.SyncStats
 }
 
-func benchOne(b *testing.B, fl iptables.Flavour, kubeProxy bool, n int) {
+func benchOne(b *testing.B, fl xtables.Flavour, kubeProxy bool, n int) {
 	_, r := dptest.BenchNode(b, runnerOptions)
 	var dp syncer = newKubeProxyShape(r, fl)
 	if !kubeProxy {
-		cfg := iptables.Config{Runner: r, Families: []iptables.Family{iptables.IPv4}, Flavour: fl}
+		cfg := iptables.Config{Runner: r, Families: []xtables.Family{xtables.IPv4}, Flavour: fl}
 		if os.Getenv("SWITCHYARD_BENCH_NO_REWRITE") != "" {
 			cfg.RewriteTablesAbove = -1
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/nftgen"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtinfo"
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 )
@@ -38,7 +39,7 @@ func BenchmarkCheckDrift(b *testing.B) {
 func benchCheck(b *testing.B, n int, mk string) {
 	topo, r := dptest.BenchNode(b, dptest.RunnerOptions{Fork: true})
 	ns := topo.Node(0).NS
-	cfg := iptables.Config{Runner: r, Families: []iptables.Family{iptables.IPv4}, Flavour: iptables.FlavourLegacy}
+	cfg := iptables.Config{Runner: r, Families: []xtables.Family{xtables.IPv4}, Flavour: xtables.FlavourLegacy}
 	switch mk {
 	case "nft+generation":
 		gen := nftgen.NewReader(func() (*netlink.Conn, error) {
@@ -47,7 +48,7 @@ func benchCheck(b *testing.B, n int, mk string) {
 			return c, err
 		})
 		b.Cleanup(func() { _ = gen.Close() })
-		cfg.Flavour, cfg.Generation = iptables.FlavourNFT, gen.Generation
+		cfg.Flavour, cfg.Generation = xtables.FlavourNFT, gen.Generation
 	case "legacy+info":
 		info := xtinfo.NewReader(func(family int) (int, error) {
 			fd := -1

@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/nftgen"
 	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtinfo"
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
@@ -50,7 +51,7 @@ func (b *bed) legacyInfo() xtinfo.Dialer {
 
 // driftDP is a Dataplane of flavour fl that checks drift as the agent
 // does: both marks are given, the flavour uses its own.
-func (b *bed) driftDP(t *testing.T, fl iptables.Flavour) *iptables.Dataplane {
+func (b *bed) driftDP(t *testing.T, fl xtables.Flavour) *iptables.Dataplane {
 	t.Helper()
 	gen, info := nftgen.NewReader(b.generation()), xtinfo.NewReader(b.legacyInfo())
 	t.Cleanup(func() { _, _ = gen.Close(), info.Close() })
@@ -59,7 +60,7 @@ func (b *bed) driftDP(t *testing.T, fl iptables.Flavour) *iptables.Dataplane {
 
 // sh runs iptables commands of flavour fl in the node namespace, as a
 // user at a shell would ("iptables" there is iptables-<fl>).
-func (b *bed) sh(t *testing.T, fl iptables.Flavour, script string) {
+func (b *bed) sh(t *testing.T, fl xtables.Flavour, script string) {
 	t.Helper()
 	script = strings.NewReplacer("iptables-save", "iptables-"+string(fl)+"-save",
 		"iptables-restore", "iptables-"+string(fl)+"-restore", "iptables ", "iptables-"+string(fl)+" ").Replace(script)
@@ -68,13 +69,13 @@ func (b *bed) sh(t *testing.T, fl iptables.Flavour, script string) {
 	}
 }
 
-func (b *bed) natSave(t *testing.T, fl iptables.Flavour) *iptables.SavedTable {
+func (b *bed) natSave(t *testing.T, fl xtables.Flavour) *xtables.SavedTable {
 	t.Helper()
 	out, err := b.Topo.Exec(t.Context(), b.Node.NS, "iptables-"+string(fl)+"-save", "-t", "nat")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tables, _ := iptables.ParseSave(out)
+	tables, _ := xtables.ParseSave(out)
 	return tables["nat"]
 }
 
@@ -89,13 +90,13 @@ const foreignRules = "iptables -t filter -N SOMEONE\niptables -t filter -A SOMEO
 func TestDriftDetectedAndRepaired(t *testing.T) {
 	cases := []struct {
 		name  string
-		drift func(t *testing.T, b *bed, fl iptables.Flavour) (map[string]int, bool)
+		drift func(t *testing.T, b *bed, fl xtables.Flavour) (map[string]int, bool)
 	}{
-		{"flush the nat table", func(t *testing.T, b *bed, fl iptables.Flavour) (map[string]int, bool) {
+		{"flush the nat table", func(t *testing.T, b *bed, fl xtables.Flavour) (map[string]int, bool) {
 			nat, n := b.natSave(t, fl), 0
 			for _, c := range nat.Chains() {
 				for _, r := range nat.Rules(c) {
-					if !iptables.IsOwnedChain(c) && iptables.IsOwnedChain(iptables.RuleTarget(r)) {
+					if !iptables.IsOwnedChain(c) && iptables.IsOwnedChain(xtables.RuleTarget(r)) {
 						n++ // a jump from a built-in chain
 					}
 				}
@@ -106,12 +107,12 @@ func TestDriftDetectedAndRepaired(t *testing.T) {
 			b.sh(t, fl, "iptables -t nat -F")
 			return map[string]int{dataplane.DriftRule: n}, false
 		}},
-		{"delete a chain, unhooked first", func(t *testing.T, b *bed, fl iptables.Flavour) (map[string]int, bool) {
+		{"delete a chain, unhooked first", func(t *testing.T, b *bed, fl xtables.Flavour) (map[string]int, bool) {
 			nat := b.natSave(t, fl)
 			svc := ""
 			for _, c := range nat.Chains() {
 				for _, r := range nat.Rules(c) {
-					if tg := iptables.RuleTarget(r); strings.HasPrefix(c, "KUBE-SHARD-") && strings.Contains(r, "-d "+vip.Addr().String()+"/32") {
+					if tg := xtables.RuleTarget(r); strings.HasPrefix(c, "KUBE-SHARD-") && strings.Contains(r, "-d "+vip.Addr().String()+"/32") {
 						svc = tg
 					}
 				}
@@ -122,7 +123,7 @@ func TestDriftDetectedAndRepaired(t *testing.T) {
 			for _, c := range nat.Chains() {
 				n := 0
 				for _, r := range nat.Rules(c) {
-					if iptables.RuleTarget(r) == svc {
+					if xtables.RuleTarget(r) == svc {
 						fmt.Fprintf(&script, "-D %s %s\n", c, r)
 						n++
 					}
@@ -133,12 +134,12 @@ func TestDriftDetectedAndRepaired(t *testing.T) {
 			b.sh(t, fl, script.String())
 			return map[string]int{dataplane.DriftChain: 1, dataplane.DriftRule: unhooked}, true
 		}},
-		{"add a foreign rule", func(t *testing.T, b *bed, fl iptables.Flavour) (map[string]int, bool) {
+		{"add a foreign rule", func(t *testing.T, b *bed, fl xtables.Flavour) (map[string]int, bool) {
 			b.sh(t, fl, "iptables -t nat -N SOMEONE\niptables -t nat -A SOMEONE -d 192.0.2.2 -j RETURN\niptables -t nat -A PREROUTING -j SOMEONE\n")
 			return nil, true
 		}},
 	}
-	for _, fl := range []iptables.Flavour{iptables.FlavourNFT, iptables.FlavourLegacy} {
+	for _, fl := range []xtables.Flavour{xtables.FlavourNFT, xtables.FlavourLegacy} {
 		for _, tc := range cases {
 			t.Run(string(fl)+"/"+tc.name, func(t *testing.T) { driftAndRepair(t, fl, tc.drift) })
 		}
@@ -146,7 +147,7 @@ func TestDriftDetectedAndRepaired(t *testing.T) {
 }
 
 // driftAndRepair runs one case of TestDriftDetectedAndRepaired.
-func driftAndRepair(t *testing.T, fl iptables.Flavour, drift func(*testing.T, *bed, iptables.Flavour) (map[string]int, bool)) {
+func driftAndRepair(t *testing.T, fl xtables.Flavour, drift func(*testing.T, *bed, xtables.Flavour) (map[string]int, bool)) {
 	b := newBed(t)
 	dp := b.driftDP(t, fl)
 	st := dptest.State(b.Node,
@@ -201,7 +202,7 @@ func driftAndRepair(t *testing.T, fl iptables.Flavour, drift func(*testing.T, *b
 // baseline (no read-back after them).
 func TestDriftNoFalseReports(t *testing.T) {
 	dptest.ForFamilies(t, func(t *testing.T, f serviceport.Family) {
-		for _, fl := range []iptables.Flavour{iptables.FlavourNFT, iptables.FlavourLegacy} {
+		for _, fl := range []xtables.Flavour{xtables.FlavourNFT, xtables.FlavourLegacy} {
 			t.Run(string(fl), func(t *testing.T) {
 				b := newBedFor(t, f, false)
 				dp := b.driftDP(t, fl)

@@ -6,6 +6,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 )
 
@@ -16,7 +17,7 @@ import (
 // (dptest.CheckHairpin).
 func TestHairpinThroughSet(t *testing.T) {
 	dptest.ForFamilies(t, func(t *testing.T, f serviceport.Family) {
-		for _, fl := range []iptables.Flavour{iptables.FlavourNFT, iptables.FlavourLegacy} {
+		for _, fl := range []xtables.Flavour{xtables.FlavourNFT, xtables.FlavourLegacy} {
 			t.Run(string(fl), func(t *testing.T) {
 				b := newBedFor(t, f, false)
 				dp := b.newDP(t, iptables.Config{Flavour: fl})

@@ -13,6 +13,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/echo"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
@@ -82,9 +83,9 @@ func modeBed(t *testing.T, f serviceport.Family, cleanup bool) (*dptest.Bed, dpt
 // and ip6tables on a dual-stack bed.
 func (b *bed) newDP(t *testing.T, cfg iptables.Config) *iptables.Dataplane {
 	t.Helper()
-	cfg.Runner, cfg.Families = b.Runner, []iptables.Family{iptables.IPv4}
+	cfg.Runner, cfg.Families = b.Runner, []xtables.Family{xtables.IPv4}
 	if b.DualStack() {
-		cfg.Families = append(cfg.Families, iptables.IPv6)
+		cfg.Families = append(cfg.Families, xtables.IPv6)
 	}
 	dp, err := iptables.New(cfg)
 	if err != nil {
@@ -278,7 +279,7 @@ func TestSecondApplyIsNoopAndCleanupRemovesOnlyOurs(t *testing.T) {
 // render as iptables-save and ip6tables-save print it back.
 func TestFullResyncOfUnchangedStateWritesNothing(t *testing.T) {
 	dptest.ForFamilies(t, func(t *testing.T, f serviceport.Family) {
-		for _, fl := range []iptables.Flavour{iptables.FlavourNFT, iptables.FlavourLegacy} {
+		for _, fl := range []xtables.Flavour{xtables.FlavourNFT, xtables.FlavourLegacy} {
 			t.Run(string(fl), func(t *testing.T) {
 				b := newBedFor(t, f, false)
 				dp := b.newDP(t, iptables.Config{Flavour: fl})

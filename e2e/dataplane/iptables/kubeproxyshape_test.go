@@ -10,8 +10,10 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/command"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -29,8 +31,8 @@ import (
 // (kubeproxyshape_verify_test.go) check the structure and that it
 // forwards. The production package renders only Switchyard's shape.
 type kubeProxyShape struct {
-	run     iptables.Runner
-	flavour iptables.Flavour
+	run     command.Runner
+	flavour xtables.Flavour
 	config  *switchyardv1.NodeConfig
 	svcs    map[string]*kpService // as last applied, by service name
 	stats   iptables.SyncStats
@@ -89,7 +91,7 @@ var kpJumps = [][3]string{
 	{"filter", "OUTPUT", `-m conntrack --ctstate NEW -m comment --comment "kubernetes service portals" -j KUBE-SERVICES`},
 }
 
-func newKubeProxyShape(r iptables.Runner, fl iptables.Flavour) *kubeProxyShape {
+func newKubeProxyShape(r command.Runner, fl xtables.Flavour) *kubeProxyShape {
 	return &kubeProxyShape{run: r, flavour: fl}
 }
 
@@ -159,7 +161,7 @@ func sharedChains(svcs map[string]*kpService) map[kpChain][]string {
 // planKubeProxyFull adds every service chain to write and returns the
 // owned chains the read-back holds that write lacks and the missing
 // jumps from built-in chains.
-func planKubeProxyFull(saved map[string]*iptables.SavedTable, svcs map[string]*kpService, write map[kpChain][]string) (remove []kpChain, jumps [][3]string) {
+func planKubeProxyFull(saved map[string]*xtables.SavedTable, svcs map[string]*kpService, write map[kpChain][]string) (remove []kpChain, jumps [][3]string) {
 	for _, s := range svcs {
 		for n, rules := range s.own {
 			write[kpChain{"nat", n}] = rules
@@ -175,7 +177,7 @@ func planKubeProxyFull(saved map[string]*iptables.SavedTable, svcs map[string]*k
 	for _, j := range kpJumps {
 		tbl := saved[j[0]]
 		if tbl == nil || !slices.ContainsFunc(tbl.Rules(j[1]), func(r string) bool {
-			return iptables.RuleTarget(r) == iptables.RuleTarget(j[2])
+			return xtables.RuleTarget(r) == xtables.RuleTarget(j[2])
 		}) {
 			jumps = append(jumps, j)
 		}
@@ -206,12 +208,12 @@ func (k *kubeProxyShape) planPartial(next map[string]*kpService, write map[kpCha
 	return remove
 }
 
-func (k *kubeProxyShape) readBack(ctx context.Context) (map[string]*iptables.SavedTable, error) {
-	out, err := k.run.Run(ctx, []string{iptables.IPv4.SaveCmd(k.flavour)}, nil)
+func (k *kubeProxyShape) readBack(ctx context.Context) (map[string]*xtables.SavedTable, error) {
+	out, err := k.run.Run(ctx, []string{xtables.IPv4.SaveCmd(k.flavour)}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("kube-proxy shape: read back: %w", err)
 	}
-	saved, _ := iptables.ParseSave(out)
+	saved, _ := xtables.ParseSave(out)
 	return saved, nil
 }
 
@@ -226,7 +228,7 @@ func (k *kubeProxyShape) restore(ctx context.Context, write map[kpChain][]string
 		return strings.Compare(a.table+" "+a.name, b.table+" "+b.name)
 	})
 	limit := max(len(chains), 1)
-	if k.flavour == iptables.FlavourNFT {
+	if k.flavour == xtables.FlavourNFT {
 		limit = 5000
 	}
 	for start := 0; ; start += limit {
@@ -261,7 +263,7 @@ func (k *kubeProxyShape) restore(ctx context.Context, write map[kpChain][]string
 				fmt.Fprintf(&b, "*%s\n%s%sCOMMIT\n", t, decl.String(), body.String())
 			}
 		}
-		argv := []string{iptables.IPv4.RestoreCmd(k.flavour), "-w", "--noflush"}
+		argv := []string{xtables.IPv4.RestoreCmd(k.flavour), "-w", "--noflush"}
 		if _, err := k.run.Run(ctx, argv, []byte(b.String())); err != nil {
 			return fmt.Errorf("kube-proxy shape: restore: %w", err)
 		}

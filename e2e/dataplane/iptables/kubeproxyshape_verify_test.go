@@ -10,6 +10,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables/iptablestest"
 	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 )
@@ -24,7 +25,7 @@ import (
 // root needed.
 func TestKubeProxyShapeRendersRuleForms(t *testing.T) {
 	f := iptablestest.New()
-	k := newKubeProxyShape(f, iptables.FlavourNFT)
+	k := newKubeProxyShape(f, xtables.FlavourNFT)
 	var pods []netns.Pod
 	for i := range 3 {
 		pods = append(pods, netns.Pod{Name: fmt.Sprintf("pod-%d", i), IP: netip.MustParseAddr(fmt.Sprintf("10.244.0.%d", i+2))})
@@ -100,7 +101,7 @@ func TestKubeProxyShapeForwards(t *testing.T) {
 	for _, c := range checks {
 		t.Run(c.name, func(t *testing.T) {
 			b := dptest.NewBed(t, runnerOptions)
-			k := newKubeProxyShape(b.Runner, iptables.FlavourNFT)
+			k := newKubeProxyShape(b.Runner, xtables.FlavourNFT)
 			c.run(b, t, func(t *testing.T, st *dataplane.State) {
 				t.Helper()
 				if err := k.Apply(t.Context(), st, dataplane.ApplyOptions{}); err != nil {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 )
 
@@ -24,7 +25,7 @@ func TestNFTTableRewriteKeepsForeignRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := b.nftSave(t)
-	dp := b.newDP(t, iptables.Config{Flavour: iptables.FlavourNFT, RewriteTablesAbove: 1})
+	dp := b.newDP(t, iptables.Config{Flavour: xtables.FlavourNFT, RewriteTablesAbove: 1})
 	st := dptest.State(b.Node, dptest.Service("web", vip.Addr().String(), 80, 30080, b.Pods...))
 	if err := dp.Apply(t.Context(), st, dataplane.ApplyOptions{}); err != nil {
 		t.Fatal(err)

@@ -7,7 +7,7 @@ import (
 	"io"
 	"log/slog"
 
-	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
+	"github.com/switchyard-proxy/switchyard/dataplane/command"
 	"github.com/switchyard-proxy/switchyard/dataplane/kubeproxycleanup"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/leftovers"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/persist"
@@ -23,7 +23,7 @@ import (
 func cleanup(ctx context.Context, c Config, stdout io.Writer, log *slog.Logger) error {
 	var errs []error
 	if c.CleanupKubeProxy {
-		kp := kubeproxycleanup.Config{Runner: iptables.ExecRunner{}, Logger: log.With("component", "kubeProxyCleanup")}
+		kp := kubeproxycleanup.Config{Runner: command.ExecRunner{}, Logger: log.With("component", "kubeProxyCleanup")}
 		res, err := kubeproxycleanup.Run(ctx, kp)
 		switch {
 		case err != nil:

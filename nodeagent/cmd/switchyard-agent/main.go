@@ -24,7 +24,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
+	"github.com/switchyard-proxy/switchyard/dataplane/command"
 	"github.com/switchyard-proxy/switchyard/dataplane/kubeproxycleanup"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/agent"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/leftovers"
@@ -100,7 +100,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		// names with ours, and the first sync is a full one that rewrites
 		// ours. A partial failure does not stop the agent: the next start
 		// retries, and a node without a proxy is worse.
-		kp := kubeproxycleanup.Config{Runner: iptables.ExecRunner{}, Logger: logger.With("component", "kubeProxyCleanup")}
+		kp := kubeproxycleanup.Config{Runner: command.ExecRunner{}, Logger: logger.With("component", "kubeProxyCleanup")}
 		if _, err := kubeproxycleanup.Run(ctx, kp); err != nil {
 			logger.Error("kube-proxy cleanup incomplete; starting anyway", "err", err)
 		}

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/command"
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	"github.com/switchyard-proxy/switchyard/dataplane/dryrun"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
@@ -102,7 +103,7 @@ func newIPTables(log *slog.Logger) (dataplane.Dataplane, error) {
 		return nil, fmt.Errorf("iptables mode: netlink handle for conntrack: %w", err)
 	}
 	dp, err := iptables.New(iptables.Config{
-		Runner:    iptables.ExecRunner{},
+		Runner:    command.ExecRunner{},
 		Conntrack: conntrack.Netlink{Handle: h},
 		Logger:    log.With("mode", "iptables"),
 		// The drift checks' cheap fingerprints: the nf_tables generation

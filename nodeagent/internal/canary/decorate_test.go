@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/explain"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables/iptablestest"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/canary"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -163,7 +164,7 @@ func TestDecoratedStateForwards(t *testing.T) {
 			}
 		}
 		f := iptablestest.New()
-		dp, err := iptables.New(iptables.Config{Runner: f, Flavour: iptables.FlavourLegacy})
+		dp, err := iptables.New(iptables.Config{Runner: f, Flavour: xtables.FlavourLegacy})
 		if err != nil {
 			t.Fatal(err)
 		}

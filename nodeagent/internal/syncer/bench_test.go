@@ -12,6 +12,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables/iptablestest"
 	"github.com/switchyard-proxy/switchyard/dataplane/nftables"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/healthcheck"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/persist"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/view"
@@ -44,8 +45,8 @@ func BenchmarkSyncerApplyOneEndpoint(b *testing.B) {
 	modes := map[string]func() (dataplane.Dataplane, error){
 		"none": func() (dataplane.Dataplane, error) { return noKernel{}, nil },
 		"iptables": func() (dataplane.Dataplane, error) {
-			return iptables.New(iptables.Config{Runner: iptablestest.Discard{}, Families: []iptables.Family{iptables.IPv4},
-				Flavour: iptables.FlavourNFT})
+			return iptables.New(iptables.Config{Runner: iptablestest.Discard{}, Families: []xtables.Family{xtables.IPv4},
+				Flavour: xtables.FlavourNFT})
 		},
 		"nftables": func() (dataplane.Dataplane, error) {
 			return nftables.New(nftables.Config{Families: []nftables.Family{nftables.IPv4},

@@ -1,9 +1,11 @@
-package iptables
+package xtables
 
 import (
 	"bytes"
 	"context"
 	"fmt"
+
+	"github.com/switchyard-proxy/switchyard/dataplane/command"
 )
 
 // Flavour is the iptables back end: legacy (x_tables) or nft.
@@ -28,7 +30,7 @@ var hintChains = [][]byte{[]byte(":KUBE-IPTABLES-HINT"), []byte(":KUBE-KUBELET-C
 // flavour holding more rules, nft on a tie. It runs *-legacy-save, which
 // creates legacy tables in the namespace it runs in: callers must give a
 // runner bound to the node's (or a throwaway) namespace.
-func DetectFlavour(ctx context.Context, r Runner) (Flavour, error) {
+func DetectFlavour(ctx context.Context, r command.Runner) (Flavour, error) {
 	nftMangle, nftErr := r.Run(ctx, []string{"iptables-nft-save", "-t", "mangle"}, nil)
 	if nftErr == nil && hasHint(nftMangle) {
 		return FlavourNFT, nil
