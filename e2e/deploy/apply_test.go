@@ -395,9 +395,10 @@ func checkRBAC(ctx context.Context, t *testing.T, cs kubernetes.Interface, role 
 	}
 }
 
-// settingsRule: list and watch of the settings ConfigMap, by name.
+// settingsRule: list and watch of the settings ConfigMap, by name, and
+// patch of it (a rollout's progress annotation).
 var settingsRule = []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"},
-	ResourceNames: []string{"switchyard-controlplane"}, Verbs: []string{"list", "watch"}}}
+	ResourceNames: []string{"switchyard-controlplane"}, Verbs: []string{"list", "watch", "patch"}}}
 
 // baseRole adds the install's CA: get of its Secret and get/update of its
 // bundle by name; create, which RBAC cannot restrict by name.
