@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/e2e/system"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 // apiOutage is how long kube-apiserver stays down: the length of the
@@ -40,9 +41,22 @@ func TestAPIServerOutage(t *testing.T) {
 	}); err != nil {
 		t.Errorf("/readyz during the outage: %v", err)
 	}
-	api, err := e.c.APIWatchAt(ctx, 0)
-	if err != nil {
-		t.Fatal(err)
+	// Each watch breaks on its own when the server goes: wait until every
+	// one has (endpointslices alone, above, may be first by milliseconds).
+	var api *switchyardv1.ApiWatchStatus
+	if err := poll(ctx, 30*time.Second, func() (bool, string) {
+		var err error
+		if api, err = e.c.APIWatchAt(ctx, 0); err != nil {
+			return false, err.Error()
+		}
+		for _, r := range api.GetResources() {
+			if r.GetState() != "unavailable" {
+				return false, r.String()
+			}
+		}
+		return true, ""
+	}); err != nil {
+		t.Errorf("every watched resource unavailable during the outage: %v", err)
 	}
 	t.Logf("ListNodes api during the outage: %v", api)
 	if !api.GetViewsMayBeStale() || api.GetUnavailableSince() == nil {
