@@ -14,7 +14,7 @@ GOTEST_FLAGS ?= -count=1
 FUZZTIME ?= 10s
 
 .PHONY: all deps apt-deps tools testbed proto proto-check buf-breaking build \
-        lint fmt-check vet test unit-test fuzz bench bench-harness compare qemu-guest demo demo-netns \
+        lint fmt-check imports-check vet test unit-test fuzz bench bench-harness compare qemu-guest demo demo-netns \
         cluster cluster-deps cluster-shell cluster-down images conformance latency soak clean help
 
 all: build
@@ -38,10 +38,13 @@ qemu-guest: ## Debian kernel + busybox + base initramfs for the IPVS guest tests
 
 GRPCURL_VERSION := v1.9.4
 
-tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/grpcurl ## buf, protoc plugins (pinned in go.mod files), grpcurl
+tools: $(BIN)/buf $(BIN)/goimports $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/grpcurl ## buf, goimports, protoc plugins (pinned in go.mod files), grpcurl
 
 $(BIN)/buf: hack/tools/go.mod
 	cd hack/tools && GOWORK=off $(NOCGO) go build -trimpath -o $(BIN)/buf github.com/bufbuild/buf/cmd/buf
+
+$(BIN)/goimports: hack/tools/go.mod
+	cd hack/tools && GOWORK=off $(NOCGO) go build -trimpath -o $(BIN)/goimports golang.org/x/tools/cmd/goimports
 
 $(BIN)/grpcurl:
 	GOBIN=$(BIN) $(NOCGO) go install -trimpath github.com/fullstorydev/grpcurl/cmd/grpcurl@$(GRPCURL_VERSION)
@@ -72,10 +75,17 @@ build: ## build all binaries into ./bin
 fmt-check:
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
+# Imports in three groups: standard library, third party, then this
+# repository's own (goimports -local); generated code is buf's to format.
+LOCAL_PREFIX := github.com/switchyard-proxy/switchyard
+imports-check: $(BIN)/goimports
+	@out=$$($(BIN)/goimports -local $(LOCAL_PREFIX) -l $(MODULES) | grep -v '\.pb\.go$$' || true); \
+	  if [ -n "$$out" ]; then echo "imports not grouped (run: bin/goimports -local $(LOCAL_PREFIX) -w FILE):"; echo "$$out"; exit 1; fi
+
 vet:
 	go vet $(PKGS)
 
-lint: fmt-check vet ## gofmt, go vet, buf lint
+lint: fmt-check imports-check vet ## gofmt, import grouping (goimports -local), go vet, buf lint
 	@if [ -x $(BIN)/buf ]; then $(BIN)/buf lint; else echo "buf not built: run make tools"; fi
 
 unit-test: ## go test -race over every module (root-only tests skip unless root; e2e/cluster runs a real 2-node cluster)

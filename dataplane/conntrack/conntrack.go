@@ -9,16 +9,8 @@ import (
 	"context"
 	"net/netip"
 	"slices"
-)
 
-// Family is the IP family of a conntrack table.
-type Family int
-
-const (
-	// IPv4 is the AF_INET table.
-	IPv4 Family = 4
-	// IPv6 is the AF_INET6 table.
-	IPv6 Family = 6
+	"github.com/switchyard-proxy/switchyard/dataplane"
 )
 
 // Flow selects UDP conntrack entries to delete: those whose original
@@ -35,7 +27,7 @@ type Flow struct {
 // Cleaner deletes conntrack entries in the node's namespace. Netlink is
 // the real one.
 type Cleaner interface {
-	DeleteUDP(ctx context.Context, fam Family, flows []Flow) error
+	DeleteUDP(ctx context.Context, fam dataplane.Family, flows []Flow) error
 }
 
 // UDPPort is what cleanup needs to know about one programmed UDP service

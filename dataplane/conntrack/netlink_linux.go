@@ -8,6 +8,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
 )
 
 // Netlink deletes conntrack entries through a netlink handle. The
@@ -20,7 +22,7 @@ type Netlink struct {
 var _ Cleaner = Netlink{}
 
 // DeleteUDP implements Cleaner.
-func (c Netlink) DeleteUDP(_ context.Context, fam Family, flows []Flow) error {
+func (c Netlink) DeleteUDP(_ context.Context, fam dataplane.Family, flows []Flow) error {
 	if len(flows) == 0 {
 		return nil
 	}
@@ -29,7 +31,7 @@ func (c Netlink) DeleteUDP(_ context.Context, fam Family, flows []Flow) error {
 		filters = append(filters, udpFilter(fl))
 	}
 	inet := netlink.InetFamily(unix.AF_INET)
-	if fam == IPv6 {
+	if fam == dataplane.IPv6 {
 		inet = netlink.InetFamily(unix.AF_INET6)
 	}
 	if _, err := c.Handle.ConntrackDeleteFilters(netlink.ConntrackTable, inet, filters...); err != nil {

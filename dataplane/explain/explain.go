@@ -27,9 +27,9 @@ func Explain(st *dataplane.State, mode string, pkt Packet) Verdict {
 	if err := pkt.Validate(); err != nil {
 		return Verdict{Action: Pass, Why: WhyNotAService, Notes: []string{"not a packet a node can see: " + err.Error()}}
 	}
-	fam := serviceport.IPv4
+	fam := dataplane.IPv4
 	if pkt.IPv6() {
-		fam = serviceport.IPv6
+		fam = dataplane.IPv6
 	}
 	pkt.Src, pkt.Dst = pkt.Src.Unmap(), pkt.Dst.Unmap()
 	tr := traitsOf(mode)
@@ -40,7 +40,7 @@ func Explain(st *dataplane.State, mode string, pkt Packet) Verdict {
 	var nodeSkips []string
 	node := serviceport.ReadNode(st.Config, fam, npDefault, func(_, reason string) { nodeSkips = append(nodeSkips, reason) })
 	e := explainer{mode: mode, tr: tr, node: node, pkt: pkt}
-	if pkt.Protocol == "sctp" && !tr.sctp {
+	if pkt.Protocol == dataplane.SCTP && !tr.sctp {
 		return Verdict{Action: Pass, Why: WhyNotAService, Notes: []string{mode + " mode: SCTP is not proxied (Go has no SCTP sockets)"}}
 	}
 

@@ -4,13 +4,14 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
 )
 
 // Packet is the first packet of a connection: what Explain and every
 // tracer are asked about.
 type Packet struct {
-	// Protocol is "tcp", "udp" or "sctp".
-	Protocol string
+	Protocol dataplane.Protocol
 	Src, Dst netip.Addr
 	// Port is the destination port.
 	Port uint16
@@ -31,7 +32,11 @@ func ParsePacket(s string) (Packet, error) {
 	if err != nil {
 		return Packet{}, fmt.Errorf("packet %q: destination: %w", s, err)
 	}
-	p := Packet{Protocol: strings.ToLower(f[0]), Src: src.Unmap(), Dst: dst.Addr().Unmap(), Port: dst.Port()}
+	proto, err := dataplane.ParseProtocol(f[0])
+	if err != nil {
+		return Packet{}, err
+	}
+	p := Packet{Protocol: proto, Src: src.Unmap(), Dst: dst.Addr().Unmap(), Port: dst.Port()}
 	return p, p.Validate()
 }
 
@@ -39,7 +44,7 @@ func ParsePacket(s string) (Packet, error) {
 // missing or zoned address, families that differ, port 0.
 func (p Packet) Validate() error {
 	switch {
-	case p.Protocol != "tcp" && p.Protocol != "udp" && p.Protocol != "sctp":
+	case p.Protocol != dataplane.TCP && p.Protocol != dataplane.UDP && p.Protocol != dataplane.SCTP:
 		return fmt.Errorf("protocol %q: want tcp, udp or sctp", p.Protocol)
 	case !p.Src.IsValid() || !p.Dst.IsValid():
 		return fmt.Errorf("source and destination addresses are required")

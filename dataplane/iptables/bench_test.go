@@ -26,7 +26,7 @@ func BenchmarkApplyOneEndpointHinted(b *testing.B) {
 }
 
 func newBenchDataplane(b *testing.B) dataplane.Dataplane {
-	dp, err := iptables.New(iptables.Config{Runner: iptablestest.Discard{}, Families: []xtables.Family{xtables.IPv4},
+	dp, err := iptables.New(iptables.Config{Runner: iptablestest.Discard{}, Families: []dataplane.Family{dataplane.IPv4},
 		Flavour: xtables.FlavourNFT})
 	if err != nil {
 		b.Fatal(err)

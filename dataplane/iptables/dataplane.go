@@ -21,7 +21,7 @@ type Config struct {
 	// Runner runs iptables binaries in the node's network namespace.
 	Runner command.Runner
 	// Families to program; default IPv4 and IPv6.
-	Families []xtables.Family
+	Families []dataplane.Family
 	// Flavour of iptables; xtables.FlavourAuto detects it on the first
 	// Apply.
 	Flavour xtables.Flavour
@@ -60,13 +60,13 @@ type Dataplane struct {
 
 	mu      sync.Mutex
 	flavour xtables.Flavour
-	state   map[xtables.Family]*famState // nil entry: next sync of the family is full
-	udp     map[xtables.Family]map[string]conntrack.UDPPort
-	memos   map[xtables.Family]*Memo
+	state   map[dataplane.Family]*famState // nil entry: next sync of the family is full
+	udp     map[dataplane.Family]map[string]conntrack.UDPPort
+	memos   map[dataplane.Family]*Memo
 	// hairpin holds the hairpin set members last applied per family; nil
 	// entry: read the set back on the next sync.
-	hairpin map[xtables.Family]map[string]struct{}
-	stats   SyncStats
+	hairpin map[dataplane.Family]map[string]struct{}
+	stats   dataplane.SyncStats
 
 	// Drift checks (drift.go): the mark known to go with what state
 	// says (when markKnown), the table blocks the current Apply
@@ -76,23 +76,8 @@ type Dataplane struct {
 	mark      mark
 	markKnown bool
 	commits   int
-	clean     map[xtables.Family][32]byte
-	relearn   map[xtables.Family]bool
-}
-
-// SyncStats describes the last Apply, for tests and metrics.
-type SyncStats struct {
-	ChainsWritten int
-	ChainsRemoved int
-	Restores      int
-	// TableRewrites counts restores without --noflush that replaced
-	// whole tables.
-	TableRewrites int
-	// IPSetRestores counts ipset restore runs; HairpinAdded and
-	// HairpinRemoved the hairpin set members they added and deleted.
-	IPSetRestores  int
-	HairpinAdded   int
-	HairpinRemoved int
+	clean     map[dataplane.Family][32]byte
+	relearn   map[dataplane.Family]bool
 }
 
 var _ dataplane.Dataplane = (*Dataplane)(nil)
@@ -103,7 +88,7 @@ func New(cfg Config) (*Dataplane, error) {
 		return nil, errors.New("iptables: Config.Runner is required")
 	}
 	if len(cfg.Families) == 0 {
-		cfg.Families = []xtables.Family{xtables.IPv4, xtables.IPv6}
+		cfg.Families = []dataplane.Family{dataplane.IPv4, dataplane.IPv6}
 	}
 	if cfg.ShardBits == 0 {
 		cfg.ShardBits = DefaultShardBits
@@ -115,16 +100,16 @@ func New(cfg Config) (*Dataplane, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Dataplane{cfg: cfg, log: log, flavour: cfg.Flavour, state: map[xtables.Family]*famState{},
-		udp: map[xtables.Family]map[string]conntrack.UDPPort{}, memos: map[xtables.Family]*Memo{},
-		hairpin: map[xtables.Family]map[string]struct{}{}, clean: map[xtables.Family][32]byte{}, relearn: map[xtables.Family]bool{}}, nil
+	return &Dataplane{cfg: cfg, log: log, flavour: cfg.Flavour, state: map[dataplane.Family]*famState{},
+		udp: map[dataplane.Family]map[string]conntrack.UDPPort{}, memos: map[dataplane.Family]*Memo{},
+		hairpin: map[dataplane.Family]map[string]struct{}{}, clean: map[dataplane.Family][32]byte{}, relearn: map[dataplane.Family]bool{}}, nil
 }
 
 // Mode implements dataplane.Dataplane.
 func (d *Dataplane) Mode() string { return "iptables" }
 
 // LastSync returns statistics of the last Apply.
-func (d *Dataplane) LastSync() SyncStats {
+func (d *Dataplane) LastSync() dataplane.SyncStats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.stats
@@ -163,7 +148,7 @@ func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, opts datapla
 	if err := d.ensureFlavour(ctx); err != nil {
 		return fmt.Errorf("iptables apply: %w", err)
 	}
-	d.stats = SyncStats{}
+	d.stats = dataplane.SyncStats{}
 	before, markOK := d.markBefore(ctx)
 	var errs []error
 	for _, fam := range d.cfg.Families {
@@ -172,7 +157,7 @@ func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, opts datapla
 		if err != nil {
 			errs = append(errs, fmt.Errorf("iptables apply %s: %w", fam, err))
 		}
-		if err != nil && !IsConntrackError(err) {
+		if err != nil && !dataplane.IsConntrackError(err) {
 			delete(d.state, fam)
 			delete(d.hairpin, fam)
 			markOK = false
@@ -184,7 +169,7 @@ func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, opts datapla
 	return errors.Join(errs...)
 }
 
-func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam xtables.Family, opts dataplane.ApplyOptions) error {
+func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam dataplane.Family, opts dataplane.ApplyOptions) error {
 	memo := d.memos[fam]
 	if memo == nil {
 		memo = &Memo{}
@@ -255,7 +240,7 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam xt
 
 // planFullSync reads the tables back and plans a full sync. When the plan
 // calls for it, it replaces whole tables right away and reports done.
-func (d *Dataplane) planFullSync(ctx context.Context, fam xtables.Family, rs *Ruleset) (p syncPlan, done bool, err error) {
+func (d *Dataplane) planFullSync(ctx context.Context, fam dataplane.Family, rs *Ruleset) (p syncPlan, done bool, err error) {
 	saved, opaque, err := d.readBack(ctx, fam)
 	if err != nil {
 		return p, false, err
@@ -290,8 +275,8 @@ func (d *Dataplane) planFullSync(ctx context.Context, fam xtables.Family, rs *Ru
 	return planFull(readKernel(saved), rs), false, nil
 }
 
-func (d *Dataplane) readBack(ctx context.Context, fam xtables.Family) (map[string]*xtables.SavedTable, bool, error) {
-	out, err := d.cfg.Runner.Run(ctx, []string{fam.SaveCmd(d.flavour)}, nil)
+func (d *Dataplane) readBack(ctx context.Context, fam dataplane.Family) (map[string]*xtables.SavedTable, bool, error) {
+	out, err := d.cfg.Runner.Run(ctx, []string{d.flavour.SaveCmd(fam)}, nil)
 	if err != nil {
 		return nil, false, fmt.Errorf("read back: %w", err)
 	}
@@ -302,7 +287,7 @@ func (d *Dataplane) readBack(ctx context.Context, fam xtables.Family) (map[strin
 // finish deletes the hairpin members of gone endpoints (no rule DNATs
 // to them any more), records next as the family's applied state and
 // deletes stale UDP conntrack entries.
-func (d *Dataplane) finish(ctx context.Context, fam xtables.Family, next *famState, p syncPlan, hp ipset.Changes, stale []conntrack.Flow) error {
+func (d *Dataplane) finish(ctx context.Context, fam dataplane.Family, next *famState, p syncPlan, hp ipset.Changes, stale []conntrack.Flow) error {
 	if err := d.ipsetRestore(ctx, hp.Post); err != nil {
 		return fmt.Errorf("hairpin set, after rules: %w", err)
 	}
@@ -318,8 +303,8 @@ func (d *Dataplane) finish(ctx context.Context, fam xtables.Family, next *famSta
 	if d.cfg.Conntrack != nil && len(stale) > 0 {
 		// The rules are in place; a failure here leaves stale flows, not
 		// broken rules, so it is reported without forcing a full resync.
-		if err := d.cfg.Conntrack.DeleteUDP(ctx, conntrack.Family(fam), stale); err != nil {
-			return &ConntrackError{Err: err}
+		if err := d.cfg.Conntrack.DeleteUDP(ctx, dataplane.Family(fam), stale); err != nil {
+			return &dataplane.ConntrackError{Err: err}
 		}
 	}
 	return nil
@@ -344,8 +329,8 @@ func (d *Dataplane) rewriteAbove() int {
 
 // rewrite replaces whole tables: iptables-restore without --noflush
 // flushes every table named in payload and deletes its chains first.
-func (d *Dataplane) rewrite(ctx context.Context, fam xtables.Family, payload string) error {
-	argv := []string{fam.RestoreCmd(d.flavour), "-w"}
+func (d *Dataplane) rewrite(ctx context.Context, fam dataplane.Family, payload string) error {
+	argv := []string{d.flavour.RestoreCmd(fam), "-w"}
 	if _, err := d.cfg.Runner.Run(ctx, argv, []byte(payload)); err != nil {
 		return fmt.Errorf("rewrite tables: %w", err)
 	}
@@ -355,25 +340,11 @@ func (d *Dataplane) rewrite(ctx context.Context, fam xtables.Family, payload str
 	return nil
 }
 
-func (d *Dataplane) restore(ctx context.Context, fam xtables.Family, payload string) error {
-	argv := []string{fam.RestoreCmd(d.flavour), "-w", "--noflush"}
+func (d *Dataplane) restore(ctx context.Context, fam dataplane.Family, payload string) error {
+	argv := []string{d.flavour.RestoreCmd(fam), "-w", "--noflush"}
 	if _, err := d.cfg.Runner.Run(ctx, argv, []byte(payload)); err != nil {
 		return fmt.Errorf("restore: %w", err)
 	}
 	d.commits += committedBlocks(payload)
 	return nil
-}
-
-// ConntrackError is an Apply whose rules were written but whose stale UDP
-// conntrack entries could not all be deleted.
-type ConntrackError struct{ Err error }
-
-func (e *ConntrackError) Error() string { return "conntrack cleanup: " + e.Err.Error() }
-
-func (e *ConntrackError) Unwrap() error { return e.Err }
-
-// IsConntrackError reports whether err is, or wraps, a ConntrackError.
-func IsConntrackError(err error) bool {
-	var ce *ConntrackError
-	return errors.As(err, &ce)
 }

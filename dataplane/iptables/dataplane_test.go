@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	"maps"
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -215,7 +216,7 @@ func TestCleanupLeavesForeignRules(t *testing.T) {
 		}
 	}
 	before := f.Dump()
-	d := newDP(t, f, func(c *iptables.Config) { c.Families = []xtables.Family{xtables.IPv4} })
+	d := newDP(t, f, func(c *iptables.Config) { c.Families = []dataplane.Family{dataplane.IPv4} })
 	apply(t, d, state(10), false)
 	if err := d.Cleanup(t.Context()); err != nil {
 		t.Fatal(err)
@@ -232,7 +233,7 @@ func TestCleanupLeavesForeignRules(t *testing.T) {
 
 func TestFailedApplyForcesFullResync(t *testing.T) {
 	f := iptablestest.New()
-	d := newDP(t, f, func(c *iptables.Config) { c.Families = []xtables.Family{xtables.IPv4} })
+	d := newDP(t, f, func(c *iptables.Config) { c.Families = []dataplane.Family{dataplane.IPv4} })
 	apply(t, d, state(5), false)
 	good := f.Dump()
 	boom := errors.New("boom")
@@ -260,16 +261,16 @@ func TestFailedApplyForcesFullResync(t *testing.T) {
 }
 
 type recordedConntrack struct {
-	flows map[conntrack.Family][]conntrack.Flow
+	flows map[dataplane.Family][]conntrack.Flow
 }
 
-func (r *recordedConntrack) DeleteUDP(_ context.Context, fam conntrack.Family, flows []conntrack.Flow) error {
+func (r *recordedConntrack) DeleteUDP(_ context.Context, fam dataplane.Family, flows []conntrack.Flow) error {
 	r.flows[fam] = append(r.flows[fam], flows...)
 	return nil
 }
 
 func TestConntrackCleanupForUDP(t *testing.T) {
-	ct := &recordedConntrack{flows: map[conntrack.Family][]conntrack.Flow{}}
+	ct := &recordedConntrack{flows: map[dataplane.Family][]conntrack.Flow{}}
 	d := newDP(t, iptablestest.New(), func(c *iptables.Config) { c.Conntrack = ct })
 	st := state(0)
 	st.Services["ns/s0"] = service(0, "10.244.0.1", "10.244.0.101")
@@ -289,12 +290,12 @@ func TestConntrackCleanupForUDP(t *testing.T) {
 		{Dst: netip.MustParseAddrPort("10.96.0.2:53")},
 		{Dst: netip.AddrPortFrom(netip.Addr{}, 30001), NodePort: true},
 	}
-	if diff := cmp.Diff(want, ct.flows[conntrack.IPv4], cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
+	if diff := cmp.Diff(want, ct.flows[dataplane.IPv4], cmp.Comparer(func(a, b netip.Addr) bool { return a == b }),
 		cmp.Comparer(func(a, b netip.AddrPort) bool { return a == b })); diff != "" {
 		t.Errorf("stale flows (-want +got):\n%s", diff)
 	}
-	if len(ct.flows[conntrack.IPv6]) != 0 {
-		t.Errorf("IPv6 had no UDP endpoints, got %v", ct.flows[conntrack.IPv6])
+	if len(ct.flows[dataplane.IPv6]) != 0 {
+		t.Errorf("IPv6 had no UDP endpoints, got %v", ct.flows[dataplane.IPv6])
 	}
 }
 
@@ -302,12 +303,12 @@ func TestConntrackFailureKeepsPartialSync(t *testing.T) {
 	f := iptablestest.New()
 	d := newDP(t, f, func(c *iptables.Config) {
 		c.Conntrack = failingConntrack{}
-		c.Families = []xtables.Family{xtables.IPv4}
+		c.Families = []dataplane.Family{dataplane.IPv4}
 	})
 	apply(t, d, state(2), false)
 	err := d.Apply(t.Context(), state(1), dataplane.ApplyOptions{})
-	if !iptables.IsConntrackError(err) {
-		t.Fatalf("got %v, want a ConntrackError", err)
+	if !dataplane.IsConntrackError(err) {
+		t.Fatalf("got %v, want a dataplane.ConntrackError", err)
 	}
 	f.ResetCalls()
 	apply(t, d, state(1), false)
@@ -318,7 +319,7 @@ func TestConntrackFailureKeepsPartialSync(t *testing.T) {
 
 type failingConntrack struct{}
 
-func (failingConntrack) DeleteUDP(context.Context, conntrack.Family, []conntrack.Flow) error {
+func (failingConntrack) DeleteUDP(context.Context, dataplane.Family, []conntrack.Flow) error {
 	return errors.New("netlink down")
 }
 

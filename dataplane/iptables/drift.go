@@ -103,9 +103,9 @@ func driftCount(dr dataplane.Drift) int {
 }
 
 // checkFamily reads one family back and adds what differs to dr.
-func (d *Dataplane) checkFamily(ctx context.Context, fam xtables.Family, dr *dataplane.Drift) error {
+func (d *Dataplane) checkFamily(ctx context.Context, fam dataplane.Family, dr *dataplane.Drift) error {
 	rs := d.state[fam].rs
-	out, err := d.cfg.Runner.Run(ctx, []string{fam.SaveCmd(d.flavour)}, nil)
+	out, err := d.cfg.Runner.Run(ctx, []string{d.flavour.SaveCmd(fam)}, nil)
 	if err != nil {
 		return fmt.Errorf("read back: %w", err)
 	}
@@ -154,8 +154,8 @@ func saveHash(out []byte) [32]byte {
 // compareTables adds to dr the owned chains that are missing, extra or
 // whose rules differ, and the jumps from built-in chains that are
 // missing: what planFull would write.
-func compareTables(fam xtables.Family, rs *Ruleset, kv kernelView, dr *dataplane.Drift) {
-	where := fam.Binary(xtables.FlavourAuto)
+func compareTables(fam dataplane.Family, rs *Ruleset, kv kernelView, dr *dataplane.Drift) {
+	where := xtables.FlavourAuto.Binary(fam)
 	for _, t := range rs.Tables() {
 		for _, n := range rs.ChainNames(t) {
 			got, ok := kv.owned[t][n]

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/nftgen"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
@@ -35,9 +36,9 @@ func (d *Dataplane) readMark(ctx context.Context) (m mark, cheap bool, err error
 				continue // nothing of ours to watch (yet, or after a failure)
 			}
 			for _, t := range markTables {
-				in, err := d.cfg.LegacyInfo(ctx, fam == xtables.IPv6, t)
+				in, err := d.cfg.LegacyInfo(ctx, fam == dataplane.IPv6, t)
 				if err != nil {
-					return m, true, fmt.Errorf("%s %s: %w", fam.Binary(d.flavour), t, err)
+					return m, true, fmt.Errorf("%s %s: %w", d.flavour.Binary(fam), t, err)
 				}
 				fmt.Fprintf(&b, "%s/%s:%v;", fam, t, in)
 			}

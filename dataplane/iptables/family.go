@@ -4,14 +4,14 @@ import (
 	"fmt"
 	"net/netip"
 
-	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
+	"github.com/switchyard-proxy/switchyard/dataplane"
 )
 
 // shardMatch returns the "-d addr/mask" value that selects shard i of
 // 1<<bits shards by the low bits of the destination address.
-func shardMatch(f xtables.Family, i, bits int) string {
+func shardMatch(f dataplane.Family, i, bits int) string {
 	mask := (1 << bits) - 1
-	if f == xtables.IPv6 {
+	if f == dataplane.IPv6 {
 		return fmt.Sprintf("::%x/::%x", i, mask)
 	}
 	return fmt.Sprintf("0.0.0.%d/0.0.0.%d", i, mask)
@@ -25,15 +25,15 @@ func shardOf(a netip.Addr, bits int) int {
 
 // hairpinSet names the family's hairpin ipset; ipsetFamily is its
 // "family" option.
-func hairpinSet(f xtables.Family) string {
-	if f == xtables.IPv6 {
+func hairpinSet(f dataplane.Family) string {
+	if f == dataplane.IPv6 {
 		return hairpinSetV6
 	}
 	return hairpinSetV4
 }
 
-func ipsetFamily(f xtables.Family) string {
-	if f == xtables.IPv6 {
+func ipsetFamily(f dataplane.Family) string {
+	if f == dataplane.IPv6 {
 		return "inet6"
 	}
 	return "inet"
@@ -41,8 +41,8 @@ func ipsetFamily(f xtables.Family) string {
 
 // loopback is the family's loopback range, which never serves node
 // ports.
-func loopback(f xtables.Family) string {
-	if f == xtables.IPv6 {
+func loopback(f dataplane.Family) string {
+	if f == dataplane.IPv6 {
 		return "::1/128"
 	}
 	return "127.0.0.0/8"

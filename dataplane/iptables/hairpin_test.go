@@ -10,7 +10,6 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables/iptablestest"
-	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
 const (
@@ -51,7 +50,7 @@ func TestHairpinSetHoldsEveryEndpoint(t *testing.T) {
 
 func TestFullSyncRepairsSetDrift(t *testing.T) {
 	f := iptablestest.New()
-	d := newDP(t, f, func(c *iptables.Config) { c.Families = []xtables.Family{xtables.IPv4} })
+	d := newDP(t, f, func(c *iptables.Config) { c.Families = []dataplane.Family{dataplane.IPv4} })
 	st := state(3)
 	apply(t, d, st, false)
 	want := f.SetMembers(setV4)
@@ -85,7 +84,7 @@ func TestFullSyncRepairsSetDrift(t *testing.T) {
 
 func TestSetRecreatedWhenMissing(t *testing.T) {
 	f := iptablestest.New()
-	d := newDP(t, f, func(c *iptables.Config) { c.Families = []xtables.Family{xtables.IPv4} })
+	d := newDP(t, f, func(c *iptables.Config) { c.Families = []dataplane.Family{dataplane.IPv4} })
 	apply(t, d, state(2), false)
 	want := f.Dump()
 	if err := d.Cleanup(t.Context()); err != nil {
@@ -105,7 +104,7 @@ func TestSetRecreatedWhenMissing(t *testing.T) {
 func TestSetOfWrongTypeIsReported(t *testing.T) {
 	f := iptablestest.New()
 	f.AddSet(setV4, "hash:ip", "inet")
-	d := newDP(t, f, func(c *iptables.Config) { c.Families = []xtables.Family{xtables.IPv4} })
+	d := newDP(t, f, func(c *iptables.Config) { c.Families = []dataplane.Family{dataplane.IPv4} })
 	err := d.Apply(t.Context(), state(1), dataplane.ApplyOptions{})
 	if err == nil || !strings.Contains(err.Error(), "hash:ip family inet, want hash:ip,port,ip") {
 		t.Fatalf("got %v, want a type mismatch error", err)

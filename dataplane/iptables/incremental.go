@@ -10,7 +10,6 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	"github.com/switchyard-proxy/switchyard/dataplane/fragments"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipset"
-	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
 // A partial sync that looks only at what changed, as the nftables mode's
@@ -21,8 +20,8 @@ import (
 // the filter chains) are rebuilt from their contributors only, and the
 // hairpin set and UDP ports change by the changed services' members. The
 // whole-state path replayed every fragment, compared every chain and
-// diffed every hairpin member: ~37 ms of CPU at 10,000 services for a
-// one-endpoint change (BenchmarkApplyOneEndpoint).
+// diffed every hairpin member for a one-endpoint change (cost in
+// BENCHMARKS.md section 9, BenchmarkApplyOneEndpoint).
 
 // famState is what a family's last successful sync left: the applied
 // ruleset and who contributes to its shared chains.
@@ -333,7 +332,7 @@ func sameRules(a, b []string) bool {
 
 // skipsOf is the Skips of a ruleset made of the node's and every
 // fragment's, in service order, as a full Render lists them.
-func skipsOf(node []Skip, m *Memo) []Skip {
+func skipsOf(node []dataplane.Skip, m *Memo) []dataplane.Skip {
 	out := slices.Clone(node)
 	for _, f := range m.All() {
 		out = append(out, f.skips...)
@@ -345,7 +344,7 @@ func skipsOf(node []Skip, m *Memo) []Skip {
 // hairpin members of new endpoints, the changed chains, then the members
 // of gone ones. The memo and the UDP ports change once it has committed;
 // a failure drops cur (Apply: the next sync is full).
-func (d *Dataplane) applyChanges(ctx context.Context, fam xtables.Family, r *renderer, cur *famState, m *Memo, changes []change) error {
+func (d *Dataplane) applyChanges(ctx context.Context, fam dataplane.Family, r *renderer, cur *famState, m *Memo, changes []change) error {
 	p := planIncremental(r, cur, m, changes)
 	rs := cur.rs
 	for _, c := range changes {

@@ -143,7 +143,7 @@ func incrementalMatchesFresh(t *testing.T, seed uint64) {
 		if diff := cmp.Diff(fresh.Dump(), f.Dump()); diff != "" {
 			t.Fatalf("step %d (%v, hint case %d): kernel differs from a fresh sync (-fresh +incremental):\n%s", step, what, step%4, diff)
 		}
-		for _, fam := range []xtables.Family{xtables.IPv4, xtables.IPv6} {
+		for _, fam := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
 			want, err := Render(st, fam, d.renderOptions())
 			if err != nil {
 				t.Fatal(err)
@@ -155,14 +155,14 @@ func incrementalMatchesFresh(t *testing.T, seed uint64) {
 				t.Fatalf("step %d (%v), %v: index differs from a fresh one (-fresh +incremental):\n%s", step, what, fam, diff)
 			}
 		}
-		if m := d.memos[xtables.IPv4]; !opts.Full && m.Rendered < len(st.Services) {
+		if m := d.memos[dataplane.IPv4]; !opts.Full && m.Rendered < len(st.Services) {
 			incremental++
 		}
 	}
 	if incremental < 100 {
 		t.Errorf("%d of 150 syncs were incremental; want most", incremental)
 	}
-	if d.memos[xtables.IPv4].HintIgnored == 0 {
+	if d.memos[dataplane.IPv4].HintIgnored == 0 {
 		t.Error("no hint was found inconsistent; the test means to send some")
 	}
 }

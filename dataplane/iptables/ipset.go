@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/command"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipset"
-	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
 // The hairpin set is driven as kube-proxy's IPVS mode drives its sets
@@ -28,12 +28,12 @@ import (
 const hairpinMaxElem = 1 << 20
 
 // hairpinSpec is what creates the hairpin set of one family.
-func hairpinSpec(name string, fam xtables.Family) ipset.Spec {
+func hairpinSpec(name string, fam dataplane.Family) ipset.Spec {
 	return ipset.Spec{Name: name, Type: hairpinType, Family: ipsetFamily(fam), MaxElem: hairpinMaxElem}
 }
 
 // createSetLine is the ipset restore line that creates a hairpin set.
-func createSetLine(name string, fam xtables.Family) string {
+func createSetLine(name string, fam dataplane.Family) string {
 	return hairpinSpec(name, fam).CreateLine()
 }
 
@@ -41,7 +41,7 @@ func createSetLine(name string, fam xtables.Family) string {
 // iptables restores, Post after them. A full sync compares with the set
 // read back from the kernel (creating it when missing, repairing any
 // drift); a partial sync with the members last applied.
-func (d *Dataplane) planHairpin(ctx context.Context, fam xtables.Family, rs *Ruleset, full bool) (ipset.Changes, error) {
+func (d *Dataplane) planHairpin(ctx context.Context, fam dataplane.Family, rs *Ruleset, full bool) (ipset.Changes, error) {
 	spec := hairpinSpec(rs.HairpinSet, fam)
 	have, create := d.hairpin[fam], false
 	if full || have == nil {
@@ -97,7 +97,7 @@ func (d *Dataplane) ipsetRestore(ctx context.Context, payload string) error {
 // destroySets destroys the hairpin sets of fams that exist. It runs after
 // the rules referring to them are gone (the kernel refuses to destroy a
 // set in use); sets of other software are never named.
-func (d *Dataplane) destroySets(ctx context.Context, fams []xtables.Family) error {
+func (d *Dataplane) destroySets(ctx context.Context, fams []dataplane.Family) error {
 	out, err := d.cfg.Runner.Run(ctx, []string{"ipset", "list", "-n"}, nil)
 	if err != nil {
 		if command.IsNotFound(err) {

@@ -4,16 +4,17 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	"github.com/switchyard-proxy/switchyard/dataplane/fragments"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 // Memo keeps each service's rendered rules between Renders of one family,
-// so a sync re-renders only the services that changed. Rendering every
-// service anew cost ~140 ms of CPU per sync at 5,000 services, several
-// times the kernel work of a one-service partial restore. A Memo is not
-// safe for concurrent use; the zero value is ready.
+// so a sync re-renders only the services that changed: rendering every
+// service anew cost several times the kernel work of a one-service
+// partial restore (BENCHMARKS.md section 9). A Memo is not safe for
+// concurrent use; the zero value is ready.
 type Memo struct {
 	fragments.Memo[*fragment]
 }
@@ -23,7 +24,7 @@ type Memo struct {
 type fragment struct {
 	chains []*Chain
 	shards map[int][]string
-	skips  []Skip
+	skips  []dataplane.Skip
 	udp    map[string]conntrack.UDPPort
 	// hairpin lists the hairpin set members of its endpoints.
 	hairpin []string

@@ -9,7 +9,6 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
-	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -23,7 +22,7 @@ func rendered(t *testing.T, rs *Ruleset) string {
 	return out + fmt.Sprintf("# udp %v\n", rs.udp)
 }
 
-func memoRender(t *testing.T, st *dataplane.State, fam xtables.Family, opts RenderOptions, m *Memo) string {
+func memoRender(t *testing.T, st *dataplane.State, fam dataplane.Family, opts RenderOptions, m *Memo) string {
 	t.Helper()
 	rs, err := render(st, fam, opts, m, true)
 	if err != nil {
@@ -32,7 +31,7 @@ func memoRender(t *testing.T, st *dataplane.State, fam xtables.Family, opts Rend
 	return rendered(t, rs)
 }
 
-func freshRender(t *testing.T, st *dataplane.State, fam xtables.Family, opts RenderOptions) string {
+func freshRender(t *testing.T, st *dataplane.State, fam dataplane.Family, opts RenderOptions) string {
 	t.Helper()
 	rs, err := Render(st, fam, opts)
 	if err != nil {
@@ -50,7 +49,7 @@ func TestMemoMatchesFreshRender(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			st := dataplanetest.LoadState(t, name)
 			opts := goldenOptions
-			for _, fam := range []xtables.Family{xtables.IPv4, xtables.IPv6} {
+			for _, fam := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
 				want := freshRender(t, st, fam, opts)
 				if diff := cmp.Diff(want, memoRender(t, st, fam, opts, m)); diff != "" {
 					t.Fatalf("%s first render with memo differs (-fresh +memo):\n%s", fam, diff)
@@ -112,8 +111,8 @@ func TestMemoReRendersOnlyChanges(t *testing.T) {
 	m := &Memo{}
 	opts := RenderOptions{ShardBits: DefaultShardBits}
 	for _, s := range steps {
-		got := memoRender(t, s.st, xtables.IPv4, opts, m)
-		if diff := cmp.Diff(freshRender(t, s.st, xtables.IPv4, opts), got); diff != "" {
+		got := memoRender(t, s.st, dataplane.IPv4, opts, m)
+		if diff := cmp.Diff(freshRender(t, s.st, dataplane.IPv4, opts), got); diff != "" {
 			t.Fatalf("%s: memo render differs (-fresh +memo):\n%s", s.name, diff)
 		}
 		if m.Rendered != s.wantRendered || m.Rendered+m.Reused != len(s.st.Services) {

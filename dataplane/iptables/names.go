@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
 )
 
 // Fixed chains this mode owns. Per-service chains carry one of the
@@ -73,8 +75,8 @@ func IsOwnedChain(name string) bool {
 // portID is the identity of one service port: "namespace/name:port/proto",
 // as kube-proxy's ServicePortName plus protocol. Chain names hash it, so
 // they survive restarts and do not depend on rendering order.
-func portID(ns, name, port, proto string) string {
-	return ns + "/" + name + ":" + port + "/" + proto
+func portID(ns, name, port string, proto dataplane.Protocol) string {
+	return ns + "/" + name + ":" + port + "/" + proto.String()
 }
 
 // hashName returns prefix + the first 16 base32 characters of the SHA-256

@@ -179,7 +179,7 @@ func TestCommitOrderNeverLeavesAPortUnhandled(t *testing.T) {
 				rec := &commits{Fake: iptablestest.New()}
 				mk := func() *iptables.Dataplane {
 					return newDP(t, rec.Fake, path.cfg, func(c *iptables.Config) {
-						c.Runner, c.Families = rec, []xtables.Family{xtables.IPv4}
+						c.Runner, c.Families = rec, []dataplane.Family{dataplane.IPv4}
 					})
 				}
 				d := mk()
@@ -214,7 +214,7 @@ func TestCommitOrderNeverLeavesAPortUnhandled(t *testing.T) {
 				}
 				// The end is what a fresh sync of after gives.
 				fresh := iptablestest.New()
-				apply(t, newDP(t, fresh, func(c *iptables.Config) { c.Families = []xtables.Family{xtables.IPv4} }), ch.after, false)
+				apply(t, newDP(t, fresh, func(c *iptables.Config) { c.Families = []dataplane.Family{dataplane.IPv4} }), ch.after, false)
 				if diff := cmp.Diff(tables(fresh.Dump()), tables(rec.Dump())); diff != "" {
 					t.Errorf("end state differs from a fresh sync (-fresh +got):\n%s", diff)
 				}

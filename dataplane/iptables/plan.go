@@ -2,11 +2,12 @@ package iptables
 
 import (
 	"fmt"
-	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"maps"
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
 // kernelView is the part of iptables-save a full sync needs: owned chains

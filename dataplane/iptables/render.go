@@ -7,7 +7,6 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
-	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
 // DefaultShardBits gives 64 shard chains: a packet walks at most 64 jumps
@@ -23,7 +22,7 @@ type RenderOptions struct {
 
 // renderer holds the state of one Render call.
 type renderer struct {
-	fam  xtables.Family
+	fam  dataplane.Family
 	opts RenderOptions
 	// node is the NodeConfig read for the family.
 	node serviceport.Node
@@ -32,7 +31,7 @@ type renderer struct {
 	shards map[int][]string
 }
 
-func newRenderer(fam xtables.Family, opts RenderOptions) *renderer {
+func newRenderer(fam dataplane.Family, opts RenderOptions) *renderer {
 	if opts.ShardBits == 0 {
 		opts.ShardBits = DefaultShardBits
 	}
@@ -42,13 +41,13 @@ func newRenderer(fam xtables.Family, opts RenderOptions) *renderer {
 // Render turns a node's state into the ruleset of one family. It does no
 // I/O and is deterministic: the same state gives byte-identical output.
 // Bad input is skipped and recorded in Ruleset.Skips.
-func Render(st *dataplane.State, fam xtables.Family, opts RenderOptions) (*Ruleset, error) {
+func Render(st *dataplane.State, fam dataplane.Family, opts RenderOptions) (*Ruleset, error) {
 	return render(st, fam, opts, nil, true)
 }
 
 // render is Render reusing the unchanged services' rules from memo (when
 // not nil) and checking every jump when validate is set.
-func render(st *dataplane.State, fam xtables.Family, opts RenderOptions, memo *Memo, validate bool) (*Ruleset, error) {
+func render(st *dataplane.State, fam dataplane.Family, opts RenderOptions, memo *Memo, validate bool) (*Ruleset, error) {
 	if opts.ShardBits < 0 || opts.ShardBits > 8 {
 		return nil, fmt.Errorf("shard bits %d out of range 1..8 (0: default)", opts.ShardBits)
 	}
@@ -90,8 +89,8 @@ func render(st *dataplane.State, fam xtables.Family, opts RenderOptions, memo *M
 func (r *renderer) readNode(st *dataplane.State) {
 	// Node ports answer on every local address unless the control plane
 	// says otherwise: kube-proxy's iptables default.
-	r.node = serviceport.ReadNode(st.Config, serviceport.Family(r.fam), serviceport.NodePortsAll, func(svc, reason string) {
-		r.rs.Skips = append(r.rs.Skips, Skip{Service: svc, Reason: reason})
+	r.node = serviceport.ReadNode(st.Config, dataplane.Family(r.fam), serviceport.NodePortsAll, func(svc, reason string) {
+		r.rs.Skips = append(r.rs.Skips, dataplane.Skip{Service: svc, Reason: reason})
 	})
 }
 

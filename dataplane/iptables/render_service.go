@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -26,8 +27,8 @@ type portPlan struct {
 
 // service renders every port of one view.
 func (r *renderer) service(key string, sv *switchyardv1.ServiceView) {
-	svc, ok := serviceport.Read(key, sv, serviceport.Family(r.fam), func(service, reason string) {
-		r.rs.Skips = append(r.rs.Skips, Skip{Service: service, Reason: reason})
+	svc, ok := serviceport.Read(key, sv, dataplane.Family(r.fam), func(service, reason string) {
+		r.rs.Skips = append(r.rs.Skips, dataplane.Skip{Service: service, Reason: reason})
 	})
 	if !ok {
 		return
@@ -39,7 +40,7 @@ func (r *renderer) service(key string, sv *switchyardv1.ServiceView) {
 	for i := range svc.Ports {
 		sp := &svc.Ports[i]
 		p := portPlan{sp: sp, id: portID(svc.Namespace, svc.ServiceName, sp.Name, sp.Protocol),
-			match: "-p " + sp.Protocol + " -m " + sp.Protocol}
+			match: "-p " + sp.Protocol.String() + " -m " + sp.Protocol.String()}
 		seps := usesSEPs(&p)
 		p.cluster = endpointsOf(p.id, sp.Cluster, seps)
 		p.local = endpointsOf(p.id, sp.Local, seps)
@@ -137,11 +138,11 @@ func (r *renderer) port(p *portPlan) {
 }
 
 // filterTarget is the filter verdict for traffic no endpoint takes.
-func filterTarget(v serviceport.Verdict, proto string) string {
+func filterTarget(v serviceport.Verdict, proto dataplane.Protocol) string {
 	switch {
 	case v == serviceport.Drop:
 		return "DROP"
-	case proto == "tcp":
+	case proto == dataplane.TCP:
 		// An ICMP error to a connect() on this node arrives while the
 		// socket is locked and only takes effect at the SYN retransmit
 		// (1–2 s, measured); a RST refuses at once on every path.
@@ -220,7 +221,7 @@ func (r *renderer) balance(p *portPlan, chain string, eps []endpoint) {
 		args := make([]string, 0, 5)
 		args = append(args, comment(p.sp.Label+" -> "+ep.addr.String()))
 		if !seps {
-			args = append(args, "-p", p.sp.Protocol)
+			args = append(args, "-p", p.sp.Protocol.String())
 		}
 		if left := len(eps) - i; left > 1 {
 			args = append(args, fmt.Sprintf("-m statistic --mode random --probability %0.10f", 1.0/float64(left)))
@@ -237,7 +238,7 @@ func (r *renderer) balance(p *portPlan, chain string, eps []endpoint) {
 
 // hairpinMember is an endpoint's hairpin set member, as ipset save
 // spells it: "ip,proto:port,ip".
-func hairpinMember(proto string, ep netip.AddrPort) string {
+func hairpinMember(proto dataplane.Protocol, ep netip.AddrPort) string {
 	ip := ep.Addr().String()
 	return fmt.Sprintf("%s,%s:%d,%s", ip, proto, ep.Port(), ip)
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
-	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -31,9 +30,9 @@ func hasIPv6(st *dataplane.State) bool {
 func renderCase(t testing.TB, name string) string {
 	st := dataplanetest.LoadState(t, name)
 	opts := goldenOptions
-	fams := []xtables.Family{xtables.IPv4}
+	fams := []dataplane.Family{dataplane.IPv4}
 	if hasIPv6(st) {
-		fams = append(fams, xtables.IPv6)
+		fams = append(fams, dataplane.IPv6)
 	}
 	var b strings.Builder
 	for _, f := range fams {
@@ -62,7 +61,7 @@ func TestRenderGolden(t *testing.T) {
 }
 
 func TestValidateFindsDanglingJump(t *testing.T) {
-	rs := newRuleset(xtables.IPv4)
+	rs := newRuleset(dataplane.IPv4)
 	rs.add(tableNAT, chainServices, "-d 10.0.0.1 -j KUBE-SVC-MISSING")
 	rs.add(tableNAT, "KUBE-SEP-X", "-j DNAT --to-destination 10.0.0.2:80")
 	rs.Jumps = append(rs.Jumps, Jump{Table: tableFilter, Chain: "INPUT", Rule: "-j KUBE-NOPE", Target: "KUBE-NOPE"})
@@ -78,7 +77,7 @@ func TestValidateFindsDanglingJump(t *testing.T) {
 }
 
 func TestValidateFindsUnknownSetAndPortlessDNAT(t *testing.T) {
-	rs := newRuleset(xtables.IPv4)
+	rs := newRuleset(dataplane.IPv4)
 	rs.HairpinSet = hairpinSetV4
 	rs.add(tableNAT, chainPostrouting, "-m set --match-set", hairpinSetV4, "src,dst,dst -j RETURN")
 	if err := rs.Validate(); err != nil {
@@ -95,7 +94,7 @@ func TestValidateFindsUnknownSetAndPortlessDNAT(t *testing.T) {
 }
 
 func TestChainNamesStableAndShort(t *testing.T) {
-	id := portID("a-very-long-namespace-name-indeed", "and-a-long-service-name", "https-metrics", "tcp")
+	id := portID("a-very-long-namespace-name-indeed", "and-a-long-service-name", "https-metrics", dataplane.TCP)
 	names := []string{svcChain(id), svlChain(id), extChain(id), fwChain(id), shardChain(255)}
 	for _, n := range names {
 		if len(n) > maxChainName {
@@ -105,10 +104,10 @@ func TestChainNamesStableAndShort(t *testing.T) {
 			t.Errorf("%s not recognised as owned", n)
 		}
 	}
-	if svcChain(id) != svcChain(portID("a-very-long-namespace-name-indeed", "and-a-long-service-name", "https-metrics", "tcp")) {
+	if svcChain(id) != svcChain(portID("a-very-long-namespace-name-indeed", "and-a-long-service-name", "https-metrics", dataplane.TCP)) {
 		t.Error("chain name not stable")
 	}
-	if svcChain(id) == svcChain(portID("a-very-long-namespace-name-indeed", "and-a-long-service-name", "https-metrics", "udp")) {
+	if svcChain(id) == svcChain(portID("a-very-long-namespace-name-indeed", "and-a-long-service-name", "https-metrics", dataplane.UDP)) {
 		t.Error("protocol not part of identity")
 	}
 	if IsOwnedChain("KUBE-FIREWALL") || IsOwnedChain("DOCKER") {
@@ -121,7 +120,7 @@ func TestShardingSpreadsServices(t *testing.T) {
 	for i := range 1000 {
 		st.Services[fmt.Sprintf("ns/s%d", i)] = benchService(i, 1)
 	}
-	rs, err := Render(st, xtables.IPv4, RenderOptions{ShardBits: DefaultShardBits})
+	rs, err := Render(st, dataplane.IPv4, RenderOptions{ShardBits: DefaultShardBits})
 	if err != nil {
 		t.Fatal(err)
 	}

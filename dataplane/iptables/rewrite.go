@@ -2,9 +2,10 @@ package iptables
 
 import (
 	"fmt"
-	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"slices"
 	"strings"
+
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
 // Whole-table rewrite: on iptables-nft every --noflush restore that adds

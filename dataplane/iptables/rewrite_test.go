@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables/iptablestest"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
@@ -36,7 +37,7 @@ func fakeWithForeign(t *testing.T) *iptablestest.Fake {
 func nftV4(above int) func(*iptables.Config) {
 	return func(c *iptables.Config) {
 		c.Flavour = xtables.FlavourNFT
-		c.Families = []xtables.Family{xtables.IPv4}
+		c.Families = []dataplane.Family{dataplane.IPv4}
 		c.RewriteTablesAbove = above
 	}
 }
@@ -191,7 +192,7 @@ func TestRewriteFallsBackToBatches(t *testing.T) {
 	})
 	t.Run("legacy by default", func(t *testing.T) {
 		f := fakeWithForeign(t)
-		d := newDP(t, f, func(c *iptables.Config) { c.Families = []xtables.Family{xtables.IPv4} })
+		d := newDP(t, f, func(c *iptables.Config) { c.Families = []dataplane.Family{dataplane.IPv4} })
 		apply(t, d, state(300), false)
 		if s := d.LastSync(); s.TableRewrites != 0 {
 			t.Errorf("stats %+v: legacy rewrote tables", s)

@@ -2,10 +2,12 @@ package iptables
 
 import (
 	"fmt"
-	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
-	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"sort"
 	"strings"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
 // Chain is one chain this mode owns: its table, name and rules. A rule is
@@ -27,20 +29,13 @@ type Jump struct {
 	Target string
 }
 
-// Skip records input that was left out of the ruleset (bad address, wrong
-// family, endpoint without the port) so the caller can log and count it.
-type Skip struct {
-	Service string
-	Reason  string
-}
-
 // Ruleset is everything one family needs, rendered without I/O.
 type Ruleset struct {
-	Family xtables.Family
+	Family dataplane.Family
 	// Chains by table, then by name.
 	Chains map[string]map[string]*Chain
 	Jumps  []Jump
-	Skips  []Skip
+	Skips  []dataplane.Skip
 	// HairpinSet is the ipset KUBE-POSTROUTING matches to masquerade an
 	// endpoint reaching itself through a service.
 	HairpinSet string
@@ -50,7 +45,7 @@ type Ruleset struct {
 	udp map[string]conntrack.UDPPort
 }
 
-func newRuleset(f xtables.Family) *Ruleset {
+func newRuleset(f dataplane.Family) *Ruleset {
 	return &Ruleset{Family: f, Chains: map[string]map[string]*Chain{
 		tableFilter: {}, tableNAT: {},
 	}, hairpin: map[string]struct{}{}, udp: map[string]conntrack.UDPPort{}}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/command"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
@@ -26,7 +28,7 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var errs []error
-	var clean []xtables.Family
+	var clean []dataplane.Family
 	d.markKnown = false
 	for _, fam := range d.cfg.Families {
 		delete(d.state, fam)
@@ -51,11 +53,11 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 // whose binary is missing, or that the kernel lacks, cannot hold rules of
 // ours; but when none answers at all the namespace is unreadable and that
 // is an error.
-func (d *Dataplane) cleanupFamily(ctx context.Context, fam xtables.Family) error {
+func (d *Dataplane) cleanupFamily(ctx context.Context, fam dataplane.Family) error {
 	var unreadable []error
 	read := 0
 	for _, fl := range cleanupFlavours {
-		save := fam.SaveCmd(fl)
+		save := fl.SaveCmd(fam)
 		out, err := d.cfg.Runner.Run(ctx, []string{save}, nil)
 		if err != nil {
 			if !command.IsNotFound(err) {
@@ -76,7 +78,7 @@ func (d *Dataplane) cleanupFamily(ctx context.Context, fam xtables.Family) error
 	return nil
 }
 
-func (d *Dataplane) cleanupSaved(ctx context.Context, fam xtables.Family, fl xtables.Flavour, saved map[string]*xtables.SavedTable) error {
+func (d *Dataplane) cleanupSaved(ctx context.Context, fam dataplane.Family, fl xtables.Flavour, saved map[string]*xtables.SavedTable) error {
 	kubeProxy := xtables.HasKubeProxy(saved)
 	c := xtables.CleanupPayload(saved, ownership(kubeProxy))
 	if kubeProxy {
@@ -86,7 +88,7 @@ func (d *Dataplane) cleanupSaved(ctx context.Context, fam xtables.Family, fl xta
 	if c.Payload == "" {
 		return nil
 	}
-	argv := []string{fam.RestoreCmd(fl), "-w", "--noflush"}
+	argv := []string{fl.RestoreCmd(fam), "-w", "--noflush"}
 	if _, err := d.cfg.Runner.Run(ctx, argv, []byte(c.Payload)); err != nil {
 		return fmt.Errorf("remove chains with %s: %w", argv[0], err)
 	}

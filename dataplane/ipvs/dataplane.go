@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/command"
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
@@ -17,15 +19,6 @@ import (
 // DummyInterface is the link service addresses are bound to, so that the
 // kernel treats them as local and IPVS sees their packets at LOCAL_IN.
 const DummyInterface = "kube-ipvs0"
-
-// Family is an IP family: xtables.Family, the iptables mode's too.
-type Family = xtables.Family
-
-// Families.
-const (
-	IPv4 = xtables.IPv4
-	IPv6 = xtables.IPv6
-)
 
 // Defaults.
 const (
@@ -60,7 +53,7 @@ type Config struct {
 	// Runner runs ipset and iptables binaries in the node's namespace.
 	Runner command.Runner
 	// Families to program; default IPv4 and IPv6.
-	Families []Family
+	Families []dataplane.Family
 	// Flavour of iptables; xtables.FlavourAuto detects it on the first
 	// Apply.
 	Flavour xtables.Flavour
@@ -80,21 +73,9 @@ type Config struct {
 	// Conntrack deletes stale UDP conntrack entries; nil disables that.
 	Conntrack conntrack.Cleaner
 	// Clock drives graceful termination; nil means the real clock.
-	Clock Clock
+	Clock clock.Clock
 	// Logger receives skips and sync summaries; nil discards.
 	Logger *slog.Logger
-}
-
-// SyncStats counts the kernel changes of the last Apply (or Cleanup), for
-// tests and metrics.
-type SyncStats struct {
-	VirtualServersAdded, VirtualServersUpdated, VirtualServersDeleted int
-	RealServersAdded, RealServersUpdated, RealServersDeleted          int
-	AddressesAdded, AddressesDeleted                                  int
-	IPSetRestores, IPTablesRestores                                   int
-	// Draining is the number of real servers left at weight 0, waiting
-	// for their connections to end.
-	Draining int
 }
 
 // Dataplane programs one node's namespace with IPVS. It implements
@@ -102,7 +83,7 @@ type SyncStats struct {
 type Dataplane struct {
 	cfg   Config
 	log   *slog.Logger
-	clock Clock
+	clock clock.Clock
 
 	mu      sync.Mutex
 	ready   bool // IPVS checked, flavour known, sysctls set
@@ -111,8 +92,8 @@ type Dataplane struct {
 	// successful Apply; nil makes the next Apply read the kernel back.
 	applied  *model
 	draining map[rsKey]time.Time // deadline of each draining real server
-	udp      map[Family]map[string]conntrack.UDPPort
-	stats    SyncStats
+	udp      map[dataplane.Family]map[string]conntrack.UDPPort
+	stats    dataplane.SyncStats
 }
 
 var _ dataplane.Dataplane = (*Dataplane)(nil)
@@ -127,10 +108,10 @@ func New(cfg Config) (*Dataplane, error) {
 		return nil, errors.New("ipvs: Config.Runner is required")
 	}
 	if len(cfg.Families) == 0 {
-		cfg.Families = []Family{IPv4, IPv6}
+		cfg.Families = []dataplane.Family{dataplane.IPv4, dataplane.IPv6}
 	}
 	for _, f := range cfg.Families {
-		if f != IPv4 && f != IPv6 {
+		if f != dataplane.IPv4 && f != dataplane.IPv6 {
 			return nil, fmt.Errorf("ipvs: unknown family %d", f)
 		}
 	}
@@ -152,17 +133,17 @@ func New(cfg Config) (*Dataplane, error) {
 	}
 	clk := cfg.Clock
 	if clk == nil {
-		clk = realClock{}
+		clk = clock.RealClock{}
 	}
 	return &Dataplane{cfg: cfg, log: log, clock: clk, flavour: cfg.Flavour,
-		draining: map[rsKey]time.Time{}, udp: map[Family]map[string]conntrack.UDPPort{}}, nil
+		draining: map[rsKey]time.Time{}, udp: map[dataplane.Family]map[string]conntrack.UDPPort{}}, nil
 }
 
 // Mode implements dataplane.Dataplane.
 func (d *Dataplane) Mode() string { return "ipvs" }
 
 // LastSync returns the statistics of the last Apply or Cleanup.
-func (d *Dataplane) LastSync() SyncStats {
+func (d *Dataplane) LastSync() dataplane.SyncStats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.stats
@@ -178,7 +159,7 @@ func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, opts datapla
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.stats = SyncStats{}
+	d.stats = dataplane.SyncStats{}
 	if err := d.prepare(ctx); err != nil {
 		return fmt.Errorf("ipvs apply: %w", err)
 	}
@@ -259,7 +240,7 @@ func (d *Dataplane) setSysctls(ctx context.Context) error {
 
 // cleanConntrack deletes the UDP conntrack entries the change left stale.
 // The kernel is already right; a failure only leaves stale flows, so it
-// is reported as a ConntrackError without forcing a read-back.
+// is reported as a dataplane.ConntrackError without forcing a read-back.
 func (d *Dataplane) cleanConntrack(ctx context.Context, want *desired) error {
 	var errs []error
 	for _, fam := range d.cfg.Families {
@@ -268,12 +249,12 @@ func (d *Dataplane) cleanConntrack(ctx context.Context, want *desired) error {
 		if d.cfg.Conntrack == nil || len(stale) == 0 {
 			continue
 		}
-		if err := d.cfg.Conntrack.DeleteUDP(ctx, conntrack.Family(fam), stale); err != nil {
+		if err := d.cfg.Conntrack.DeleteUDP(ctx, fam, stale); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", fam, err))
 		}
 	}
 	if len(errs) > 0 {
-		return &ConntrackError{Err: errors.Join(errs...)}
+		return &dataplane.ConntrackError{Err: errors.Join(errs...)}
 	}
 	return nil
 }
@@ -312,7 +293,7 @@ func (d *Dataplane) Run(ctx context.Context) error {
 func (d *Dataplane) Cleanup(ctx context.Context) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.stats = SyncStats{}
+	d.stats = dataplane.SyncStats{}
 	d.applied = nil
 	clear(d.draining)
 	clear(d.udp)
@@ -327,18 +308,4 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 		return fmt.Errorf("ipvs cleanup: %w", err)
 	}
 	return nil
-}
-
-// ConntrackError is an Apply whose kernel changes were made but whose
-// stale UDP conntrack entries could not all be deleted.
-type ConntrackError struct{ Err error }
-
-func (e *ConntrackError) Error() string { return "conntrack cleanup: " + e.Err.Error() }
-
-func (e *ConntrackError) Unwrap() error { return e.Err }
-
-// IsConntrackError reports whether err is, or wraps, a ConntrackError.
-func IsConntrackError(err error) bool {
-	var ce *ConntrackError
-	return errors.As(err, &ce)
 }

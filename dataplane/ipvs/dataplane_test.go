@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
@@ -19,7 +21,7 @@ import (
 const tcp = switchyardv1.Protocol_PROTOCOL_TCP
 
 var (
-	vip   = ipvs.VSKey{Addr: netip.MustParseAddr("10.96.0.1"), Port: 80, Protocol: ipvs.TCP}
+	vip   = ipvs.VSKey{Addr: netip.MustParseAddr("10.96.0.1"), Port: 80, Protocol: dataplane.TCP}
 	ep1   = netip.MustParseAddrPort("10.244.0.1:8080")
 	ep2   = netip.MustParseAddrPort("10.244.0.2:8080")
 	epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -58,7 +60,7 @@ func TestGracefulTermination(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			f, clk := ipvstest.New(), ipvstest.NewClock(epoch)
+			f, clk := ipvstest.New(), clocktesting.NewFakeClock(epoch)
 			dp := newDataplane(t, f, ipvs.Config{Clock: clk, GracePeriod: time.Minute})
 			apply(t, dp, state(nil, svc("a", "10.96.0.1", tcp, "10.244.0.1", "10.244.0.2")), false)
 			if err := f.SetConns(vip, ep2, tc.conns[0], tc.conns[1]); err != nil {
@@ -83,7 +85,7 @@ func TestGracefulTermination(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			clk.Advance(tc.wait)
+			clk.Step(tc.wait)
 			left, err := dp.Drain(t.Context())
 			if err != nil {
 				t.Fatal(err)
@@ -99,7 +101,7 @@ func TestGracefulTermination(t *testing.T) {
 // TestRunDrains: Run checks draining real servers every DrainInterval of
 // the injected clock.
 func TestRunDrains(t *testing.T) {
-	f, clk := ipvstest.New(), ipvstest.NewClock(epoch)
+	f, clk := ipvstest.New(), clocktesting.NewFakeClock(epoch)
 	dp := newDataplane(t, f, ipvs.Config{Clock: clk, DrainInterval: time.Second})
 	apply(t, dp, state(nil, svc("a", "10.96.0.1", tcp, "10.244.0.1", "10.244.0.2")), false)
 	if err := f.SetConns(vip, ep2, 1, 0); err != nil {
@@ -112,8 +114,8 @@ func TestRunDrains(t *testing.T) {
 	if err := f.SetConns(vip, ep2, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "Run to wait on the clock", func() bool { return clk.Waiters() > 0 })
-	clk.Advance(time.Second)
+	eventually(t, "Run to wait on the clock", func() bool { return clk.HasWaiters() })
+	clk.Step(time.Second)
 	eventually(t, "the drained real server to go", func() bool { _, ok := f.RealServer(vip, ep2); return !ok })
 	cancel()
 	if err := <-done; err != nil {
@@ -125,7 +127,7 @@ func TestRunDrains(t *testing.T) {
 // real servers a previous one left at weight 0. Wanted ones are
 // re-weighted; unwanted ones keep draining (kube-proxy 92019, 108319).
 func TestRestartDoesNotLeaveWeightZero(t *testing.T) {
-	f, clk := ipvstest.New(), ipvstest.NewClock(epoch)
+	f, clk := ipvstest.New(), clocktesting.NewFakeClock(epoch)
 	old := newDataplane(t, f, ipvs.Config{Clock: clk})
 	apply(t, old, state(nil, svc("a", "10.96.0.1", tcp, "10.244.0.1", "10.244.0.2")), false)
 	if err := f.SetConns(vip, ep1, 5, 0); err != nil {
@@ -164,7 +166,7 @@ func TestRestartDoesNotLeaveWeightZero(t *testing.T) {
 // draining, new connections are rejected by the filter rules, and it goes
 // once drained.
 func TestLastEndpointDrains(t *testing.T) {
-	f, clk := ipvstest.New(), ipvstest.NewClock(epoch)
+	f, clk := ipvstest.New(), clocktesting.NewFakeClock(epoch)
 	dp := newDataplane(t, f, ipvs.Config{Clock: clk})
 	apply(t, dp, state(nil, svc("a", "10.96.0.1", tcp, "10.244.0.1")), false)
 	if err := f.SetConns(vip, ep1, 1, 0); err != nil {
@@ -317,7 +319,7 @@ func TestNewRejectsBadConfig(t *testing.T) {
 		{"no kernel", ipvs.Config{Runner: f}},
 		{"no runner", ipvs.Config{Kernel: f}},
 		{"bad scheduler", ipvs.Config{Kernel: f, Runner: f, Scheduler: "fastest"}},
-		{"bad family", ipvs.Config{Kernel: f, Runner: f, Families: []ipvs.Family{5}}},
+		{"bad family", ipvs.Config{Kernel: f, Runner: f, Families: []dataplane.Family{5}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

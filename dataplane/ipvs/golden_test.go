@@ -17,15 +17,15 @@ var update = flag.Bool("update", false, "rewrite testdata/*/want.txt")
 
 // families is IPv4, plus IPv6 when a service has an IPv6 cluster IP, as
 // in the iptables golden tests.
-func families(st *dataplane.State) []ipvs.Family {
+func families(st *dataplane.State) []dataplane.Family {
 	for _, sv := range st.Services {
 		for _, ip := range sv.GetClusterIps() {
 			if strings.Contains(ip, ":") {
-				return []ipvs.Family{ipvs.IPv4, ipvs.IPv6}
+				return []dataplane.Family{dataplane.IPv4, dataplane.IPv6}
 			}
 		}
 	}
-	return []ipvs.Family{ipvs.IPv4}
+	return []dataplane.Family{dataplane.IPv4}
 }
 
 // applyCase applies a case to a fresh fake and returns the fake's dump

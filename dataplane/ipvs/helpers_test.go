@@ -30,7 +30,7 @@ func newDataplane(t testing.TB, f *ipvstest.Fake, cfg ipvs.Config) *ipvs.Datapla
 		cfg.Flavour = xtables.FlavourNFT
 	}
 	if len(cfg.Families) == 0 {
-		cfg.Families = []ipvs.Family{ipvs.IPv4}
+		cfg.Families = []dataplane.Family{dataplane.IPv4}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -97,7 +97,7 @@ func (c *conntrackRecorder) record(s string) {
 	c.calls = append(c.calls, s)
 }
 
-func (c *conntrackRecorder) DeleteUDP(_ context.Context, fam conntrack.Family, flows []conntrack.Flow) error {
+func (c *conntrackRecorder) DeleteUDP(_ context.Context, fam dataplane.Family, flows []conntrack.Flow) error {
 	for _, f := range flows {
 		c.record(fmt.Sprintf("%d %v nodePort=%v endpoint=%v", fam, f.Dst, f.NodePort, f.Endpoint))
 	}

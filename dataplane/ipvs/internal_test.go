@@ -70,7 +70,7 @@ func TestPlanSets(t *testing.T) {
 // TestNamesFit: ipset names are at most 31 characters, chains 28.
 func TestNamesFit(t *testing.T) {
 	for base := range setTypes {
-		for _, fam := range []Family{IPv4, IPv6} {
+		for _, fam := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
 			if n := setName(fam, base); len(n) > 31 {
 				t.Errorf("set %s: %d characters", n, len(n))
 			}
@@ -98,7 +98,7 @@ func TestRulesIndependentOfServices(t *testing.T) {
 			Ports:                    []*switchyardv1.ServicePort{{Name: "p", Protocol: proto, Port: 80, NodePort: uint32(30000 + i)}},
 		}
 	}
-	o := renderOptions{families: []Family{IPv4, IPv6}, scheduler: "rr"}
+	o := renderOptions{families: []dataplane.Family{dataplane.IPv4, dataplane.IPv6}, scheduler: "rr"}
 	a, b := render(empty, o), render(full, o)
 	if d := cmp.Diff(a.rules, b.rules, cmp.AllowUnexported(ruleset{})); d != "" {
 		t.Errorf("rules depend on services:\n%s", d)
@@ -106,7 +106,7 @@ func TestRulesIndependentOfServices(t *testing.T) {
 	if len(b.vs) != 8 {
 		t.Errorf("%d virtual servers, want 8 (3 addresses + 1 node IP, 2 services)", len(b.vs))
 	}
-	if rulesPayload(a.rules[IPv4], cloneRuleset(a.rules[IPv4])) != "" {
+	if rulesPayload(a.rules[dataplane.IPv4], cloneRuleset(a.rules[dataplane.IPv4])) != "" {
 		t.Error("equal rulesets give a payload")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
@@ -16,8 +17,8 @@ import (
 // xtables.ParseSave as the iptables mode parses its own.
 type savedTables map[string]*xtables.SavedTable
 
-func (d *Dataplane) saveRules(ctx context.Context, fam Family) (savedTables, error) {
-	out, err := d.cfg.Runner.Run(ctx, []string{fam.SaveCmd(d.flavour)}, nil)
+func (d *Dataplane) saveRules(ctx context.Context, fam dataplane.Family) (savedTables, error) {
+	out, err := d.cfg.Runner.Run(ctx, []string{d.flavour.SaveCmd(fam)}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s read back: %w", fam, err)
 	}
@@ -102,15 +103,15 @@ func cleanupRulesPayload(st savedTables) string {
 	return xtables.CleanupPayload(st, xtables.Ownership{Chain: isOwnedChain, Exclusive: isOwnedChain, Sets: isOwnedSet}).Payload
 }
 
-func (d *Dataplane) restoreRules(ctx context.Context, fam Family, payload string) error {
+func (d *Dataplane) restoreRules(ctx context.Context, fam dataplane.Family, payload string) error {
 	if payload == "" {
 		return nil
 	}
-	argv := []string{fam.RestoreCmd(d.flavour), "-w", "--noflush"}
+	argv := []string{d.flavour.RestoreCmd(fam), "-w", "--noflush"}
 	if _, err := d.cfg.Runner.Run(ctx, argv, []byte(payload)); err != nil {
 		return fmt.Errorf("%s restore: %w", fam, err)
 	}
-	d.stats.IPTablesRestores++
+	d.stats.Restores++
 	return nil
 }
 

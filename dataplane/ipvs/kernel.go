@@ -2,56 +2,20 @@ package ipvs
 
 import (
 	"context"
-	"fmt"
 	"net/netip"
-	"time"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
 )
-
-// Protocol is the transport protocol of a virtual server, as its IP
-// protocol number (what the IPVS netlink API carries).
-type Protocol uint16
-
-// Protocols a virtual server can have.
-const (
-	TCP  Protocol = 6
-	UDP  Protocol = 17
-	SCTP Protocol = 132
-)
-
-func (p Protocol) String() string {
-	switch p {
-	case TCP:
-		return "TCP"
-	case UDP:
-		return "UDP"
-	case SCTP:
-		return "SCTP"
-	}
-	return fmt.Sprintf("proto-%d", uint16(p))
-}
-
-// lower is the spelling ipset and iptables use ("tcp").
-func (p Protocol) lower() string {
-	switch p {
-	case TCP:
-		return "tcp"
-	case UDP:
-		return "udp"
-	case SCTP:
-		return "sctp"
-	}
-	return fmt.Sprint(uint16(p))
-}
 
 // VSKey identifies a virtual server: address, port and protocol.
 type VSKey struct {
 	Addr     netip.Addr
 	Port     uint16
-	Protocol Protocol
+	Protocol dataplane.Protocol
 }
 
 func (k VSKey) String() string {
-	return k.Protocol.String() + " " + netip.AddrPortFrom(k.Addr, k.Port).String()
+	return k.Protocol.Upper() + " " + netip.AddrPortFrom(k.Addr, k.Port).String()
 }
 
 // compare orders keys by address, port, protocol.
@@ -119,15 +83,3 @@ type Kernel interface {
 	Sysctl(ctx context.Context, name string) (string, error)
 	SetSysctl(ctx context.Context, name, value string) error
 }
-
-// Clock is the time source of graceful termination; tests pass a fake.
-type Clock interface {
-	Now() time.Time
-	// After is time.After.
-	After(d time.Duration) <-chan time.Time
-}
-
-type realClock struct{}
-
-func (realClock) Now() time.Time                         { return time.Now() }
-func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }

@@ -17,6 +17,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/command"
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 )
@@ -188,7 +189,7 @@ func (k *NetlinkKernel) VirtualServers(context.Context) ([]VirtualServer, error)
 		if s.FWMark != 0 || !ok {
 			continue
 		}
-		vs := VirtualServer{Key: VSKey{Addr: a, Port: s.Port, Protocol: Protocol(s.Protocol)}, Scheduler: s.SchedName}
+		vs := VirtualServer{Key: VSKey{Addr: a, Port: s.Port, Protocol: dataplane.Protocol(s.Protocol)}, Scheduler: s.SchedName}
 		if s.Flags&flagPersistent != 0 {
 			vs.Timeout = s.Timeout
 		}

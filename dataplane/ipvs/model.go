@@ -5,6 +5,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipset"
 )
@@ -43,28 +44,22 @@ type model struct {
 	vs    map[VSKey]*vsModel
 	addrs map[netip.Addr]bool   // bound to kube-ipvs0
 	sets  map[string]*ipset.Set // members in ipset save's spelling
-	rules map[Family]ruleset
+	rules map[dataplane.Family]ruleset
 	// linkUp is true once kube-ipvs0 is known to exist and be up.
 	linkUp bool
 }
 
 func newModel() *model {
 	return &model{vs: map[VSKey]*vsModel{}, addrs: map[netip.Addr]bool{}, sets: map[string]*ipset.Set{},
-		rules: map[Family]ruleset{}}
+		rules: map[dataplane.Family]ruleset{}}
 }
 
 // desired is a rendered state: the model plus what reconciling needs.
 type desired struct {
 	*model
 	nodeIPs map[netip.Addr]bool
-	udp     map[Family]map[string]conntrack.UDPPort
-	skips   []Skip
-}
-
-// Skip is input that was left out, and why.
-type Skip struct {
-	Service string
-	Reason  string
+	udp     map[dataplane.Family]map[string]conntrack.UDPPort
+	skips   []dataplane.Skip
 }
 
 // rsKey names one real server of one virtual server.

@@ -19,36 +19,34 @@ var schedulers = []string{"rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh",
 // ValidScheduler reports whether name is an IPVS scheduler.
 func ValidScheduler(name string) bool { return slices.Contains(schedulers, name) }
 
-var protocols = map[string]Protocol{"tcp": TCP, "udp": UDP, "sctp": SCTP}
-
 type renderOptions struct {
-	families  []Family
+	families  []dataplane.Family
 	scheduler string
 }
 
 // renderer holds one render call for one family.
 type renderer struct {
 	w         *desired
-	fam       Family
+	fam       dataplane.Family
 	sched     string
 	nodeIPs   []netip.Addr // the node IPs node ports are served on
 	cidrs     []netip.Prefix
 	masqAll   bool
 	owner     map[VSKey]string // service that claimed a virtual server
-	skipsSeen map[Skip]bool
+	skipsSeen map[dataplane.Skip]bool
 }
 
 // render turns a node's state into the model this mode wants. It does no
 // I/O and is deterministic. Bad input is skipped and listed in skips.
 func render(st *dataplane.State, o renderOptions) *desired {
-	w := &desired{model: newModel(), nodeIPs: map[netip.Addr]bool{}, udp: map[Family]map[string]conntrack.UDPPort{}}
-	seen := map[Skip]bool{}
+	w := &desired{model: newModel(), nodeIPs: map[netip.Addr]bool{}, udp: map[dataplane.Family]map[string]conntrack.UDPPort{}}
+	seen := map[dataplane.Skip]bool{}
 	sched := o.scheduler
 	if s := st.Config.GetIpvsScheduler(); s != "" {
 		if ValidScheduler(s) {
 			sched = s
 		} else {
-			w.skips = append(w.skips, Skip{Reason: fmt.Sprintf("node config: unknown IPVS scheduler %q, using %s", s, sched)})
+			w.skips = append(w.skips, dataplane.Skip{Reason: fmt.Sprintf("node config: unknown IPVS scheduler %q, using %s", s, sched)})
 		}
 	}
 	names := sortedKeys(st.Services)
@@ -66,7 +64,7 @@ func render(st *dataplane.State, o renderOptions) *desired {
 }
 
 func (r *renderer) skip(svc, format string, args ...any) {
-	s := Skip{Service: svc, Reason: fmt.Sprintf(format, args...)}
+	s := dataplane.Skip{Service: svc, Reason: fmt.Sprintf(format, args...)}
 	if !r.skipsSeen[s] {
 		r.skipsSeen[s] = true
 		r.w.skips = append(r.w.skips, s)
@@ -75,7 +73,7 @@ func (r *renderer) skip(svc, format string, args ...any) {
 
 // parseAddr parses s; ok is false when it is of another family.
 func (r *renderer) parseAddr(s string) (netip.Addr, bool, error) {
-	return serviceport.Family(r.fam).ParseAddr(s)
+	return r.fam.ParseAddr(s)
 }
 
 // readNode reads the NodeConfig as every mode does. Node ports get a
@@ -86,7 +84,7 @@ func (r *renderer) parseAddr(s string) (netip.Addr, bool, error) {
 // IP still marks its node-port virtual servers as this mode's, so those
 // on a node IP the list no longer selects are removed.
 func (r *renderer) readNode(cfg *switchyardv1.NodeConfig) {
-	n := serviceport.ReadNode(cfg, serviceport.Family(r.fam), serviceport.NodePortsAll, func(svc, reason string) {
+	n := serviceport.ReadNode(cfg, r.fam, serviceport.NodePortsAll, func(svc, reason string) {
 		r.skip(svc, "%s", reason)
 	})
 	r.cidrs = n.ClusterCIDRs
@@ -103,7 +101,7 @@ func (r *renderer) readNode(cfg *switchyardv1.NodeConfig) {
 type portPlan struct {
 	sp         *serviceport.Port
 	svc, id    string
-	proto      Protocol
+	proto      dataplane.Protocol
 	port, node uint16
 	// internal and external are the real servers of sp.Internal and
 	// sp.External.
@@ -113,7 +111,7 @@ type portPlan struct {
 // service renders every port of one view; serviceport reads it exactly as
 // for the iptables and nftables modes.
 func (r *renderer) service(key string, sv *switchyardv1.ServiceView) {
-	svc, ok := serviceport.Read(key, sv, serviceport.Family(r.fam), func(service, reason string) {
+	svc, ok := serviceport.Read(key, sv, r.fam, func(service, reason string) {
 		r.skip(service, "%s", reason)
 	})
 	if !ok {
@@ -124,9 +122,9 @@ func (r *renderer) service(key string, sv *switchyardv1.ServiceView) {
 	}
 	for i := range svc.Ports {
 		sp := &svc.Ports[i]
-		proto := protocols[sp.Protocol]
+		proto := sp.Protocol
 		p := portPlan{
-			sp: sp, svc: svc.Name, id: svc.Name + ":" + sp.Name + "/" + sp.Protocol,
+			sp: sp, svc: svc.Name, id: svc.Name + ":" + sp.Name + "/" + sp.Protocol.String(),
 			proto: proto, port: uint16(sp.Port), node: uint16(sp.NodePort),
 			internal: realServers(sp.Internal.Endpoints), external: realServers(sp.External.Endpoints),
 		}
@@ -152,8 +150,8 @@ func realServers(eps []serviceport.Endpoint) []RealServer {
 }
 
 // ipPort is the hash:ip,port member for a, p.
-func ipPort(a netip.Addr, p Protocol, port uint16) string {
-	return fmt.Sprintf("%s,%s:%d", a, p.lower(), port)
+func ipPort(a netip.Addr, p dataplane.Protocol, port uint16) string {
+	return fmt.Sprintf("%s,%s:%d", a, p.String(), port)
 }
 
 // blockSet is the set whose members a fixed filter rule rejects or drops,
@@ -242,7 +240,7 @@ func netMember(p netip.Prefix) string {
 
 // recordUDP notes a UDP port for conntrack cleanup.
 func (r *renderer) recordUDP(p *portPlan, eps []RealServer) {
-	if p.proto != UDP {
+	if p.proto != dataplane.UDP {
 		return
 	}
 	u := conntrack.UDPPort{NodePort: p.node}

@@ -3,6 +3,7 @@ package ipvs
 import (
 	"strings"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipset"
 )
 
@@ -52,21 +53,21 @@ func isOwnedSet(name string) bool {
 	return strings.HasPrefix(name, setPrefix4) || strings.HasPrefix(name, setPrefix6)
 }
 
-func setName(fam Family, base string) string {
-	if fam == IPv6 {
+func setName(fam dataplane.Family, base string) string {
+	if fam == dataplane.IPv6 {
 		return setPrefix6 + base
 	}
 	return setPrefix4 + base
 }
 
-var nodePortProtocols = []Protocol{TCP, UDP, SCTP}
+var nodePortProtocols = []dataplane.Protocol{dataplane.TCP, dataplane.UDP, dataplane.SCTP}
 
 // nodePortSet is the bitmap:port set of node ports of one protocol.
-func nodePortSet(p Protocol, local bool) string {
+func nodePortSet(p dataplane.Protocol, local bool) string {
 	if local {
-		return "NODE-PORT-LOCAL-" + p.String()
+		return "NODE-PORT-LOCAL-" + p.Upper()
 	}
-	return "NODE-PORT-" + p.String()
+	return "NODE-PORT-" + p.Upper()
 }
 
 // setTypes gives each set base name its ipset type.
@@ -96,7 +97,7 @@ func (r *renderer) member(base, m string) {
 // the rules independent of the services) and the rules.
 func (r *renderer) fixed() {
 	fam := "inet"
-	if r.fam == IPv6 {
+	if r.fam == dataplane.IPv6 {
 		fam = "inet6"
 	}
 	for base, typ := range setTypes {
@@ -145,8 +146,8 @@ func (r *renderer) rules() ruleset {
 	add("nat", chainServices, localSrc, match(setLBLocal, dd), markMasq)
 	add("nat", chainServices, "-m addrtype --dst-type LOCAL -j", chainNodePort)
 	for _, p := range nodePortProtocols {
-		add("nat", chainNodePort, "-p", p.lower(), match(nodePortSet(p, false), "dst"), markMasq)
-		add("nat", chainNodePort, "-p", p.lower(), localSrc, match(nodePortSet(p, true), "dst"), markMasq)
+		add("nat", chainNodePort, "-p", p.String(), match(nodePortSet(p, false), "dst"), markMasq)
+		add("nat", chainNodePort, "-p", p.String(), localSrc, match(nodePortSet(p, true), "dst"), markMasq)
 	}
 	add("nat", chainPostrouting, `-m comment --comment "hairpin: pod to itself through a service"`,
 		match(setLoopBack, "dst,dst,src"), "-j MASQUERADE")
@@ -156,7 +157,7 @@ func (r *renderer) rules() ruleset {
 		"-j MASQUERADE --random-fully")
 
 	unreachable := "icmp-port-unreachable"
-	if r.fam == IPv6 {
+	if r.fam == dataplane.IPv6 {
 		unreachable = "icmp6-port-unreachable"
 	}
 	const fresh = "-m conntrack --ctstate NEW"

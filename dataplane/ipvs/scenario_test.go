@@ -3,6 +3,7 @@ package ipvs_test
 import (
 	"testing"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipvs"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipvs/ipvstest"
 	"github.com/switchyard-proxy/switchyard/dataplane/scenario"
@@ -13,7 +14,7 @@ import (
 // packet tracer.
 func newTracer(t *testing.T) scenario.Tracer {
 	f := ipvstest.New()
-	d := newDataplane(t, f, ipvs.Config{Families: []ipvs.Family{ipvs.IPv4, ipvs.IPv6}})
+	d := newDataplane(t, f, ipvs.Config{Families: []dataplane.Family{dataplane.IPv4, dataplane.IPv6}})
 	return scenario.NewTracer(d, f.Trace)
 }
 

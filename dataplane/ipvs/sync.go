@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strconv"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipset"
 )
 
@@ -67,7 +68,7 @@ func (d *Dataplane) readKernel(ctx context.Context, want *desired) (*model, erro
 
 func (d *Dataplane) hasFamily(a netip.Addr) bool {
 	for _, f := range d.cfg.Families {
-		if a.Is4() == (f == IPv4) {
+		if a.Is4() == (f == dataplane.IPv4) {
 			return true
 		}
 	}
@@ -76,12 +77,12 @@ func (d *Dataplane) hasFamily(a netip.Addr) bool {
 
 // ownedNodePorts collects the node ports registered in our node-port sets
 // of any of the given set maps, by protocol.
-func ownedNodePorts(setMaps ...map[string]*ipset.Set) map[Protocol]map[uint16]bool {
-	out := map[Protocol]map[uint16]bool{}
+func ownedNodePorts(setMaps ...map[string]*ipset.Set) map[dataplane.Protocol]map[uint16]bool {
+	out := map[dataplane.Protocol]map[uint16]bool{}
 	for _, p := range nodePortProtocols {
 		out[p] = map[uint16]bool{}
 		for _, sets := range setMaps {
-			for _, fam := range []Family{IPv4, IPv6} {
+			for _, fam := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
 				for _, local := range []bool{false, true} {
 					s := sets[setName(fam, nodePortSet(p, local))]
 					if s == nil {
@@ -249,7 +250,7 @@ func (d *Dataplane) removeServers(ctx context.Context, have *model, want *desire
 				continue
 			}
 			rk := rsKey{key, a}
-			if key.Protocol == UDP {
+			if key.Protocol == dataplane.UDP {
 				if err := k.DeleteRealServer(ctx, key, a); err != nil {
 					return fmt.Errorf("delete real server %s of %s: %w", a, key, err)
 				}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
@@ -37,7 +38,7 @@ func (d *Dataplane) cleanup(ctx context.Context) error {
 		return nil
 	}
 	var errs []error
-	saved := map[Family]savedTables{}
+	saved := map[dataplane.Family]savedTables{}
 	kubeProxy := false
 	for _, fam := range d.cfg.Families {
 		st, err := d.saveRules(ctx, fam)
@@ -83,7 +84,7 @@ func (d *Dataplane) cleanup(ctx context.Context) error {
 // on one of our node ports. After a restart the node IPs of the last
 // state are unknown: a virtual server on an address not bound to
 // kube-ipvs0 whose port is one of our node ports is taken for ours.
-func (d *Dataplane) deleteVirtualServers(ctx context.Context, bound map[netip.Addr]bool, nodePorts map[Protocol]map[uint16]bool) error {
+func (d *Dataplane) deleteVirtualServers(ctx context.Context, bound map[netip.Addr]bool, nodePorts map[dataplane.Protocol]map[uint16]bool) error {
 	k := d.cfg.Kernel
 	vss, err := k.VirtualServers(ctx)
 	if err != nil {

@@ -20,7 +20,7 @@ import (
 // DNAT rule.
 func foreign(t *testing.T, f *ipvstest.Fake) {
 	t.Helper()
-	vs := ipvs.VirtualServer{Key: ipvs.VSKey{Addr: netip.MustParseAddr("192.0.2.1"), Port: 443, Protocol: ipvs.TCP}, Scheduler: "wlc"}
+	vs := ipvs.VirtualServer{Key: ipvs.VSKey{Addr: netip.MustParseAddr("192.0.2.1"), Port: 443, Protocol: dataplane.TCP}, Scheduler: "wlc"}
 	f.AddForeign(vs, ipvs.RealServer{Addr: netip.MustParseAddrPort("192.0.2.10:443"), Weight: 3})
 	f.AddForeignSet("DOCKER-SET", "hash:ip", "inet", "172.17.0.2")
 	if err := f.IPTables().Insert("iptables", "nat", "PREROUTING", "-j DNAT --to-destination 172.17.0.2"); err != nil {
@@ -43,7 +43,7 @@ func kubeProxyIPVS(t *testing.T, f *ipvstest.Fake) {
 	if err := f.AddAddress(ctx, ipvs.DummyInterface, a); err != nil {
 		t.Fatal(err)
 	}
-	f.AddForeign(ipvs.VirtualServer{Key: ipvs.VSKey{Addr: a, Port: 53, Protocol: ipvs.UDP}, Scheduler: "rr"})
+	f.AddForeign(ipvs.VirtualServer{Key: ipvs.VSKey{Addr: a, Port: 53, Protocol: dataplane.UDP}, Scheduler: "rr"})
 }
 
 // nodePortState is one NodePort service: a virtual server on the service

@@ -31,8 +31,8 @@ func BenchmarkApplyOneEndpointHinted(b *testing.B) {
 }
 
 func newBenchDataplane(b *testing.B) dataplane.Dataplane {
-	dp, err := New(Config{Families: []Family{IPv4},
-		Interfaces: map[Family]knftables.Interface{IPv4: discard{knftables.NewFake(knftables.IPv4Family, DefaultTable)}}})
+	dp, err := New(Config{Families: []dataplane.Family{dataplane.IPv4},
+		Interfaces: map[dataplane.Family]knftables.Interface{dataplane.IPv4: discard{knftables.NewFake(knftables.IPv4Family, DefaultTable)}}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -22,12 +22,12 @@ import (
 type Config struct {
 	// Runner runs nft in the node's network namespace. Required unless
 	// Interfaces has an entry for every family.
-	Runner Runner
+	Runner command.Runner
 	// Interfaces replaces, per family, the nft adapter built on Runner
 	// (knftables.NewFake in unit tests).
-	Interfaces map[Family]knftables.Interface
+	Interfaces map[dataplane.Family]knftables.Interface
 	// Families to program; default IPv4 and IPv6.
-	Families []Family
+	Families []dataplane.Family
 	// Table is the table name in each family; default DefaultTable.
 	Table string
 	// Conntrack deletes stale UDP conntrack entries after a sync; nil
@@ -42,7 +42,7 @@ type Config struct {
 	// table. It also lists the kernel table before a first full sync.
 	// Full syncs always run nft. A partial transaction holding an
 	// operation the translator does not know runs nft instead
-	// (SyncStats.NetlinkFallbacks). Off (nil) by default. CheckDrift
+	// (dataplane.SyncStats.NetlinkFallbacks). Off (nil) by default. CheckDrift
 	// reads the tables back through it too, and without Generation
 	// reads the generation over it.
 	PartialNetlink NetlinkDialer
@@ -57,23 +57,23 @@ type Config struct {
 type Dataplane struct {
 	cfg Config
 	log *slog.Logger
-	nft map[Family]knftables.Interface
+	nft map[dataplane.Family]knftables.Interface
 
 	mu sync.Mutex
 	// applied is the ruleset of the last successful transaction per
 	// family; nil: the next sync of the family is full and first lists
 	// the kernel table.
-	applied map[Family]*Ruleset
+	applied map[dataplane.Family]*Ruleset
 	// resetBase is done once per family per process (see planFull).
-	baseReset map[Family]bool
+	baseReset map[dataplane.Family]bool
 	// udp is the UDP ports of the last successful sync, kept across a
 	// failed one so conntrack cleanup still sees what went away.
-	udp map[Family]map[string]conntrack.UDPPort
+	udp map[dataplane.Family]map[string]conntrack.UDPPort
 	// memo keeps each family's rendered services between syncs; owners
 	// the services behind each shared element of the applied ruleset.
-	memo   map[Family]*Memo
-	owners map[Family]*owners
-	stats  SyncStats
+	memo   map[dataplane.Family]*Memo
+	owners map[dataplane.Family]*owners
+	stats  dataplane.SyncStats
 
 	// Drift checks (drift.go): the generation reader, the read-back, the
 	// generation known to hold only what applied says (when genKnown)
@@ -83,31 +83,7 @@ type Dataplane struct {
 	reader   tableReader
 	gen      uint32
 	genKnown bool
-	relearn  map[Family]bool
-}
-
-// SyncStats describes the last Apply, summed over families, for tests,
-// benchmarks and metrics.
-type SyncStats struct {
-	Transactions    int
-	Operations      int // commands in the transactions
-	ChainsWritten   int
-	ChainsRemoved   int
-	ElementsAdded   int
-	ElementsDeleted int
-	Full            bool
-	// Netlink counts transactions sent over netlink; NetlinkFallbacks
-	// partial transactions that ran nft because the netlink translator
-	// does not support one of their operations.
-	Netlink          int
-	NetlinkFallbacks int
-	// TxTime is the wall time spent running the transactions (nft
-	// processes, or opening the netlink socket and committing).
-	TxTime time.Duration
-	// NetlinkCPU is the user+system time of the thread that sent and
-	// acknowledged the netlink transactions; the kernel's commit runs in
-	// that thread's sendmsg, so it is counted.
-	NetlinkCPU time.Duration
+	relearn  map[dataplane.Family]bool
 }
 
 var _ dataplane.Dataplane = (*Dataplane)(nil)
@@ -115,14 +91,14 @@ var _ dataplane.Dataplane = (*Dataplane)(nil)
 // New returns a Dataplane; it touches nothing until Apply or Cleanup.
 func New(cfg Config) (*Dataplane, error) {
 	if len(cfg.Families) == 0 {
-		cfg.Families = []Family{IPv4, IPv6}
+		cfg.Families = []dataplane.Family{dataplane.IPv4, dataplane.IPv6}
 	}
 	if cfg.Table == "" {
 		cfg.Table = DefaultTable
 	}
-	nft := map[Family]knftables.Interface{}
+	nft := map[dataplane.Family]knftables.Interface{}
 	for _, f := range cfg.Families {
-		if f != IPv4 && f != IPv6 {
+		if f != dataplane.IPv4 && f != dataplane.IPv6 {
 			return nil, fmt.Errorf("nftables: unknown family %d", f)
 		}
 		switch {
@@ -138,9 +114,9 @@ func New(cfg Config) (*Dataplane, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	d := &Dataplane{cfg: cfg, log: log, nft: nft, applied: map[Family]*Ruleset{}, baseReset: map[Family]bool{},
-		udp: map[Family]map[string]conntrack.UDPPort{}, memo: map[Family]*Memo{}, owners: map[Family]*owners{},
-		relearn: map[Family]bool{}}
+	d := &Dataplane{cfg: cfg, log: log, nft: nft, applied: map[dataplane.Family]*Ruleset{}, baseReset: map[dataplane.Family]bool{},
+		udp: map[dataplane.Family]map[string]conntrack.UDPPort{}, memo: map[dataplane.Family]*Memo{}, owners: map[dataplane.Family]*owners{},
+		relearn: map[dataplane.Family]bool{}}
 	d.driftSeams()
 	return d, nil
 }
@@ -149,7 +125,7 @@ func New(cfg Config) (*Dataplane, error) {
 func (d *Dataplane) Mode() string { return "nftables" }
 
 // LastSync returns statistics of the last Apply.
-func (d *Dataplane) LastSync() SyncStats {
+func (d *Dataplane) LastSync() dataplane.SyncStats {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.stats
@@ -169,12 +145,12 @@ func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, opts datapla
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.stats = SyncStats{Full: opts.Full}
+	d.stats = dataplane.SyncStats{Full: opts.Full}
 	gen, genOK := d.generationBefore(ctx)
 	var errs []error
 	for _, fam := range d.cfg.Families {
 		if err := d.applyFamily(ctx, st, fam, opts); err != nil {
-			if !IsConntrackError(err) {
+			if !dataplane.IsConntrackError(err) {
 				delete(d.applied, fam)
 				delete(d.owners, fam)
 				genOK = false
@@ -186,7 +162,7 @@ func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, opts datapla
 	return errors.Join(errs...)
 }
 
-func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Family, opts dataplane.ApplyOptions) error {
+func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam dataplane.Family, opts dataplane.ApplyOptions) error {
 	full := opts.Full
 	m := d.memo[fam]
 	if m == nil {
@@ -269,7 +245,7 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam Fa
 // applyChanges is a partial sync of the changed services only (see
 // incremental.go); the applied ruleset is updated in place once the
 // transaction has committed.
-func (d *Dataplane) applyChanges(ctx context.Context, fam Family, applied *Ruleset, m *Memo, changes []change, nodeSkips []Skip) error {
+func (d *Dataplane) applyChanges(ctx context.Context, fam dataplane.Family, applied *Ruleset, m *Memo, changes []change, nodeSkips []dataplane.Skip) error {
 	for _, c := range changes {
 		if c.New == nil {
 			continue
@@ -312,7 +288,7 @@ func (d *Dataplane) count(ps planStats) {
 
 // runPartial sends a partial transaction over netlink when configured
 // and every operation translates, else through nft.
-func (d *Dataplane) runPartial(ctx context.Context, fam Family, log *opLog, sets func(string) *Set) error {
+func (d *Dataplane) runPartial(ctx context.Context, fam dataplane.Family, log *opLog, sets func(string) *Set) error {
 	tx := log.tx
 	if n := tx.NumOperations(); n > 0 && d.cfg.PartialNetlink != nil {
 		// What knftables refused to render, nft would refuse too.
@@ -336,7 +312,7 @@ func (d *Dataplane) runPartial(ctx context.Context, fam Family, log *opLog, sets
 }
 
 // run runs a transaction through nft, if it holds anything.
-func (d *Dataplane) run(ctx context.Context, fam Family, tx *knftables.Transaction) error {
+func (d *Dataplane) run(ctx context.Context, fam dataplane.Family, tx *knftables.Transaction) error {
 	n := tx.NumOperations()
 	if n == 0 {
 		return nil
@@ -355,7 +331,7 @@ func (d *Dataplane) run(ctx context.Context, fam Family, tx *knftables.Transacti
 // runNetlink sends a partial transaction over netlink. It returns false,
 // having sent nothing, when an operation is not supported: the caller
 // runs nft. An error is a failed transaction (nothing applied).
-func (d *Dataplane) runNetlink(ops []op, fam Family, sets func(string) *Set) (bool, error) {
+func (d *Dataplane) runNetlink(ops []op, fam dataplane.Family, sets func(string) *Set) (bool, error) {
 	b, err := translate(ops, fam, d.cfg.Table, sets)
 	if errors.Is(err, errNoNetlink) {
 		d.log.Debug("partial sync runs nft", "family", fam.String(), "reason", err)
@@ -390,7 +366,7 @@ func threadCPU() time.Duration {
 // listTable returns the chains, sets and maps of the kernel table; none
 // when it does not exist. With a netlink dialer it asks the kernel
 // directly, and nft only when that fails.
-func (d *Dataplane) listTable(ctx context.Context, fam Family, nft knftables.Interface) (tableObjects, error) {
+func (d *Dataplane) listTable(ctx context.Context, fam dataplane.Family, nft knftables.Interface) (tableObjects, error) {
 	if d.cfg.PartialNetlink != nil {
 		t, err := listNetlink(d.cfg.PartialNetlink, fam, d.cfg.Table)
 		if err == nil {
@@ -415,12 +391,12 @@ func (d *Dataplane) listTable(ctx context.Context, fam Family, nft knftables.Int
 // cleanConntrack deletes UDP conntrack entries the change left stale.
 // The rules are in place; a failure here leaves stale flows, not broken
 // rules, so it is reported without forcing a full resync.
-func (d *Dataplane) cleanConntrack(ctx context.Context, fam Family, stale []conntrack.Flow) error {
+func (d *Dataplane) cleanConntrack(ctx context.Context, fam dataplane.Family, stale []conntrack.Flow) error {
 	if d.cfg.Conntrack == nil || len(stale) == 0 {
 		return nil
 	}
-	if err := d.cfg.Conntrack.DeleteUDP(ctx, conntrack.Family(fam), stale); err != nil {
-		return &ConntrackError{Err: err}
+	if err := d.cfg.Conntrack.DeleteUDP(ctx, fam, stale); err != nil {
+		return &dataplane.ConntrackError{Err: err}
 	}
 	return nil
 }
@@ -456,18 +432,4 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 		d.log.Info("nftables tables removed (where present)", "table", d.cfg.Table)
 	}
 	return errors.Join(errs...)
-}
-
-// ConntrackError is an Apply whose rules were written but whose stale UDP
-// conntrack entries could not all be deleted.
-type ConntrackError struct{ Err error }
-
-func (e *ConntrackError) Error() string { return "conntrack cleanup: " + e.Err.Error() }
-
-func (e *ConntrackError) Unwrap() error { return e.Err }
-
-// IsConntrackError reports whether err is, or wraps, a ConntrackError.
-func IsConntrackError(err error) bool {
-	var ce *ConntrackError
-	return errors.As(err, &ce)
 }

@@ -3,12 +3,13 @@ package nftables
 import (
 	"context"
 	"fmt"
-	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/knftables"
@@ -27,7 +28,7 @@ func manyServices(n int) []*switchyardv1.ServiceView {
 }
 
 func TestSecondApplyRunsNoTransaction(t *testing.T) {
-	for _, fams := range [][]Family{{IPv4}, {IPv4, IPv6}} {
+	for _, fams := range [][]dataplane.Family{{dataplane.IPv4}, {dataplane.IPv4, dataplane.IPv6}} {
 		t.Run(fmt.Sprint(fams), func(t *testing.T) {
 			b := newFakeBed(t, fams...)
 			st := dataplanetest.LoadState(t, "no-node-ips")
@@ -79,7 +80,7 @@ func TestPartialSyncs(t *testing.T) {
 			b := newFakeBed(t)
 			svcs := manyServices(50)
 			b.apply(t, stateOf(svcs...), false)
-			b.rec[IPv4].take()
+			b.rec[dataplane.IPv4].take()
 			before := stateOf(svcs...)
 			next := stateOf(tc.change(slices.Clone(svcs))...)
 			// Hairpin pairs of the changed service's endpoints, old and
@@ -97,9 +98,9 @@ func TestPartialSyncs(t *testing.T) {
 			// So are the ranges of its chains' blocks in the endpoint
 			// maps, before and after.
 			blockOf := func() {
-				for chain, ref := range b.dp.memo[IPv4].slots.byChain {
+				for chain, ref := range b.dp.memo[dataplane.IPv4].slots.byChain {
 					if strings.Contains(chain, tc.touched[0]) {
-						for k := range b.dp.applied[IPv4].Elements[endpointMap(ref.proto, ref.block)] {
+						for k := range b.dp.applied[dataplane.IPv4].Elements[endpointMap(ref.proto, ref.block)] {
 							if lo, _, _ := strings.Cut(k, "-"); lo != "" {
 								if v, err := strconv.ParseUint(lo, 10, 32); err == nil && uint32(v)/slots == ref.block {
 									tc.touched = append(tc.touched, "{ "+k+" ")
@@ -112,7 +113,7 @@ func TestPartialSyncs(t *testing.T) {
 			blockOf()
 			b.apply(t, next, false)
 			blockOf()
-			txs := b.rec[IPv4].take()
+			txs := b.rec[dataplane.IPv4].take()
 			if len(txs) != 1 {
 				t.Fatalf("%d transactions, want 1", len(txs))
 			}
@@ -128,7 +129,7 @@ func TestPartialSyncs(t *testing.T) {
 			if len(lines) > 30 {
 				t.Errorf("%d operations for one service:\n%s", len(lines), txs[0])
 			}
-			if d := cmp.Diff(freshDump(t, next, IPv4, b.dp), sortedDump(b.fakes[IPv4])); d != "" {
+			if d := cmp.Diff(freshDump(t, next, dataplane.IPv4, b.dp), sortedDump(b.fakes[dataplane.IPv4])); d != "" {
 				t.Errorf("table after partial sync differs from a fresh one (-fresh +got):\n%s", d)
 			}
 			t.Logf("%d operations:\n%s", len(lines), txs[0])
@@ -141,10 +142,10 @@ func TestFullResyncRepairsDrift(t *testing.T) {
 	svcs := manyServices(5)
 	st := stateOf(svcs...)
 	b.apply(t, st, false)
-	fake := b.fakes[IPv4]
+	fake := b.fakes[dataplane.IPv4]
 	// Someone empties a service chain and deletes an element.
 	tx := fake.NewTransaction()
-	n := namesFor("ns", "s1", "http", "tcp")
+	n := namesFor("ns", "s1", "http", dataplane.TCP)
 	tx.Flush(&knftables.Chain{Name: n.svc})
 	tx.Delete(&knftables.Element{Map: mapServiceIPs, Key: []string{"10.96.0.3", "tcp", "80"}})
 	if err := fake.Run(t.Context(), tx); err != nil {
@@ -155,7 +156,7 @@ func TestFullResyncRepairsDrift(t *testing.T) {
 		t.Fatalf("partial sync noticed drift it cannot see: %+v", s)
 	}
 	b.apply(t, st, true)
-	if d := cmp.Diff(freshDump(t, st, IPv4), sortedDump(fake)); d != "" {
+	if d := cmp.Diff(freshDump(t, st, dataplane.IPv4), sortedDump(fake)); d != "" {
 		t.Errorf("full resync did not repair (-fresh +got):\n%s", d)
 	}
 }
@@ -163,7 +164,7 @@ func TestFullResyncRepairsDrift(t *testing.T) {
 func TestRestartRemovesLeftoversAndKeepsAffinitySets(t *testing.T) {
 	fake := knftables.NewFake(knftables.IPv4Family, DefaultTable)
 	newDP := func() *Dataplane {
-		dp, err := New(Config{Interfaces: map[Family]knftables.Interface{IPv4: fake}, Families: []Family{IPv4}})
+		dp, err := New(Config{Interfaces: map[dataplane.Family]knftables.Interface{dataplane.IPv4: fake}, Families: []dataplane.Family{dataplane.IPv4}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -176,7 +177,7 @@ func TestRestartRemovesLeftoversAndKeepsAffinitySets(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A learned client in an affinity set must survive a restart.
-	aff := namesFor("ns", "s0", "http", "tcp").affinitySet(netip.MustParseAddrPort("10.128.0.1:8080"), 60)
+	aff := namesFor("ns", "s0", "http", dataplane.TCP).affinitySet(netip.MustParseAddrPort("10.128.0.1:8080"), 60)
 	tx := fake.NewTransaction()
 	tx.Add(&knftables.Element{Set: aff, Key: []string{"10.200.0.2"}})
 	if err := fake.Run(t.Context(), tx); err != nil {
@@ -200,7 +201,7 @@ func TestFailedApplyMakesNextOneFull(t *testing.T) {
 	b := newFakeBed(t)
 	svcs := manyServices(3)
 	b.apply(t, stateOf(svcs...), false)
-	b.rec[IPv4].failNext = true
+	b.rec[dataplane.IPv4].failNext = true
 	svcs[1] = benchService(1, 3, true)
 	if err := b.dp.Apply(t.Context(), stateOf(svcs...), dataplane.ApplyOptions{}); err == nil {
 		t.Fatal("injected failure not reported")
@@ -209,13 +210,13 @@ func TestFailedApplyMakesNextOneFull(t *testing.T) {
 	if s := b.dp.LastSync(); !s.Full {
 		t.Errorf("sync after a failure was not full: %+v", s)
 	}
-	if d := cmp.Diff(freshDump(t, stateOf(svcs...), IPv4, b.dp), sortedDump(b.fakes[IPv4])); d != "" {
+	if d := cmp.Diff(freshDump(t, stateOf(svcs...), dataplane.IPv4, b.dp), sortedDump(b.fakes[dataplane.IPv4])); d != "" {
 		t.Errorf("(-fresh +got):\n%s", d)
 	}
 }
 
 func TestCleanupDeletesTable(t *testing.T) {
-	b := newFakeBed(t, IPv4, IPv6)
+	b := newFakeBed(t, dataplane.IPv4, dataplane.IPv6)
 	if err := b.dp.Cleanup(t.Context()); err != nil {
 		t.Fatalf("Cleanup of nothing: %v", err)
 	}
@@ -234,17 +235,17 @@ func TestCleanupDeletesTable(t *testing.T) {
 	}
 }
 
-type cleanerFunc func(fam conntrack.Family, flows []conntrack.Flow) error
+type cleanerFunc func(fam dataplane.Family, flows []conntrack.Flow) error
 
-func (f cleanerFunc) DeleteUDP(_ context.Context, fam conntrack.Family, flows []conntrack.Flow) error {
+func (f cleanerFunc) DeleteUDP(_ context.Context, fam dataplane.Family, flows []conntrack.Flow) error {
 	return f(fam, flows)
 }
 
 func TestRemovedUDPEndpointClearsConntrack(t *testing.T) {
 	var got []conntrack.Flow
 	fake := knftables.NewFake(knftables.IPv4Family, DefaultTable)
-	dp, err := New(Config{Interfaces: map[Family]knftables.Interface{IPv4: fake}, Families: []Family{IPv4},
-		Conntrack: cleanerFunc(func(_ conntrack.Family, flows []conntrack.Flow) error {
+	dp, err := New(Config{Interfaces: map[dataplane.Family]knftables.Interface{dataplane.IPv4: fake}, Families: []dataplane.Family{dataplane.IPv4},
+		Conntrack: cleanerFunc(func(_ dataplane.Family, flows []conntrack.Flow) error {
 			got = append(got, flows...)
 			return nil
 		})})

@@ -117,7 +117,7 @@
 // by full syncs: google/nftables cannot write the "typeof" note nft
 // keeps in their user data. Any other operation (base chains, fib,
 // reject, prefixes such as loadBalancerSourceRanges, …) makes the whole
-// transaction run through nft (SyncStats.NetlinkFallbacks). Full syncs
+// transaction run through nft (dataplane.SyncStats.NetlinkFallbacks). Full syncs
 // always run nft.
 //
 // # Drift checks

@@ -34,7 +34,7 @@ var _ dataplane.DriftChecker = (*Dataplane)(nil)
 // tableReader reads one family's table back; nil, nil: no table. The
 // real one is netlinkReader; unit tests read a knftables.Fake.
 type tableReader interface {
-	readTable(fam Family) (*kernelTable, error)
+	readTable(fam dataplane.Family) (*kernelTable, error)
 }
 
 // driftSeams sets the generation and read-back seams from cfg: the
@@ -99,9 +99,9 @@ func (d *Dataplane) CheckDrift(ctx context.Context) (dataplane.Drift, error) {
 
 // readBack compares every applied family's table with the kernel's and
 // returns the families that differ.
-func (d *Dataplane) readBack(ctx context.Context) (dataplane.Drift, []Family, error) {
+func (d *Dataplane) readBack(ctx context.Context) (dataplane.Drift, []dataplane.Family, error) {
 	dr := dataplane.Drift{ReadBack: true}
-	var drifted []Family
+	var drifted []dataplane.Family
 	for _, fam := range d.cfg.Families {
 		want := d.applied[fam]
 		if want == nil {
@@ -135,8 +135,8 @@ func driftCount(dr dataplane.Drift) int {
 // compareTable adds to dr what differs between the applied ruleset and
 // the kernel table. Only the table's own objects exist here: nothing of
 // other tables is read.
-func compareTable(fam Family, table string, want *Ruleset, got *kernelTable, dr *dataplane.Drift) {
-	where := string(fam.nft()) + " " + table
+func compareTable(fam dataplane.Family, table string, want *Ruleset, got *kernelTable, dr *dataplane.Drift) {
+	where := string(nftFamily(fam)) + " " + table
 	if got == nil {
 		dr.Add(dataplane.DriftTable, where)
 		return
@@ -178,7 +178,7 @@ func compareTable(fam Family, table string, want *Ruleset, got *kernelTable, dr 
 // compareElements adds one DriftElement per element missing from or
 // extra in a set. A set whose elements cannot be put in comparable form
 // is compared by its element count.
-func compareElements(fam Family, where string, s *Set, elems map[string]string, k *kernelSet, dr *dataplane.Drift) {
+func compareElements(fam dataplane.Family, where string, s *Set, elems map[string]string, k *kernelSet, dr *dataplane.Drift) {
 	want, text, err := wantElements(fam, s, elems)
 	if err != nil {
 		n := 0

@@ -12,6 +12,8 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
 )
 
 // Elements in a comparable form. The rendered elements (text) and the
@@ -34,7 +36,7 @@ import (
 
 // wantElements returns the comparable elements of a rendered set,
 // sorted, and each one's text ("key" or "key : value") for reports.
-func wantElements(fam Family, s *Set, elems map[string]string) ([]string, map[string]string, error) {
+func wantElements(fam dataplane.Family, s *Set, elems map[string]string) ([]string, map[string]string, error) {
 	var out []string
 	text := map[string]string{}
 	add := func(e, k, v string) {
@@ -124,8 +126,8 @@ func gotElements(s *Set, ks *kernelSet) []string {
 func isInterval(s *Set) bool { return slices.Contains(s.Flags, knftables.IntervalFlag) }
 
 // encodeKey encodes a set key of type typ as nft does.
-func encodeKey(fam Family, typ, key string) ([]byte, error) {
-	if typ == fam.addrType() {
+func encodeKey(fam dataplane.Family, typ, key string) ([]byte, error) {
+	if typ == addrType(fam) {
 		a, err := familyAddr(fam, key)
 		if err != nil {
 			return nil, err
@@ -174,7 +176,7 @@ func decodeVerdict(b []byte) string {
 type interval struct{ start, end []byte }
 
 // prefixInterval is the interval an address or prefix covers.
-func prefixInterval(fam Family, s string) (interval, error) {
+func prefixInterval(fam dataplane.Family, s string) (interval, error) {
 	p, err := netip.ParsePrefix(s)
 	if err != nil {
 		a, err := familyAddr(fam, s)

@@ -7,6 +7,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/nftables/expr"
 	"sigs.k8s.io/knftables"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
 )
 
 func unhex(t *testing.T, s string) []byte {
@@ -47,7 +49,7 @@ func TestIntervalsCompareAcrossKernelLayouts(t *testing.T) {
 			for _, p := range tc.prefixes {
 				elems[p] = ""
 			}
-			want, _, err := wantElements(IPv4, s, elems)
+			want, _, err := wantElements(dataplane.IPv4, s, elems)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -63,13 +65,13 @@ func TestIntervalsCompareAcrossKernelLayouts(t *testing.T) {
 }
 
 func TestEndpointMapComparesStartsOnly(t *testing.T) {
-	s := &Set{Name: "endpoints-tcp-05", Map: true, TypeOf: endpointMapTypeOf(IPv4, "tcp"), Flags: []knftables.SetFlag{knftables.IntervalFlag}}
+	s := &Set{Name: "endpoints-tcp-05", Map: true, TypeOf: endpointMapTypeOf(dataplane.IPv4, dataplane.TCP), Flags: []knftables.SetFlag{knftables.IntervalFlag}}
 	// A kernel dump: the range 186974208-187039743 → 10.244.0.2 . 8080.
 	ks := &kernelSet{isMap: true, interval: true, elems: []rawElem{
 		{key: unhex(t, "0b260000"), end: true},
 		{key: unhex(t, "0b250000"), val: unhex(t, "0af400021f900000")},
 	}}
-	want, text, err := wantElements(IPv4, s, map[string]string{"186974208-187039743": "10.244.0.2 . 8080"})
+	want, text, err := wantElements(dataplane.IPv4, s, map[string]string{"186974208-187039743": "10.244.0.2 . 8080"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +109,7 @@ func TestDecodeVerdict(t *testing.T) {
 func TestSameRule(t *testing.T) {
 	const dnat = "meta l4proto tcp dnat ip addr . port to numgen random mod 65536 offset 186974208 map @endpoints-tcp-05"
 	kernel := func(rule string, edit func([]any)) kernelRule {
-		ex, err := parseRule(IPv4, rule)
+		ex, err := parseRule(dataplane.IPv4, rule)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -142,7 +144,7 @@ func TestSameRule(t *testing.T) {
 		{"unparsed, vmap on another map", "ip daddr . meta l4proto . th dport vmap @service-ips", kernelRule{exprs: []any{&expr.Lookup{SetName: "firewall-ips"}}}, false},
 	}
 	for _, tc := range cases {
-		if got := sameRule(IPv4, tc.want, tc.got); got != tc.same {
+		if got := sameRule(dataplane.IPv4, tc.want, tc.got); got != tc.same {
 			t.Errorf("%s: sameRule = %v", tc.name, got)
 		}
 	}

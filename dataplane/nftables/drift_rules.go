@@ -6,6 +6,8 @@ import (
 
 	"github.com/google/nftables/expr"
 	"sigs.k8s.io/knftables"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
 )
 
 // Rules in a comparable form. A rendered rule is text, a kernel rule
@@ -25,7 +27,7 @@ import (
 // deleted rule and a rule someone added to a chain of ours all count.
 
 // sameRules reports whether a chain's kernel rules are the rendered ones.
-func sameRules(fam Family, want []string, got []kernelRule) bool {
+func sameRules(fam dataplane.Family, want []string, got []kernelRule) bool {
 	if len(want) != len(got) {
 		return false
 	}
@@ -37,7 +39,7 @@ func sameRules(fam Family, want []string, got []kernelRule) bool {
 	return true
 }
 
-func sameRule(fam Family, want string, got kernelRule) bool {
+func sameRule(fam dataplane.Family, want string, got kernelRule) bool {
 	if ex, err := parseRule(fam, want); err == nil {
 		return sameExprs(ex, got.exprs)
 	}

@@ -49,7 +49,7 @@ func settled(t testing.TB, b *fakeBed, st *dataplane.State) {
 // the table as a fresh load, and checks then read back once to confirm
 // and go quiet.
 func TestCheckDriftFindsAndFullApplyRepairs(t *testing.T) {
-	s1 := namesFor("ns", "s1", "http", "tcp")
+	s1 := namesFor("ns", "s1", "http", dataplane.TCP)
 	cases := []struct {
 		name   string
 		change func(tx *knftables.Transaction, f *knftables.Fake)
@@ -117,10 +117,10 @@ func findAndRepair(t *testing.T, change func(*knftables.Transaction, *knftables.
 	b, k := newDriftBed(t)
 	st := driftState()
 	settled(t, b, st)
-	k.foreign(t, IPv4, func(tx *knftables.Transaction) { change(tx, b.fakes[IPv4]) })
+	k.foreign(t, dataplane.IPv4, func(tx *knftables.Transaction) { change(tx, b.fakes[dataplane.IPv4]) })
 	dr := check(t, b.dp)
 	if rules, ok := want[dataplane.DriftRule]; ok && rules == 0 {
-		want[dataplane.DriftRule] = chainsWithRules(b.dp.applied[IPv4])
+		want[dataplane.DriftRule] = chainsWithRules(b.dp.applied[dataplane.IPv4])
 	}
 	if d := cmp.Diff(want, dr.Kinds); d != "" || !dr.ReadBack {
 		t.Errorf("drift kinds (-want +got):\n%s\n%+v", d, dr)
@@ -132,7 +132,7 @@ func findAndRepair(t *testing.T, change func(*knftables.Transaction, *knftables.
 	if s := b.dp.LastSync(); !s.Full || s.Transactions != 1 {
 		t.Errorf("repair: %+v", s)
 	}
-	if d := cmp.Diff(freshDump(t, st, IPv4, b.dp), sortedDump(b.fakes[IPv4])); d != "" {
+	if d := cmp.Diff(freshDump(t, st, dataplane.IPv4, b.dp), sortedDump(b.fakes[dataplane.IPv4])); d != "" {
 		t.Errorf("not repaired (-fresh +got):\n%s", d)
 	}
 	if dr := check(t, b.dp); dr.Drifted() || !dr.ReadBack {
@@ -174,8 +174,8 @@ func TestCheckDriftReadsBackOnlyWhenTheGenerationMoved(t *testing.T) {
 		{"foreign commit", func() { k.commit() }, true},
 		{"foreign commit, then our sync", func() { k.commit(); b.apply(t, stateOf(svcs...), false) }, true},
 		{"foreign commit between ours", func() {
-			b.rec[IPv4].onCommit = func() { k.commit(); k.commit() }
-			defer func() { b.rec[IPv4].onCommit = k.commit }()
+			b.rec[dataplane.IPv4].onCommit = func() { k.commit(); k.commit() }
+			defer func() { b.rec[dataplane.IPv4].onCommit = k.commit }()
 			b.apply(t, stateOf(svcs[:3]...), false)
 		}, true},
 	}
@@ -201,7 +201,7 @@ func TestCheckDriftReadsBackOnlyWhenTheGenerationMoved(t *testing.T) {
 // caller asks for a partial one.
 func TestRepairRelearnsTheTable(t *testing.T) {
 	svcs := manyServices(5)
-	s4 := namesFor("ns", "s4", "http", "tcp")
+	s4 := namesFor("ns", "s4", "http", dataplane.TCP)
 	drop := func(tx *knftables.Transaction) {
 		tx.Delete(&knftables.Element{Map: mapServiceIPs, Key: []string{"10.96.0.5", "tcp", "80"}})
 		tx.Flush(&knftables.Chain{Name: s4.svc})
@@ -210,7 +210,7 @@ func TestRepairRelearnsTheTable(t *testing.T) {
 	t.Run("without a check", func(t *testing.T) {
 		b, k := newDriftBed(t)
 		b.apply(t, stateOf(svcs...), false)
-		k.foreign(t, IPv4, drop)
+		k.foreign(t, dataplane.IPv4, drop)
 		err := b.dp.Apply(t.Context(), stateOf(svcs[:4]...), dataplane.ApplyOptions{Full: true})
 		if err == nil {
 			t.Fatal("a resync that trusts what it applied flushed a chain that is gone, and did not fail: the test no longer shows why relearning is needed")
@@ -219,7 +219,7 @@ func TestRepairRelearnsTheTable(t *testing.T) {
 	t.Run("after a check", func(t *testing.T) {
 		b, k := newDriftBed(t)
 		settled(t, b, stateOf(svcs...))
-		k.foreign(t, IPv4, drop)
+		k.foreign(t, dataplane.IPv4, drop)
 		if dr := check(t, b.dp); !dr.Drifted() {
 			t.Fatal("no drift found")
 		}
@@ -228,7 +228,7 @@ func TestRepairRelearnsTheTable(t *testing.T) {
 		if s := b.dp.LastSync(); !s.Full {
 			t.Errorf("the Apply after a drift was not full: %+v", s)
 		}
-		if d := cmp.Diff(freshDump(t, st, IPv4, b.dp), sortedDump(b.fakes[IPv4])); d != "" {
+		if d := cmp.Diff(freshDump(t, st, dataplane.IPv4, b.dp), sortedDump(b.fakes[dataplane.IPv4])); d != "" {
 			t.Errorf("not repaired (-fresh +got):\n%s", d)
 		}
 		b.apply(t, st, false)
@@ -240,11 +240,11 @@ func TestRepairRelearnsTheTable(t *testing.T) {
 
 // TestCheckDriftPerFamily: only the family that drifted is rewritten.
 func TestCheckDriftPerFamily(t *testing.T) {
-	b, k := newDriftBed(t, IPv4, IPv6)
+	b, k := newDriftBed(t, dataplane.IPv4, dataplane.IPv6)
 	st := stateOf(manyServices(3)...)
 	st.Config.NodeIps = append(st.Config.NodeIps, "fd00::10")
 	settled(t, b, st)
-	k.foreign(t, IPv6, func(tx *knftables.Transaction) { tx.Flush(&knftables.Chain{Name: chainNatOutput}) })
+	k.foreign(t, dataplane.IPv6, func(tx *knftables.Transaction) { tx.Flush(&knftables.Chain{Name: chainNatOutput}) })
 	dr := check(t, b.dp)
 	if d := cmp.Diff(map[string]int{dataplane.DriftRule: 1}, dr.Kinds); d != "" {
 		t.Fatalf("(-want +got):\n%s", d)
@@ -252,10 +252,10 @@ func TestCheckDriftPerFamily(t *testing.T) {
 	if !strings.Contains(dr.Detail[0], "ip6 switchyard nat-output") {
 		t.Errorf("detail %q", dr.Detail)
 	}
-	b.rec[IPv4].take()
-	b.rec[IPv6].take()
+	b.rec[dataplane.IPv4].take()
+	b.rec[dataplane.IPv6].take()
 	b.apply(t, st, false)
-	if n4, n6 := len(b.rec[IPv4].take()), len(b.rec[IPv6].take()); n4 != 0 || n6 != 1 {
+	if n4, n6 := len(b.rec[dataplane.IPv4].take()), len(b.rec[dataplane.IPv6].take()); n4 != 0 || n6 != 1 {
 		t.Errorf("transactions ip %d, ip6 %d; want 0 and 1", n4, n6)
 	}
 }
@@ -277,7 +277,7 @@ func TestCheckDriftUnsupportedWithoutNetlink(t *testing.T) {
 func TestCheckDriftGoldens(t *testing.T) {
 	for _, name := range dataplanetest.Views() {
 		t.Run(name, func(t *testing.T) {
-			b, _ := newDriftBed(t, IPv4, IPv6)
+			b, _ := newDriftBed(t, dataplane.IPv4, dataplane.IPv6)
 			settled(t, b, dataplanetest.LoadState(t, name))
 			if n := len(b.dp.applied); n != 2 {
 				t.Fatalf("%d families applied", n)

@@ -12,6 +12,8 @@ import (
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
 )
 
 // fakeKernel stands in for the kernel in drift tests: a generation that
@@ -20,7 +22,7 @@ import (
 // Fakes into the kernel's form, with the encoders the netlink path
 // uses, so the check's comparison runs as on the real kernel.
 type fakeKernel struct {
-	fakes map[Family]*knftables.Fake
+	fakes map[dataplane.Family]*knftables.Fake
 
 	mu    sync.Mutex
 	gen   uint32
@@ -28,7 +30,7 @@ type fakeKernel struct {
 }
 
 // newDriftBed is a fakeBed whose Dataplane checks drift on fakeKernel.
-func newDriftBed(t testing.TB, fams ...Family) (*fakeBed, *fakeKernel) {
+func newDriftBed(t testing.TB, fams ...dataplane.Family) (*fakeBed, *fakeKernel) {
 	t.Helper()
 	b := newFakeBed(t, fams...)
 	k := &fakeKernel{fakes: b.fakes, gen: 100}
@@ -60,7 +62,7 @@ func (k *fakeKernel) readBacks() int {
 
 // foreign runs a transaction on a family's table as another writer
 // would (nft from a shell): the Dataplane does not see it run.
-func (k *fakeKernel) foreign(t testing.TB, fam Family, build func(tx *knftables.Transaction)) {
+func (k *fakeKernel) foreign(t testing.TB, fam dataplane.Family, build func(tx *knftables.Transaction)) {
 	t.Helper()
 	f := k.fakes[fam]
 	tx := f.NewTransaction()
@@ -71,7 +73,7 @@ func (k *fakeKernel) foreign(t testing.TB, fam Family, build func(tx *knftables.
 	k.commit()
 }
 
-func (k *fakeKernel) readTable(fam Family) (*kernelTable, error) {
+func (k *fakeKernel) readTable(fam dataplane.Family) (*kernelTable, error) {
 	k.mu.Lock()
 	k.reads++
 	k.mu.Unlock()
@@ -106,7 +108,7 @@ func (k *fakeKernel) readTable(fam Family) (*kernelTable, error) {
 // fakeExprs is what the kernel would hold for a rule: parseRule's
 // expressions, or, for a rule outside its grammar, the sets and chains
 // it names (all that the check compares of such a rule).
-func fakeExprs(fam Family, rule string) []any {
+func fakeExprs(fam dataplane.Family, rule string) []any {
 	var out []any
 	if ex, err := parseRule(fam, rule); err == nil {
 		for _, e := range ex {
@@ -126,7 +128,7 @@ func fakeExprs(fam Family, rule string) []any {
 
 // fakeSet encodes a set's elements as nft sends them: an interval as a
 // start element (with the data) and an end element one past it.
-func fakeSet(fam Family, s *Set, elems []*knftables.Element) *kernelSet {
+func fakeSet(fam dataplane.Family, s *Set, elems []*knftables.Element) *kernelSet {
 	ks := &kernelSet{isMap: s.Map, interval: isInterval(s), dynamic: s.Dynamic}
 	for _, e := range elems {
 		key, value := strings.Join(e.Key, " . "), strings.Join(e.Value, " ")
@@ -135,7 +137,7 @@ func fakeSet(fam Family, s *Set, elems []*knftables.Element) *kernelSet {
 	return ks
 }
 
-func fakeElems(fam Family, s *Set, key, value string) []rawElem {
+func fakeElems(fam dataplane.Family, s *Set, key, value string) []rawElem {
 	must := func(b []byte, err error) []byte {
 		if err != nil {
 			panic(err) // test data: every element the renderer writes encodes

@@ -10,14 +10,8 @@ import (
 
 	"sigs.k8s.io/knftables"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/command"
-)
-
-// Runner, ExecRunner and RunError are the shared command seam.
-type (
-	Runner     = command.Runner
-	ExecRunner = command.ExecRunner
-	RunError   = command.RunError
 )
 
 // IsNotFound reports whether err says a table, chain, set or element does
@@ -26,7 +20,7 @@ func IsNotFound(err error) bool {
 	if knftables.IsNotFound(err) {
 		return true
 	}
-	var re *RunError
+	var re *command.RunError
 	if errors.As(err, &re) {
 		first, _, _ := strings.Cut(re.Stderr, "\n")
 		return strings.Contains(first, "No such file or directory")
@@ -40,7 +34,7 @@ func IsNotFound(err error) bool {
 // transaction builder (the same text knftables would pipe to "nft -f -")
 // and lets the Runner choose where nft runs.
 type execInterface struct {
-	run    Runner
+	run    command.Runner
 	family knftables.Family
 	table  string
 	// txCtx only lends its family and table to new transactions: a
@@ -51,8 +45,8 @@ type execInterface struct {
 // NewExecInterface returns a knftables.Interface for one family's table
 // that runs nft through r. It runs nothing until used. Only
 // NewTransaction, Run, Check and List are supported.
-func NewExecInterface(r Runner, fam Family, table string) knftables.Interface {
-	return &execInterface{run: r, family: fam.nft(), table: table, txCtx: knftables.NewFake(fam.nft(), table)}
+func NewExecInterface(r command.Runner, fam dataplane.Family, table string) knftables.Interface {
+	return &execInterface{run: r, family: nftFamily(fam), table: table, txCtx: knftables.NewFake(nftFamily(fam), table)}
 }
 
 var errUnsupported = errors.New("not supported by the nft exec adapter")

@@ -9,6 +9,9 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/knftables"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/command"
 )
 
 // scriptRunner answers commands from a table and records them.
@@ -26,7 +29,7 @@ func (s *scriptRunner) Run(_ context.Context, argv []string, stdin []byte) ([]by
 
 func TestExecInterfaceRunsTransactionText(t *testing.T) {
 	r := &scriptRunner{}
-	nft := NewExecInterface(r, IPv6, "switchyard")
+	nft := NewExecInterface(r, dataplane.IPv6, "switchyard")
 	tx := nft.NewTransaction()
 	tx.Add(&knftables.Table{})
 	tx.Add(&knftables.Chain{Name: "services"})
@@ -41,7 +44,7 @@ func TestExecInterfaceRunsTransactionText(t *testing.T) {
 
 func TestExecInterfaceKeepsBuildErrors(t *testing.T) {
 	r := &scriptRunner{}
-	nft := NewExecInterface(r, IPv4, "switchyard")
+	nft := NewExecInterface(r, dataplane.IPv4, "switchyard")
 	tx := nft.NewTransaction()
 	tx.Add(&knftables.Rule{Chain: "x"}) // no rule text
 	if err := nft.Run(t.Context(), tx); err == nil || len(r.calls) != 0 {
@@ -56,7 +59,7 @@ func TestExecInterfaceListFiltersTable(t *testing.T) {
 			{"chain": {"family": "ip", "table": "other", "name": "foreign", "handle": 2}},
 			{"chain": {"family": "ip", "table": "switchyard", "name": "svc-X-a/b/tcp/", "handle": 3}}]}`,
 	}}
-	got, err := NewExecInterface(r, IPv4, "switchyard").List(t.Context(), "chains")
+	got, err := NewExecInterface(r, dataplane.IPv4, "switchyard").List(t.Context(), "chains")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,8 +73,8 @@ func TestIsNotFound(t *testing.T) {
 		err  error
 		want bool
 	}{
-		{&RunError{Stderr: "Error: No such file or directory\nlist table ip x"}, true},
-		{&RunError{Stderr: "Error: syntax error\nNo such file or directory"}, false},
+		{&command.RunError{Stderr: "Error: No such file or directory\nlist table ip x"}, true},
+		{&command.RunError{Stderr: "Error: syntax error\nNo such file or directory"}, false},
 		{errors.New("No such file or directory"), false},
 	}
 	for _, c := range cases {

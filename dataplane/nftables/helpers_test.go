@@ -56,20 +56,20 @@ func (r *recorder) take() []string {
 
 // fakeBed is a Dataplane over knftables Fakes, one per family.
 type fakeBed struct {
-	fakes map[Family]*knftables.Fake
-	rec   map[Family]*recorder
+	fakes map[dataplane.Family]*knftables.Fake
+	rec   map[dataplane.Family]*recorder
 	dp    *Dataplane
 }
 
-func newFakeBed(t testing.TB, fams ...Family) *fakeBed {
+func newFakeBed(t testing.TB, fams ...dataplane.Family) *fakeBed {
 	t.Helper()
 	if len(fams) == 0 {
-		fams = []Family{IPv4}
+		fams = []dataplane.Family{dataplane.IPv4}
 	}
-	b := &fakeBed{fakes: map[Family]*knftables.Fake{}, rec: map[Family]*recorder{}}
-	ifs := map[Family]knftables.Interface{}
+	b := &fakeBed{fakes: map[dataplane.Family]*knftables.Fake{}, rec: map[dataplane.Family]*recorder{}}
+	ifs := map[dataplane.Family]knftables.Interface{}
 	for _, f := range fams {
-		b.fakes[f] = knftables.NewFake(f.nft(), DefaultTable)
+		b.fakes[f] = knftables.NewFake(nftFamily(f), DefaultTable)
 		b.rec[f] = &recorder{Interface: b.fakes[f]}
 		ifs[f] = b.rec[f]
 	}
@@ -101,7 +101,7 @@ func sortedDump(f *knftables.Fake) string {
 // With like, the endpoint-map blocks are those like's chains hold (a
 // fresh allocator hands them out in name order; an incremental one keeps
 // each chain's block), so the dumps compare.
-func freshDump(t testing.TB, st *dataplane.State, fam Family, like ...*Dataplane) string {
+func freshDump(t testing.TB, st *dataplane.State, fam dataplane.Family, like ...*Dataplane) string {
 	t.Helper()
 	b := newFakeBed(t, fam)
 	if len(like) > 0 && like[0].memo[fam] != nil && like[0].memo[fam].slots != nil {

@@ -15,9 +15,9 @@ import (
 // the memo holding every service's fragment of the applied ruleset, only
 // the services whose view changed are rendered and diffed against their
 // old fragment, and the applied ruleset is then updated in place. The
-// whole-state path (render with memo + planPartial) costs ~30 ms of CPU
-// at 10,000 services for a one-endpoint change, mostly merging and
-// comparing 50,000 hairpin pairs; this path costs what the change does.
+// whole-state path (render with memo + planPartial) costs, for a
+// one-endpoint change, mostly merging and comparing every hairpin pair
+// (BENCHMARKS.md section 9); this path costs what the change does.
 
 // owner is one service's value for an element of a shared set or map
 // (service-ips, hairpin-endpoints…). Several services may hold the same
@@ -29,8 +29,8 @@ type owner struct{ svc, value string }
 // and maps, for the incremental path: almost every key has one owner,
 // kept as its name alone (its value is the applied element's); the few
 // keys several services hold keep every owner with its value, sorted by
-// service. At 10,000 services that is 120,000 keys, and a list per key
-// was the largest thing the agent kept (14 MB of a 64 MB heap).
+// service. A list per key was the largest thing the agent kept
+// (BENCHMARKS.md section 9).
 type owners struct {
 	one  map[string]map[string]string // set → key → the only owner
 	many map[elemKey][]owner
@@ -305,7 +305,7 @@ func effective(os []owner) (string, bool) {
 
 // commit applies a committed incremental plan to the applied ruleset,
 // the owners and the memo.
-func (p *incPlan) commit(rs *Ruleset, own *owners, m *Memo, nodeSkips []Skip) {
+func (p *incPlan) commit(rs *Ruleset, own *owners, m *Memo, nodeSkips []dataplane.Skip) {
 	rebuildSkips := false
 	for _, c := range p.changes {
 		if c.Old != nil {

@@ -28,7 +28,7 @@ func TestIncrementalSyncsMatchFreshTables(t *testing.T) {
 		sv := benchService(i, 3, false)
 		svcs[sv.Name] = sv
 	}
-	b := newFakeBed(t, IPv4, IPv6)
+	b := newFakeBed(t, dataplane.IPv4, dataplane.IPv6)
 	state := func() []*switchyardv1.ServiceView {
 		var out []*switchyardv1.ServiceView
 		for _, sv := range svcs {
@@ -94,7 +94,7 @@ func TestIncrementalSyncsMatchFreshTables(t *testing.T) {
 		if s := b.dp.LastSync(); s.Full != full {
 			t.Fatalf("step %d (%s %s): sync full=%v, want %v", step, name, what, s.Full, full)
 		}
-		for _, fam := range []Family{IPv4, IPv6} {
+		for _, fam := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
 			if d := cmp.Diff(freshDump(t, st, fam, b.dp), sortedDump(b.fakes[fam])); d != "" {
 				t.Fatalf("step %d (%s %s), %v: table differs from a fresh sync (-fresh +incremental):\n%s", step, name, what, fam, d)
 			}

@@ -14,10 +14,10 @@ import (
 
 // Memo keeps each service's rendered objects between Renders of one
 // family, so a sync renders (and validates) only the services that
-// changed. Rendering and validating every service cost ~0.45 s of CPU
-// per sync at 10,000 services, against ~1 ms of kernel work for an
-// endpoint change that only touches map elements. A Memo is not safe for
-// concurrent use; the zero value is ready.
+// changed: rendering and validating every service cost hundreds of times
+// the kernel work of an endpoint change that only touches map elements
+// (BENCHMARKS.md section 9). A Memo is not safe for concurrent use; the
+// zero value is ready.
 type Memo struct {
 	fragments.Memo[*fragment]
 	// last is the previous result, whose sizes presize the next one.

@@ -25,7 +25,7 @@ func TestMemoMatchesFreshRenderOnGoldens(t *testing.T) {
 	for _, name := range dataplanetest.Cases(t, "testdata/*/want.nft") {
 		t.Run(name, func(t *testing.T) {
 			st := dataplanetest.LoadState(t, name)
-			for _, fam := range []Family{IPv4, IPv6} {
+			for _, fam := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
 				want, err := Render(st, fam)
 				if err != nil {
 					t.Fatal(err)
@@ -55,11 +55,11 @@ func TestMemoFollowsChanges(t *testing.T) {
 	m := &Memo{}
 	step := func(name string, wantRendered int, st *dataplane.State) {
 		t.Helper()
-		got, err := render(st, IPv4, m)
+		got, err := render(st, dataplane.IPv4, m)
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := renderWith(st, IPv4, m.slots.clone())
+		want, err := renderWith(st, dataplane.IPv4, m.slots.clone())
 		if err != nil {
 			t.Fatal(err)
 		}

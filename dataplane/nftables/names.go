@@ -4,11 +4,12 @@ import (
 	"crypto/sha256"
 	"encoding/base32"
 	"fmt"
-	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	"net/netip"
 	"strings"
 
 	"sigs.k8s.io/knftables"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
 )
 
 // DefaultTable is the table this mode owns in each family.
@@ -69,44 +70,32 @@ const (
 	masqMark = "0x4000"
 )
 
-// Family is the IP family one table is programmed for.
-type Family int
-
-const (
-	// IPv4 is the "ip" table.
-	IPv4 Family = 4
-	// IPv6 is the "ip6" table.
-	IPv6 Family = 6
-)
-
-func (f Family) String() string { return serviceport.Family(f).String() }
-
-// nft is the nftables family.
-func (f Family) nft() knftables.Family {
-	if f == IPv6 {
+// nftFamily is the nftables family of a table for f.
+func nftFamily(f dataplane.Family) knftables.Family {
+	if f == dataplane.IPv6 {
 		return knftables.IPv6Family
 	}
 	return knftables.IPv4Family
 }
 
-// ip is the payload keyword ("ip saddr", "ip6 daddr").
-func (f Family) ip() string {
-	if f == IPv6 {
+// ipKeyword is the payload keyword ("ip saddr", "ip6 daddr").
+func ipKeyword(f dataplane.Family) string {
+	if f == dataplane.IPv6 {
 		return "ip6"
 	}
 	return "ip"
 }
 
 // addrType is the set key type of an address.
-func (f Family) addrType() string {
-	if f == IPv6 {
+func addrType(f dataplane.Family) string {
+	if f == dataplane.IPv6 {
 		return "ipv6_addr"
 	}
 	return "ipv4_addr"
 }
 
-func (f Family) notLocalhost() string {
-	if f == IPv6 {
+func notLocalhost(f dataplane.Family) string {
+	if f == dataplane.IPv6 {
 		return "ip6 daddr != ::1"
 	}
 	return "ip daddr != 127.0.0.0/8"
@@ -132,8 +121,8 @@ type portNames struct {
 
 // namesFor derives the chain names of a service port. readable is
 // "namespace/name/proto/port" (kube-proxy's form; port may be empty).
-func namesFor(ns, name, port, proto string) portNames {
-	base := ns + "/" + name + "/" + proto + "/" + port
+func namesFor(ns, name, port string, proto dataplane.Protocol) portNames {
+	base := ns + "/" + name + "/" + proto.String() + "/" + port
 	return portNames{
 		svc: hashed(prefixSVC, base, base), local: hashed(prefixLocal, base, base),
 		ext: hashed(prefixExt, base, base), fw: hashed(prefixFW, base, base),
@@ -172,9 +161,9 @@ const endpointShards = 32
 
 // endpointMap is the map holding the endpoints of the chains whose
 // blocks fall in one shard of one protocol.
-func endpointMap(proto string, block uint32) string {
+func endpointMap(proto dataplane.Protocol, block uint32) string {
 	return fmt.Sprintf("%s%s-%02d", prefixEndpoints, proto, block%endpointShards)
 }
 
 // endpointProtocols are the protocols with an endpoint map.
-var endpointProtocols = []string{"sctp", "tcp", "udp"}
+var endpointProtocols = []dataplane.Protocol{dataplane.SCTP, dataplane.TCP, dataplane.UDP}

@@ -14,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
 
-	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
+	"github.com/switchyard-proxy/switchyard/dataplane"
 )
 
 // NetlinkDialer opens a google/nftables connection whose socket is in the
@@ -103,9 +103,9 @@ func (b *nlBatch) run(c *gnft.Conn) error {
 // per-service objects are known (see parseRule); anything else returns
 // an error wrapping errNoNetlink and nothing is sent. sets holds the
 // definitions of every set and map the operations may name.
-func translate(ops []op, fam Family, table string, sets func(string) *Set) (*nlBatch, error) {
+func translate(ops []op, fam dataplane.Family, table string, sets func(string) *Set) (*nlBatch, error) {
 	t := &gnft.Table{Name: table, Family: gnft.TableFamilyIPv4}
-	if fam == IPv6 {
+	if fam == dataplane.IPv6 {
 		t.Family = gnft.TableFamilyIPv6
 	}
 	b := &nlBatch{table: t}
@@ -119,7 +119,7 @@ func translate(ops []op, fam Family, table string, sets func(string) *Set) (*nlB
 	return b, nil
 }
 
-func translateOp(o op, fam Family, t *gnft.Table, sets func(string) *Set) (*nlStep, error) {
+func translateOp(o op, fam dataplane.Family, t *gnft.Table, sets func(string) *Set) (*nlStep, error) {
 	switch obj := o.obj.(type) {
 	case *knftables.Chain:
 		if obj.Type != nil || obj.Hook != nil || obj.Priority != nil || obj.Comment != nil || obj.Handle != nil {
@@ -155,7 +155,7 @@ func translateOp(o op, fam Family, t *gnft.Table, sets func(string) *Set) (*nlSt
 // translateElement handles elements of the verdict maps keyed by
 // address . proto . port or proto . port, of the endpoint maps and of the
 // hairpin set.
-func translateElement(verb string, e *knftables.Element, fam Family, t *gnft.Table, sets func(string) *Set) (*nlStep, error) {
+func translateElement(verb string, e *knftables.Element, fam dataplane.Family, t *gnft.Table, sets func(string) *Set) (*nlStep, error) {
 	if e.Set != "" && e.Map == "" && e.Comment == nil {
 		return translateSetElement(verb, e, fam, t, sets(e.Set))
 	}
@@ -195,7 +195,7 @@ func translateElement(verb string, e *knftables.Element, fam Family, t *gnft.Tab
 
 // concatKey encodes a concatenated key as nft does: each part in network
 // byte order, padded to a multiple of 4 bytes.
-func concatKey(fam Family, types, parts []string) ([]byte, error) {
+func concatKey(fam dataplane.Family, types, parts []string) ([]byte, error) {
 	if len(types) < 2 || len(types) != len(parts) {
 		return nil, unsupported("key %q of type %q", parts, types)
 	}
@@ -203,7 +203,7 @@ func concatKey(fam Family, types, parts []string) ([]byte, error) {
 	for i, typ := range types {
 		var v []byte
 		switch typ {
-		case fam.addrType():
+		case addrType(fam):
 			a, err := familyAddr(fam, parts[i])
 			if err != nil {
 				return nil, err
@@ -236,9 +236,9 @@ var protoNumber = map[string]byte{"tcp": unix.IPPROTO_TCP, "udp": unix.IPPROTO_U
 
 // familyAddr parses a plain address (no prefix) of family fam, in the
 // form the renderer writes it.
-func familyAddr(fam Family, s string) (netip.Addr, error) {
+func familyAddr(fam dataplane.Family, s string) (netip.Addr, error) {
 	a, err := netip.ParseAddr(s)
-	if err != nil || a.Zone() != "" || !serviceport.Family(fam).Has(a) || a.Is4In6() || a.String() != s {
+	if err != nil || a.Zone() != "" || !fam.Has(a) || a.Is4In6() || a.String() != s {
 		return netip.Addr{}, unsupported("address %q", s)
 	}
 	return a, nil

@@ -8,6 +8,8 @@ import (
 
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
 )
 
 // Dumps of the drift read-back. The kernel fills a dump's reply one
@@ -26,7 +28,7 @@ const dumpBuffer = 64 << 10
 
 // dump sends an nf_tables dump request (msgType, the family's nfgenmsg,
 // attrs) and returns every reply message up to NLMSG_DONE.
-func dump(c *netlink.Conn, msgType int, fam Family, attrs []netlink.Attribute) ([]netlink.Message, error) {
+func dump(c *netlink.Conn, msgType int, fam dataplane.Family, attrs []netlink.Attribute) ([]netlink.Message, error) {
 	data, err := netlink.MarshalAttributes(attrs)
 	if err != nil {
 		return nil, err
@@ -102,7 +104,7 @@ func tableAttr(typ uint16, table string) netlink.Attribute {
 }
 
 // dumpChains returns the chains of the table.
-func dumpChains(c *netlink.Conn, fam Family, table string) (map[string]*kernelChain, error) {
+func dumpChains(c *netlink.Conn, fam dataplane.Family, table string) (map[string]*kernelChain, error) {
 	msgs, err := dump(c, unix.NFT_MSG_GETCHAIN, fam, []netlink.Attribute{tableAttr(unix.NFTA_CHAIN_TABLE, table)})
 	if err != nil {
 		return nil, fmt.Errorf("dump chains: %w", err)
@@ -164,7 +166,7 @@ func decodeChain(b []byte) (table, name, base string, err error) {
 }
 
 // dumpElements returns the elements of one set or map.
-func dumpElements(c *netlink.Conn, fam Family, table, set string) ([]rawElem, error) {
+func dumpElements(c *netlink.Conn, fam dataplane.Family, table, set string) ([]rawElem, error) {
 	msgs, err := dump(c, unix.NFT_MSG_GETSETELEM, fam, []netlink.Attribute{
 		tableAttr(unix.NFTA_SET_ELEM_LIST_TABLE, table), tableAttr(unix.NFTA_SET_ELEM_LIST_SET, set)})
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 
 	gnft "github.com/google/nftables"
 	"golang.org/x/sys/unix"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
 )
 
 // listNetlink returns the chains, sets and maps of the kernel table over
@@ -14,7 +16,7 @@ import (
 // it replaces the three "nft --json list" runs (≈ 60 ms at 1,000
 // services, most of it nft building its cache; the dumps here cost
 // under a millisecond), and unlike "list table" it carries no rules.
-func listNetlink(dial NetlinkDialer, fam Family, table string) (tableObjects, error) {
+func listNetlink(dial NetlinkDialer, fam dataplane.Family, table string) (tableObjects, error) {
 	var t tableObjects
 	c, err := dial(gnft.AsLasting())
 	if err != nil {
@@ -22,7 +24,7 @@ func listNetlink(dial NetlinkDialer, fam Family, table string) (tableObjects, er
 	}
 	defer closeLater(c)
 	tf := gnft.TableFamilyIPv4
-	if fam == IPv6 {
+	if fam == dataplane.IPv6 {
 		tf = gnft.TableFamilyIPv6
 	}
 	if _, err := c.ListTableOfFamily(table, tf); err != nil {

@@ -10,6 +10,8 @@ import (
 	gnft "github.com/google/nftables"
 	"github.com/google/nftables/binaryutil"
 	"sigs.k8s.io/knftables"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
 )
 
 // The endpoint maps (see balance and slots.go) over netlink. They are
@@ -21,8 +23,8 @@ import (
 // it in one transaction but refuses the rule ("conflicting protocols
 // specified: tcp vs. th") once the map is read back from the kernel, as
 // on every full resync.
-func endpointMapTypeOf(fam Family, proto string) string {
-	return fmt.Sprintf("numgen random mod %d : %s daddr . %s dport", slots, fam.ip(), proto)
+func endpointMapTypeOf(fam dataplane.Family, proto dataplane.Protocol) string {
+	return fmt.Sprintf("numgen random mod %d : %s daddr . %s dport", slots, ipKeyword(fam), proto)
 }
 
 func isEndpointMap(s *Set) bool {
@@ -34,7 +36,7 @@ func isEndpointMap(s *Set) bool {
 // data, and the first value past the range flagged as an interval end.
 // Keys are numgen's host-order integer turned big-endian (the rule's
 // byteorder expression does the same to the drawn number).
-func translateEndpointElement(verb string, e *knftables.Element, fam Family, t *gnft.Table, s *Set) (*nlStep, error) {
+func translateEndpointElement(verb string, e *knftables.Element, fam dataplane.Family, t *gnft.Table, s *Set) (*nlStep, error) {
 	if len(e.Key) != 1 {
 		return nil, unsupported("endpoint map key %q", e.Key)
 	}
@@ -76,7 +78,7 @@ func slotRange(k string) (lo, hi uint32, err error) {
 
 // addrPortData encodes "ADDR . PORT" as a concatenation: the address,
 // then the port in network order padded to 4 bytes.
-func addrPortData(fam Family, v string) ([]byte, error) {
+func addrPortData(fam dataplane.Family, v string) ([]byte, error) {
 	parts := strings.Split(v, " . ")
 	if len(parts) != 2 {
 		return nil, unsupported("endpoint %q", v)
@@ -95,7 +97,7 @@ func addrPortData(fam Family, v string) ([]byte, error) {
 // translateSetElement adds or deletes an element of the hairpin set,
 // keyed by address . address, or of the cluster-ips set, keyed by one
 // address (a service added or removed changes both).
-func translateSetElement(verb string, e *knftables.Element, fam Family, t *gnft.Table, s *Set) (*nlStep, error) {
+func translateSetElement(verb string, e *knftables.Element, fam dataplane.Family, t *gnft.Table, s *Set) (*nlStep, error) {
 	key, err := setElementKey(e, fam, s)
 	if err != nil {
 		return nil, err
@@ -117,14 +119,14 @@ func translateSetElement(verb string, e *knftables.Element, fam Family, t *gnft.
 // nothing else (checked with google/nftables' GetSets on a set nft made).
 // Without it, every endpoint change of a ClientIP-affinity service ran
 // through nft and its cache (0.66 s at 10,000 services).
-func translateAffinitySet(verb string, o *knftables.Set, fam Family, t *gnft.Table, sets func(string) *Set) (*nlStep, error) {
+func translateAffinitySet(verb string, o *knftables.Set, fam dataplane.Family, t *gnft.Table, sets func(string) *Set) (*nlStep, error) {
 	s := sets(o.Name)
-	if s == nil || s.Map || !s.Dynamic || s.Type != fam.addrType() || s.TypeOf != "" || s.Timeout <= 0 ||
+	if s == nil || s.Map || !s.Dynamic || s.Type != addrType(fam) || s.TypeOf != "" || s.Timeout <= 0 ||
 		!slices.Equal(s.Flags, []knftables.SetFlag{knftables.DynamicFlag, knftables.TimeoutFlag}) {
 		return nil, unsupported("%s set %s", verb, o.Name)
 	}
 	set := &gnft.Set{Table: t, Name: s.Name, KeyType: gnft.TypeIPAddr, Dynamic: true, HasTimeout: true, Timeout: s.Timeout}
-	if fam == IPv6 {
+	if fam == dataplane.IPv6 {
 		set.KeyType = gnft.TypeIP6Addr
 	}
 	switch verb {
@@ -138,17 +140,17 @@ func translateAffinitySet(verb string, o *knftables.Set, fam Family, t *gnft.Tab
 
 // setElementKey encodes the key of an element of a plain set the
 // netlink path knows: an address is its bytes, as nft sends it.
-func setElementKey(e *knftables.Element, fam Family, s *Set) ([]byte, error) {
+func setElementKey(e *knftables.Element, fam dataplane.Family, s *Set) ([]byte, error) {
 	switch {
 	case s == nil || s.Map || len(s.Flags) > 0:
 		return nil, unsupported("element of set %q", e.Set)
-	case s.Name == setHairpin && s.Type == fam.addrType()+" . "+fam.addrType():
+	case s.Name == setHairpin && s.Type == addrType(fam)+" . "+addrType(fam):
 		key, err := concatKey(fam, strings.Split(s.Type, " . "), e.Key)
 		if err != nil {
 			return nil, fmt.Errorf("set %s: %w", s.Name, err)
 		}
 		return key, nil
-	case s.Name == setClusterIPs && s.Type == fam.addrType() && len(e.Key) == 1:
+	case s.Name == setClusterIPs && s.Type == addrType(fam) && len(e.Key) == 1:
 		a, err := familyAddr(fam, e.Key[0])
 		if err != nil {
 			return nil, fmt.Errorf("set %s: %w", s.Name, err)

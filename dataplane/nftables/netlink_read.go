@@ -9,6 +9,8 @@ import (
 	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
 )
 
 // The read-back of a drift check (drift.go): one family's table as the
@@ -85,14 +87,14 @@ type netlinkReader struct {
 	table string
 }
 
-func (r netlinkReader) readTable(fam Family) (*kernelTable, error) {
+func (r netlinkReader) readTable(fam dataplane.Family) (*kernelTable, error) {
 	c, raw, err := dialRaw(r.dial)
 	if err != nil {
 		return nil, err
 	}
 	defer closeLater(c)
 	tf := gnft.TableFamilyIPv4
-	if fam == IPv6 {
+	if fam == dataplane.IPv6 {
 		tf = gnft.TableFamilyIPv6
 	}
 	if _, err := c.ListTableOfFamily(r.table, tf); err != nil {
@@ -130,7 +132,7 @@ var newRuleType = netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG
 
 // dumpRules reads every rule of the table in one dump and appends each
 // to its chain, in chain order.
-func dumpRules(raw *netlink.Conn, fam Family, table string, kt *kernelTable) error {
+func dumpRules(raw *netlink.Conn, fam dataplane.Family, table string, kt *kernelTable) error {
 	msgs, err := dump(raw, unix.NFT_MSG_GETRULE, fam, []netlink.Attribute{tableAttr(unix.NFTA_RULE_TABLE, table)})
 	if err != nil {
 		return fmt.Errorf("dump rules: %w", err)
@@ -150,8 +152,8 @@ func dumpRules(raw *netlink.Conn, fam Family, table string, kt *kernelTable) err
 	return nil
 }
 
-func nfproto(fam Family) int {
-	if fam == IPv6 {
+func nfproto(fam dataplane.Family) int {
+	if fam == dataplane.IPv6 {
 		return unix.NFPROTO_IPV6
 	}
 	return unix.NFPROTO_IPV4

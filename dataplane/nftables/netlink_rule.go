@@ -7,6 +7,8 @@ import (
 
 	"github.com/google/nftables/expr"
 	"golang.org/x/sys/unix"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
 )
 
 // parseRule turns the text of one rule into the expressions nft 1.0.6
@@ -29,14 +31,14 @@ import (
 // IP is "ip" or "ip6" by family; ADDR is a plain address (no prefix).
 // Every match loads into register 1, as nft does; a dnat uses register 1
 // for the address and 2 for the port.
-func parseRule(fam Family, rule string) ([]expr.Any, error) {
+func parseRule(fam dataplane.Family, rule string) ([]expr.Any, error) {
 	tok := strings.Split(rule, " ")
 	var out []expr.Any
 	l4 := false
 	for i := 0; i < len(tok); {
 		rest := tok[i:]
 		switch {
-		case len(rest) >= 3 && rest[0] == fam.ip() && (rest[1] == "saddr" || rest[1] == "daddr"):
+		case len(rest) >= 3 && rest[0] == ipKeyword(fam) && (rest[1] == "saddr" || rest[1] == "daddr"):
 			out = append(out, loadAddr(fam, rest[1]))
 			switch {
 			case rest[2] == "!=" && len(rest) >= 4 && isSetRef(rest[3]):
@@ -73,12 +75,12 @@ func parseRule(fam Family, rule string) ([]expr.Any, error) {
 			l4 = true
 			i += 3
 		case len(rest) == 6 && rest[0] == "update" && isSetRef(rest[1]) && rest[2] == "{" &&
-			rest[3] == fam.ip() && rest[4] == "saddr" && rest[5] == "}":
+			rest[3] == ipKeyword(fam) && rest[4] == "saddr" && rest[5] == "}":
 			out = append(out, loadAddr(fam, "saddr"),
 				&expr.Dynset{SrcRegKey: 1, SetName: rest[1][1:], Operation: uint32(unix.NFT_DYNSET_OP_UPDATE)})
 			i += 6
 		case len(rest) >= 12 && l4 && strings.Join(rest[:10], " ") ==
-			"dnat "+fam.ip()+" addr . port to numgen random mod "+strconv.Itoa(slots):
+			"dnat "+ipKeyword(fam)+" addr . port to numgen random mod "+strconv.Itoa(slots):
 			var off uint64
 			tail := rest[10:]
 			if len(tail) == 4 && tail[0] == "offset" {
@@ -119,12 +121,12 @@ func parseRule(fam Family, rule string) ([]expr.Any, error) {
 func isSetRef(s string) bool { return len(s) > 1 && s[0] == '@' && validName(s[1:]) }
 
 // loadAddr loads the source or destination address into register 1.
-func loadAddr(fam Family, which string) *expr.Payload {
+func loadAddr(fam dataplane.Family, which string) *expr.Payload {
 	p := &expr.Payload{DestRegister: 1, Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4}
 	if which == "daddr" {
 		p.Offset = 16
 	}
-	if fam == IPv6 {
+	if fam == dataplane.IPv6 {
 		p.Offset, p.Len = 8, 16
 		if which == "daddr" {
 			p.Offset = 24
@@ -135,7 +137,7 @@ func loadAddr(fam Family, which string) *expr.Payload {
 
 // dnat is "dnat to ADDR:PORT": address in register 1, port in register 2,
 // flags NF_NAT_RANGE_PROTO_SPECIFIED (the kernel adds MAP_IPS itself).
-func dnat(fam Family, s string) ([]expr.Any, error) {
+func dnat(fam dataplane.Family, s string) ([]expr.Any, error) {
 	ap, err := netip.ParseAddrPort(s)
 	if err != nil || ap.Port() == 0 || ap.String() != s {
 		return nil, unsupported("dnat target %q", s)
@@ -145,7 +147,7 @@ func dnat(fam Family, s string) ([]expr.Any, error) {
 		return nil, err
 	}
 	nfproto := uint32(unix.NFPROTO_IPV4)
-	if fam == IPv6 {
+	if fam == dataplane.IPv6 {
 		nfproto = unix.NFPROTO_IPV6
 	}
 	return []expr.Any{
@@ -159,9 +161,9 @@ func dnat(fam Family, s string) ([]expr.Any, error) {
 // draw a slot, turn it big-endian as the interval map's keys are, look
 // up address and port (the port lands in the 32-bit register after the
 // address: 9 after reg 1's 4 bytes, 2 after its 16), translate.
-func dnatMap(fam Family, offset uint32, set string) []expr.Any {
+func dnatMap(fam dataplane.Family, offset uint32, set string) []expr.Any {
 	nfproto, portReg := uint32(unix.NFPROTO_IPV4), uint32(9)
-	if fam == IPv6 {
+	if fam == dataplane.IPv6 {
 		nfproto, portReg = unix.NFPROTO_IPV6, 2
 	}
 	return []expr.Any{

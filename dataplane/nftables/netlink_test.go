@@ -3,11 +3,12 @@ package nftables
 import (
 	"encoding/hex"
 	"errors"
-	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 
 	"github.com/google/go-cmp/cmp"
 	gnft "github.com/google/nftables"
@@ -31,33 +32,33 @@ func TestParseRuleShapes(t *testing.T) {
 	jumpMasq := &expr.Verdict{Kind: expr.VerdictJump, Chain: "mark-for-masquerade"}
 	tcp := []expr.Any{&expr.Meta{Key: expr.MetaKeyL4PROTO, Register: 1}, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{6}}}
 	for _, tc := range []struct {
-		fam  Family
+		fam  dataplane.Family
 		rule string
 		want []expr.Any
 	}{
-		{IPv4, "goto ep-X", []expr.Any{gotoEP}},
-		{IPv4, "jump mark-for-masquerade", []expr.Any{jumpMasq}},
-		{IPv4, "drop", []expr.Any{&expr.Verdict{Kind: expr.VerdictDrop}}},
-		{IPv4, "numgen random mod 3 0 goto ep-X", []expr.Any{
+		{dataplane.IPv4, "goto ep-X", []expr.Any{gotoEP}},
+		{dataplane.IPv4, "jump mark-for-masquerade", []expr.Any{jumpMasq}},
+		{dataplane.IPv4, "drop", []expr.Any{&expr.Verdict{Kind: expr.VerdictDrop}}},
+		{dataplane.IPv4, "numgen random mod 3 0 goto ep-X", []expr.Any{
 			&expr.Numgen{Register: 1, Modulus: 3, Type: unix.NFT_NG_RANDOM},
 			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0, 0, 0, 0}}, gotoEP}},
-		{IPv4, "ip saddr 10.128.0.1 jump mark-for-masquerade", []expr.Any{
+		{dataplane.IPv4, "ip saddr 10.128.0.1 jump mark-for-masquerade", []expr.Any{
 			saddr4, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{10, 128, 0, 1}}, jumpMasq}},
-		{IPv4, "ip daddr 10.96.0.10 ip saddr != @cluster-cidrs jump mark-for-masquerade", []expr.Any{
+		{dataplane.IPv4, "ip daddr 10.96.0.10 ip saddr != @cluster-cidrs jump mark-for-masquerade", []expr.Any{
 			daddr4, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{10, 96, 0, 10}},
 			saddr4, &expr.Lookup{SourceRegister: 1, SetName: "cluster-cidrs", Invert: true}, jumpMasq}},
-		{IPv4, "ip saddr @affinity-X goto ep-X", []expr.Any{
+		{dataplane.IPv4, "ip saddr @affinity-X goto ep-X", []expr.Any{
 			saddr4, &expr.Lookup{SourceRegister: 1, SetName: "affinity-X"}, gotoEP}},
-		{IPv4, "update @affinity-X { ip saddr }", []expr.Any{
+		{dataplane.IPv4, "update @affinity-X { ip saddr }", []expr.Any{
 			saddr4, &expr.Dynset{SrcRegKey: 1, SetName: "affinity-X", Operation: unix.NFT_DYNSET_OP_UPDATE}}},
-		{IPv4, "meta l4proto tcp dnat to 10.128.0.1:8080", append(tcp,
+		{dataplane.IPv4, "meta l4proto tcp dnat to 10.128.0.1:8080", append(tcp,
 			&expr.Immediate{Register: 1, Data: []byte{10, 128, 0, 1}},
 			&expr.Immediate{Register: 2, Data: []byte{0x1f, 0x90}},
 			&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV4, RegAddrMin: 1, RegProtoMin: 2, Specified: true})},
-		{IPv6, "ip6 daddr fd00::10 ip6 saddr fd00::1 jump mark-for-masquerade", []expr.Any{
+		{dataplane.IPv6, "ip6 daddr fd00::10 ip6 saddr fd00::1 jump mark-for-masquerade", []expr.Any{
 			daddr6, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0xfd, 15: 0x10}},
 			saddr6, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0xfd, 15: 1}}, jumpMasq}},
-		{IPv6, "meta l4proto tcp dnat to [fd00::1]:8080", append(tcp,
+		{dataplane.IPv6, "meta l4proto tcp dnat to [fd00::1]:8080", append(tcp,
 			&expr.Immediate{Register: 1, Data: []byte{0xfd, 15: 1}},
 			&expr.Immediate{Register: 2, Data: []byte{0x1f, 0x90}},
 			&expr.NAT{Type: expr.NATTypeDestNAT, Family: unix.NFPROTO_IPV6, RegAddrMin: 1, RegProtoMin: 2, Specified: true})},
@@ -83,7 +84,7 @@ func TestParseRuleRejectsUnknownShapes(t *testing.T) {
 		"ip saddr 10.0.0.1  jump x", "counter goto x", "meta l4proto icmp dnat to 10.0.0.1:1",
 		"update @a { ip daddr }", "goto \"quoted\"",
 	} {
-		if _, err := parseRule(IPv4, rule); !errors.Is(err, errNoNetlink) {
+		if _, err := parseRule(dataplane.IPv4, rule); !errors.Is(err, errNoNetlink) {
 			t.Errorf("%q: got %v, want errNoNetlink", rule, err)
 		}
 	}
@@ -99,7 +100,7 @@ func TestConcatKeyMatchesNft(t *testing.T) {
 		{"ipv4_addr . inet_proto . inet_service", "10.96.0.10 . tcp . 80", "0a60000a" + "06000000" + "00500000"},
 		{"inet_proto . inet_service", "tcp . 30080", "06000000" + "75800000"},
 	} {
-		got, err := concatKey(IPv4, strings.Split(tc.typ, " . "), strings.Split(tc.key, " . "))
+		got, err := concatKey(dataplane.IPv4, strings.Split(tc.typ, " . "), strings.Split(tc.key, " . "))
 		if err != nil || hex.EncodeToString(got) != tc.want {
 			t.Errorf("%s: got %x, %v; want %s", tc.key, got, err, tc.want)
 		}
@@ -129,7 +130,7 @@ func (c *capture) dialer() NetlinkDialer {
 }
 
 func TestPartialSyncGoesOverNetlinkOrFallsBack(t *testing.T) {
-	b := newFakeBed(t, IPv4)
+	b := newFakeBed(t, dataplane.IPv4)
 	capt := &capture{}
 	b.dp.cfg.PartialNetlink = capt.dialer()
 	a := benchService(1, 3, false)
@@ -137,7 +138,7 @@ func TestPartialSyncGoesOverNetlinkOrFallsBack(t *testing.T) {
 	if s := b.dp.LastSync(); s.Netlink != 0 || !s.Full {
 		t.Fatalf("first sync: %+v", s)
 	}
-	b.rec[IPv4].take()
+	b.rec[dataplane.IPv4].take()
 
 	// One endpoint moves: all operations are known shapes.
 	b.apply(t, stateOf(benchService(1, 3, true)), false)
@@ -145,7 +146,7 @@ func TestPartialSyncGoesOverNetlinkOrFallsBack(t *testing.T) {
 	if s.Netlink != 1 || s.NetlinkFallbacks != 0 || s.Transactions != 1 || s.Operations == 0 {
 		t.Fatalf("endpoint move: %+v", s)
 	}
-	if txs := b.rec[IPv4].take(); len(txs) != 0 {
+	if txs := b.rec[dataplane.IPv4].take(); len(txs) != 0 {
 		t.Fatalf("nft ran for a netlink sync: %q", txs)
 	}
 	capt.mu.Lock()
@@ -163,7 +164,7 @@ func TestPartialSyncGoesOverNetlinkOrFallsBack(t *testing.T) {
 	if s = b.dp.LastSync(); s.Netlink != 1 || s.NetlinkFallbacks != 0 {
 		t.Fatalf("affinity service: %+v", s)
 	}
-	if txs := b.rec[IPv4].take(); len(txs) != 0 {
+	if txs := b.rec[dataplane.IPv4].take(); len(txs) != 0 {
 		t.Fatalf("nft ran for a netlink sync: %q", txs)
 	}
 
@@ -179,7 +180,7 @@ func TestPartialSyncGoesOverNetlinkOrFallsBack(t *testing.T) {
 	if s.Netlink != 0 || s.NetlinkFallbacks != 1 || s.Transactions != 1 {
 		t.Fatalf("source ranges: %+v", s)
 	}
-	if txs := b.rec[IPv4].take(); len(txs) != 1 || !strings.Contains(txs[0], "198.51.100.0/24") {
+	if txs := b.rec[dataplane.IPv4].take(); len(txs) != 1 || !strings.Contains(txs[0], "198.51.100.0/24") {
 		t.Fatalf("want one nft transaction with the source range, got %q", txs)
 	}
 }
@@ -193,7 +194,7 @@ func TestGoldenServiceRulesTranslate(t *testing.T) {
 }
 
 func checkServiceRules(t *testing.T, st *dataplane.State) {
-	for _, fam := range []Family{IPv4, IPv6} {
+	for _, fam := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
 		rs, err := Render(st, fam)
 		if err != nil {
 			t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 )
 
@@ -44,7 +45,7 @@ func TestRefScanMatchesRegexp(t *testing.T) {
 	}
 	for _, name := range dataplanetest.Cases(t, "testdata/*/want.nft") {
 		st := dataplanetest.LoadState(t, name)
-		for _, f := range []Family{IPv4, IPv6} {
+		for _, f := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
 			rs, err := Render(st, f)
 			if err != nil {
 				t.Fatal(err)

@@ -13,7 +13,7 @@ import (
 
 // renderer holds the state of one Render call.
 type renderer struct {
-	fam   Family
+	fam   dataplane.Family
 	node  serviceport.Node // the NodeConfig read for the family
 	rs    *Ruleset
 	slots *slotRanges
@@ -22,19 +22,19 @@ type renderer struct {
 // Render turns a node's state into the table of one family. It does no
 // I/O and is deterministic. Bad input is skipped and recorded in
 // Ruleset.Skips; the result never references a missing chain or set.
-func Render(st *dataplane.State, fam Family) (*Ruleset, error) {
+func Render(st *dataplane.State, fam dataplane.Family) (*Ruleset, error) {
 	return render(st, fam, nil)
 }
 
 // renderWith is Render with the blocks of an existing allocator, for
 // tests that compare a fresh render with an incremental one.
-func renderWith(st *dataplane.State, fam Family, slots *slotRanges) (*Ruleset, error) {
+func renderWith(st *dataplane.State, fam dataplane.Family, slots *slotRanges) (*Ruleset, error) {
 	return render(st, fam, &Memo{slots: slots})
 }
 
 // render is Render reusing the unchanged services' objects from memo
 // (when not nil); then only the services rendered anew are validated.
-func render(st *dataplane.State, fam Family, memo *Memo) (*Ruleset, error) {
+func render(st *dataplane.State, fam dataplane.Family, memo *Memo) (*Ruleset, error) {
 	r := &renderer{fam: fam, rs: newRuleset(fam), slots: newSlotRanges()}
 	if memo != nil {
 		if memo.slots == nil {
@@ -93,13 +93,13 @@ func (r *renderer) skip(svc, format string, args ...any) {
 }
 
 func (r *renderer) skipReason(svc, reason string) {
-	r.rs.Skips = append(r.rs.Skips, Skip{Service: svc, Reason: reason})
+	r.rs.Skips = append(r.rs.Skips, dataplane.Skip{Service: svc, Reason: reason})
 }
 
 func (r *renderer) readNode(st *dataplane.State) {
 	// Node ports answer on the node's primary addresses unless the
 	// control plane says otherwise: kube-proxy's nftables default.
-	r.node = serviceport.ReadNode(st.Config, serviceport.Family(r.fam), serviceport.NodePortsPrimary, r.skipReason)
+	r.node = serviceport.ReadNode(st.Config, dataplane.Family(r.fam), serviceport.NodePortsPrimary, r.skipReason)
 }
 
 // Base chain priorities as numbers: nft 1.0.6 refuses the name "dstnat"
@@ -114,7 +114,7 @@ const (
 // fixed writes the objects that exist whatever the services are: base
 // chains, the dispatch chains and the maps they look up.
 func (r *renderer) fixed() {
-	rs, ip, at := r.rs, r.fam.ip(), r.fam.addrType()
+	rs, ip, at := r.rs, ipKeyword(r.fam), addrType(r.fam)
 	base := func(name string, t knftables.BaseChainType, h knftables.BaseChainHook, p knftables.BaseChainPriority, rules ...string) {
 		c := rs.chain(name)
 		c.Type, c.Hook, c.Priority = t, h, p
@@ -192,9 +192,9 @@ func (r *renderer) fixed() {
 // are a set of their own (an interval set) so the default, addresses
 // only, stays a plain set.
 func (r *renderer) nodePortMatches() []string {
-	rs, ip, at, np := r.rs, r.fam.ip(), r.fam.addrType(), r.node.NodePorts
+	rs, ip, at, np := r.rs, ipKeyword(r.fam), addrType(r.fam), r.node.NodePorts
 	if np.All {
-		return []string{"fib daddr type local " + r.fam.notLocalhost()}
+		return []string{"fib daddr type local " + notLocalhost(r.fam)}
 	}
 	var out []string
 	if len(np.Addrs) > 0 {
@@ -224,7 +224,7 @@ func (r *renderer) nodePortMatches() []string {
 // retries, rather than a refusal. Without service CIDRs the set is
 // empty and only the first rule acts.
 func (r *renderer) serviceRanges() {
-	rs, ip, at := r.rs, r.fam.ip(), r.fam.addrType()
+	rs, ip, at := r.rs, ipKeyword(r.fam), addrType(r.fam)
 	rs.set(&Set{Name: setClusterIPs, Type: at})
 	rs.set(&Set{Name: setServiceCIDRs, Type: at, Flags: []knftables.SetFlag{knftables.IntervalFlag}})
 	for _, p := range r.node.ServiceCIDRs {

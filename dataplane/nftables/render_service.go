@@ -30,7 +30,7 @@ type portPlan struct {
 // service renders every port of one view; serviceport reads it exactly as
 // for the iptables and ipvs modes.
 func (r *renderer) service(key string, sv *switchyardv1.ServiceView) {
-	svc, ok := serviceport.Read(key, sv, serviceport.Family(r.fam), r.skipReason)
+	svc, ok := serviceport.Read(key, sv, r.fam, r.skipReason)
 	if !ok {
 		return
 	}
@@ -65,14 +65,14 @@ func (r *renderer) port(p *portPlan) {
 		intChain = n.local
 	}
 	intBlock, extBlock := noEndpointVerdict(sp.Internal.NoEndpoints), noEndpointVerdict(sp.External.NoEndpoints)
-	port := fmt.Sprint(sp.Port)
+	port, proto := fmt.Sprint(sp.Port), sp.Protocol.String()
 
 	for _, ip := range sp.ClusterIPs {
 		rs.element(setClusterIPs, "", ip.String())
 		if sp.Internal.Serves() {
-			rs.element(mapServiceIPs, "goto "+intChain, ip.String(), sp.Protocol, port)
+			rs.element(mapServiceIPs, "goto "+intChain, ip.String(), proto, port)
 		} else {
-			rs.element(mapNoEPServices, intBlock, ip.String(), sp.Protocol, port)
+			rs.element(mapNoEPServices, intBlock, ip.String(), proto, port)
 		}
 	}
 	// Under an external Local policy without local endpoints external
@@ -81,31 +81,31 @@ func (r *renderer) port(p *portPlan) {
 	// hooks (which never see traffic ext-… DNATed).
 	for _, ip := range append(slices.Clone(sp.ExternalIPs), sp.LBIPs...) {
 		if sp.UsesExternal() {
-			rs.element(mapServiceIPs, "goto "+n.ext, ip.String(), sp.Protocol, port)
+			rs.element(mapServiceIPs, "goto "+n.ext, ip.String(), proto, port)
 		}
 		if !sp.External.Serves() {
-			rs.element(mapNoEPServices, extBlock, ip.String(), sp.Protocol, port)
+			rs.element(mapNoEPServices, extBlock, ip.String(), proto, port)
 		}
 	}
 	if p.sp.HasRanges && len(p.sp.LBIPs) > 0 {
 		for _, ip := range p.sp.LBIPs {
-			rs.element(mapFirewallIPs, "goto "+n.fw, ip.String(), p.sp.Protocol, port)
+			rs.element(mapFirewallIPs, "goto "+n.fw, ip.String(), proto, port)
 		}
 		// Allowed sources return to the base chain; the rest is dropped
 		// before DNAT. One rule per range rather than an anonymous set.
 		rs.chain(n.fw)
 		for _, src := range p.sp.SourceRanges {
-			rs.add(n.fw, r.fam.ip(), "saddr", src.String(), "return")
+			rs.add(n.fw, ipKeyword(r.fam), "saddr", src.String(), "return")
 		}
 		rs.add(n.fw, "drop")
 	}
 	if sp.NodePort > 0 {
 		np := fmt.Sprint(sp.NodePort)
 		if sp.UsesExternal() {
-			rs.element(mapServiceNPs, "goto "+n.ext, sp.Protocol, np)
+			rs.element(mapServiceNPs, "goto "+n.ext, proto, np)
 		}
 		if !sp.External.Serves() {
-			rs.element(mapNoEPNodePort, extBlock, sp.Protocol, np)
+			rs.element(mapNoEPNodePort, extBlock, proto, np)
 		}
 	}
 
@@ -156,7 +156,7 @@ func (r *renderer) clusterChain(p *portPlan) {
 // cluster IPs match: external traffic through local-… is not affected.
 func (r *renderer) clusterIPMasq(p *portPlan, c string) {
 	r.rs.chain(c)
-	ip := r.fam.ip()
+	ip := ipKeyword(r.fam)
 	for _, a := range p.sp.ClusterIPs {
 		switch {
 		case r.node.MasqueradeAll:
@@ -182,7 +182,7 @@ func (r *renderer) clusterIPMasq(p *portPlan, c string) {
 // 10,000 services, kernel-facts.md).
 func (r *renderer) balance(p *portPlan, chain string, eps []endpoint) {
 	r.rs.chain(chain)
-	ip := r.fam.ip()
+	ip := ipKeyword(r.fam)
 	if p.sp.Affinity == 0 {
 		block, err := r.slots.block(p.sp.Protocol, chain)
 		if err != nil {
@@ -201,7 +201,7 @@ func (r *renderer) balance(p *portPlan, chain string, eps []endpoint) {
 		if off > 0 {
 			draw += fmt.Sprintf(" offset %d", off)
 		}
-		r.rs.add(chain, "meta l4proto", p.sp.Protocol, "dnat", ip, "addr . port to", draw, "map @"+m)
+		r.rs.add(chain, "meta l4proto", p.sp.Protocol.String(), "dnat", ip, "addr . port to", draw, "map @"+m)
 		return
 	}
 	for _, ep := range eps {
@@ -228,7 +228,7 @@ func (r *renderer) extChain(p *portPlan) {
 		return
 	}
 	short := p.sp.ShortCircuit
-	ip := r.fam.ip()
+	ip := ipKeyword(r.fam)
 	if short && len(r.node.ClusterCIDRs) > 0 {
 		// Pod traffic to an external address is not subject to the policy.
 		r.rs.add(ext, ip, "saddr @"+setClusterCIDRs, "goto", n.svc)
@@ -255,10 +255,10 @@ func (r *renderer) endpointChains(p *portPlan, eps []endpoint) {
 		if _, done := r.rs.Chains[ep.chain]; done {
 			continue
 		}
-		r.rs.set(&Set{Name: ep.affinity, Type: r.fam.addrType(), Dynamic: true,
+		r.rs.set(&Set{Name: ep.affinity, Type: addrType(r.fam), Dynamic: true,
 			Flags:   []knftables.SetFlag{knftables.DynamicFlag, knftables.TimeoutFlag},
 			Timeout: time.Duration(p.sp.Affinity) * time.Second})
-		r.rs.add(ep.chain, "update @"+ep.affinity, "{", r.fam.ip(), "saddr }")
-		r.rs.add(ep.chain, "meta l4proto", p.sp.Protocol, "dnat to", dnatTarget(ep.addr))
+		r.rs.add(ep.chain, "update @"+ep.affinity, "{", ipKeyword(r.fam), "saddr }")
+		r.rs.add(ep.chain, "meta l4proto", p.sp.Protocol.String(), "dnat to", dnatTarget(ep.addr))
 	}
 }

@@ -28,15 +28,15 @@ func hasIPv6(st *dataplane.State) bool {
 // family, the Fake's dump (valid "nft -f" input) followed by the skips.
 func goldenCase(t *testing.T, name string) string {
 	st := dataplanetest.LoadState(t, name)
-	fams := []Family{IPv4}
+	fams := []dataplane.Family{dataplane.IPv4}
 	if hasIPv6(st) {
-		fams = append(fams, IPv6)
+		fams = append(fams, dataplane.IPv6)
 	}
 	b := newFakeBed(t, fams...)
 	b.apply(t, st, false)
 	var out strings.Builder
 	for _, f := range fams {
-		fmt.Fprintf(&out, "# family %s\n%s", f.nft(), b.fakes[f].Dump())
+		fmt.Fprintf(&out, "# family %s\n%s", nftFamily(f), b.fakes[f].Dump())
 		rs, err := Render(st, f)
 		if err != nil {
 			t.Fatal(err)
@@ -61,7 +61,7 @@ func TestGolden(t *testing.T) {
 }
 
 func TestValidateFindsDanglingReferences(t *testing.T) {
-	rs := newRuleset(IPv4)
+	rs := newRuleset(dataplane.IPv4)
 	rs.add("a", "goto svc-MISSING")
 	rs.add("b", "ip saddr @nope drop")
 	rs.set(&Set{Name: mapServiceIPs, Map: true, Type: "ipv4_addr : verdict"})
@@ -78,11 +78,11 @@ func TestValidateFindsDanglingReferences(t *testing.T) {
 }
 
 func TestNamesStableAndDistinct(t *testing.T) {
-	a := namesFor("ns", "web", "http", "tcp")
-	if a != namesFor("ns", "web", "http", "tcp") {
+	a := namesFor("ns", "web", "http", dataplane.TCP)
+	if a != namesFor("ns", "web", "http", dataplane.TCP) {
 		t.Error("names not stable")
 	}
-	if a.svc == namesFor("ns", "web", "http", "udp").svc {
+	if a.svc == namesFor("ns", "web", "http", dataplane.UDP).svc {
 		t.Error("protocol not part of the identity")
 	}
 	for _, n := range []string{a.svc, a.local, a.ext, a.fw} {

@@ -9,6 +9,7 @@ import (
 
 	"sigs.k8s.io/knftables"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 )
 
@@ -35,28 +36,22 @@ type Set struct {
 	Dynamic bool
 }
 
-// Skip is an input object Render left out, and why.
-type Skip struct {
-	Service string
-	Reason  string
-}
-
 // Ruleset is the whole content of one family's table as Render computed
 // it. Elements maps a set or map name to its elements: key (parts joined
 // with " . ") → value ("" in sets).
 type Ruleset struct {
-	Family   Family
+	Family   dataplane.Family
 	Chains   map[string]*Chain
 	Sets     map[string]*Set
 	Elements map[string]map[string]string
-	Skips    []Skip
+	Skips    []dataplane.Skip
 
 	udp map[string]conntrack.UDPPort
 	// blocks names the chains that own a block of an endpoint map.
 	blocks map[string]bool
 }
 
-func newRuleset(f Family) *Ruleset {
+func newRuleset(f dataplane.Family) *Ruleset {
 	return &Ruleset{Family: f, Chains: map[string]*Chain{}, Sets: map[string]*Set{},
 		Elements: map[string]map[string]string{}, udp: map[string]conntrack.UDPPort{}, blocks: map[string]bool{}}
 }

@@ -41,15 +41,15 @@ func TestTraceAgreesWithExplainer(t *testing.T) {
 // it checks what only this mode can be checked for: the partial sync
 // landed as a fresh load of the same state would.
 func newScenarioTracer(t *testing.T) scenario.Tracer {
-	bed := newFakeBed(t, IPv4, IPv6)
+	bed := newFakeBed(t, dataplane.IPv4, dataplane.IPv6)
 	mark, err := strconv.ParseUint(masqMark, 0, 32)
 	if err != nil {
 		t.Fatalf("masqMark %q: %v", masqMark, err)
 	}
 	tr := scenario.NewTracer(bed.dp, func(pkt explain.Packet, nodeIPs []netip.Addr) (explain.Verdict, error) {
-		fam := IPv4
+		fam := dataplane.IPv4
 		if pkt.IPv6() {
-			fam = IPv6
+			fam = dataplane.IPv6
 		}
 		return nftablestest.Tracer{Fake: bed.fakes[fam], Local: nodeIPs, HairpinSet: setHairpin, MasqMark: uint32(mark)}.Trace(pkt)
 	})

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"maps"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
 )
 
 // slotRanges hands each balancing chain (svc-*, local-* without
@@ -21,11 +23,11 @@ import (
 // which makes Render deterministic.
 type slotRanges struct {
 	byChain map[string]slotRef
-	used    map[string]map[uint32]bool // protocol → blocks in use
+	used    map[dataplane.Protocol]map[uint32]bool // protocol → blocks in use
 }
 
 type slotRef struct {
-	proto string
+	proto dataplane.Protocol
 	block uint32
 }
 
@@ -33,11 +35,11 @@ type slotRef struct {
 const maxBlocks = 65535
 
 func newSlotRanges() *slotRanges {
-	return &slotRanges{byChain: map[string]slotRef{}, used: map[string]map[uint32]bool{}}
+	return &slotRanges{byChain: map[string]slotRef{}, used: map[dataplane.Protocol]map[uint32]bool{}}
 }
 
 // block returns chain's block in the map of proto, allocating one.
-func (a *slotRanges) block(proto, chain string) (uint32, error) {
+func (a *slotRanges) block(proto dataplane.Protocol, chain string) (uint32, error) {
 	if r, ok := a.byChain[chain]; ok && r.proto == proto {
 		return r.block, nil
 	}
@@ -81,7 +83,7 @@ func (a *slotRanges) keep(live func(chain string) bool) {
 }
 
 func (a *slotRanges) clone() *slotRanges {
-	c := &slotRanges{byChain: maps.Clone(a.byChain), used: map[string]map[uint32]bool{}}
+	c := &slotRanges{byChain: maps.Clone(a.byChain), used: map[dataplane.Protocol]map[uint32]bool{}}
 	for p, u := range a.used {
 		c.used[p] = maps.Clone(u)
 	}

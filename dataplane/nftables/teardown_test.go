@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/knftables"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 )
 
@@ -15,10 +16,10 @@ import (
 // restarted in another mode, or --cleanup) deletes the tables an earlier
 // one left.
 func TestCleanupOfAnEarlierProcess(t *testing.T) {
-	b := newFakeBed(t, IPv4, IPv6)
+	b := newFakeBed(t, dataplane.IPv4, dataplane.IPv6)
 	b.apply(t, dataplanetest.LoadState(t, "dual-stack"), false)
-	ifs := map[Family]knftables.Interface{IPv4: b.fakes[IPv4], IPv6: b.fakes[IPv6]}
-	fresh, err := New(Config{Interfaces: ifs, Families: []Family{IPv4, IPv6}})
+	ifs := map[dataplane.Family]knftables.Interface{dataplane.IPv4: b.fakes[dataplane.IPv4], dataplane.IPv6: b.fakes[dataplane.IPv6]}
+	fresh, err := New(Config{Interfaces: ifs, Families: []dataplane.Family{dataplane.IPv4, dataplane.IPv6}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func Probes(st *dataplane.State) []explain.Packet {
 			dsts = append(dsts, l...)
 		}
 		for _, p := range sv.GetPorts() {
-			proto := strings.ToLower(strings.TrimPrefix(p.GetProtocol().String(), "PROTOCOL_"))
+			proto, _ := dataplane.ProtocolOf(p.GetProtocol()) // 0 for none: Validate drops its packets
 			add := func(dst string, port uint32) {
 				d, err := netip.ParseAddr(dst)
 				if err != nil || port == 0 || port > 65535 {
@@ -129,7 +129,7 @@ func wideProbeEnds(st *dataplane.State) (srcs []netip.Addr, targets []explain.Pa
 	nodeIPs := parseAddrs(st.Config.GetNodeIps()...)
 	srcs = slices.Concat(parseAddrs("192.0.2.50", "2001:db8::50"), loopback, nodeIPs, fifthAddrs(st.Config.GetClusterCidrs()))
 	for _, a := range fifthAddrs(st.Config.GetServiceCidrs()) {
-		targets = append(targets, explain.Packet{Protocol: "tcp", Dst: a, Port: 80})
+		targets = append(targets, explain.Packet{Protocol: dataplane.TCP, Dst: a, Port: 80})
 	}
 	for _, sv := range st.Services {
 		srcs = append(srcs, fifthAddrs(sv.GetLoadBalancerSourceRanges())...)
@@ -138,8 +138,8 @@ func wideProbeEnds(st *dataplane.State) (srcs []netip.Addr, targets []explain.Pa
 		}
 		svcIPs := parseAddrs(slices.Concat(sv.GetClusterIps(), sv.GetExternalIps(), sv.GetLoadBalancerIps())...)
 		for _, p := range sv.GetPorts() {
-			proto := strings.ToLower(strings.TrimPrefix(p.GetProtocol().String(), "PROTOCOL_"))
-			other := map[string]string{"tcp": "udp", "udp": "tcp", "sctp": "tcp"}[proto]
+			proto, _ := dataplane.ProtocolOf(p.GetProtocol()) // 0 for none: Validate drops its packets
+			other := map[dataplane.Protocol]dataplane.Protocol{dataplane.TCP: dataplane.UDP, dataplane.UDP: dataplane.TCP, dataplane.SCTP: dataplane.TCP}[proto]
 			// port+1 may wrap to 0: Validate drops that packet.
 			port := uint16(p.GetPort())
 			for _, a := range svcIPs {

@@ -54,7 +54,7 @@ steps:
 	if checked != len(sc.Steps) {
 		t.Errorf("Check ran %d times, want %d", checked, len(sc.Steps))
 	}
-	tr.Trace(t, explain.Packet{Protocol: "tcp", Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), Port: 80})
+	tr.Trace(t, explain.Packet{Protocol: dataplane.TCP, Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), Port: 80})
 	if tr.Mode() != "iptables" || len(seen) != 1 || !slices.Equal(seen[0], []netip.Addr{netip.MustParseAddr("10.200.0.10")}) {
 		t.Errorf("mode %s, traced with node IPs %v", tr.Mode(), seen)
 	}
@@ -86,7 +86,7 @@ func TestIPv6Mirrors(t *testing.T) {
 	if st.Config.GetNodeIps()[0] != "10.200.0.10" {
 		t.Errorf("the scenario's state changed: %v", st.Config)
 	}
-	v := six.Trace(t, explain.Packet{Protocol: "tcp", Src: netip.MustParseAddr("10.244.0.5"), Dst: netip.MustParseAddr("10.96.0.1"), Port: 80})
+	v := six.Trace(t, explain.Packet{Protocol: dataplane.TCP, Src: netip.MustParseAddr("10.244.0.5"), Dst: netip.MustParseAddr("10.96.0.1"), Port: 80})
 	if traced.Src != netip.MustParseAddr("fd00::af4:5") || traced.Dst != netip.MustParseAddr("fd00::a60:1") {
 		t.Errorf("traced %s", traced)
 	}

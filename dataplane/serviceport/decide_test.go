@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -196,7 +197,7 @@ func TestDecide(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(sv)
 			}
-			svc, ok := serviceport.Read("ns/web", sv, serviceport.IPv4, func(s, r string) { t.Errorf("skip %s: %s", s, r) })
+			svc, ok := serviceport.Read("ns/web", sv, dataplane.IPv4, func(s, r string) { t.Errorf("skip %s: %s", s, r) })
 			if !ok || len(svc.Ports) != 2 {
 				t.Fatalf("Read: ok=%v, %d ports", ok, len(svc.Ports))
 			}
@@ -226,7 +227,7 @@ func TestEndpointIdentity(t *testing.T) {
 			ep("10.244.0.2", 8081, false), ep("10.244.0.2", 8080, false), ep("10.244.0.2", 8080, true),
 		},
 	}
-	svc, _ := serviceport.Read("ns/web", sv, serviceport.IPv4, func(string, string) {})
+	svc, _ := serviceport.Read("ns/web", sv, dataplane.IPv4, func(string, string) {})
 	want := []serviceport.Endpoint{
 		{Addr: netip.MustParseAddrPort("10.244.0.2:8080")},
 		{Addr: netip.MustParseAddrPort("10.244.0.2:8081")},

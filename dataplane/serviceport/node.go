@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -24,7 +25,7 @@ type Node struct {
 // skipped with service "". nodePortsDefault is the mode's reading of an
 // empty node_port_addresses (NodePortsAll or NodePortsPrimary, as
 // kube-proxy defaults each mode).
-func ReadNode(cfg *switchyardv1.NodeConfig, f Family, nodePortsDefault string, skip SkipFunc) Node {
+func ReadNode(cfg *switchyardv1.NodeConfig, f dataplane.Family, nodePortsDefault string, skip SkipFunc) Node {
 	var n Node
 	n.MasqueradeAll = cfg.GetMasqueradeAll()
 	n.ClusterCIDRs = prefixes("cluster CIDR", cfg.GetClusterCidrs(), f, skip)
@@ -46,7 +47,7 @@ func ReadNode(cfg *switchyardv1.NodeConfig, f Family, nodePortsDefault string, s
 }
 
 // prefixes parses the CIDRs of family f, skipping bad ones.
-func prefixes(what string, in []string, f Family, skip SkipFunc) []netip.Prefix {
+func prefixes(what string, in []string, f dataplane.Family, skip SkipFunc) []netip.Prefix {
 	var out []netip.Prefix
 	for _, s := range in {
 		p, ok, err := f.ParsePrefix(s)
@@ -62,7 +63,7 @@ func prefixes(what string, in []string, f Family, skip SkipFunc) []netip.Prefix 
 // primaryOf is the node's primary address of family f: the first of its
 // node IPs (InternalIP before ExternalIP, as kube-proxy's
 // GetNodeHostIPs orders them), invalid when it has none.
-func primaryOf(cfg *switchyardv1.NodeConfig, f Family) netip.Addr {
+func primaryOf(cfg *switchyardv1.NodeConfig, f dataplane.Family) netip.Addr {
 	for _, s := range cfg.GetNodeIps() {
 		if a, ok, err := f.ParseAddr(s); err == nil && ok {
 			return a

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -115,8 +116,8 @@ func TestReadNodePorts(t *testing.T) {
 			}
 			var skips []string
 			skip := func(svc, reason string) { skips = append(skips, reason) }
-			v4 := serviceport.ReadNode(cfg, serviceport.IPv4, tc.def, skip).NodePorts
-			v6 := serviceport.ReadNode(cfg, serviceport.IPv6, tc.def, skip).NodePorts
+			v4 := serviceport.ReadNode(cfg, dataplane.IPv4, tc.def, skip).NodePorts
+			v6 := serviceport.ReadNode(cfg, dataplane.IPv6, tc.def, skip).NodePorts
 			opts := cmpopts.EquateComparable(netip.Addr{}, netip.Prefix{})
 			if d := cmp.Diff(tc.v4, v4, opts); d != "" {
 				t.Errorf("IPv4 (-want +got):\n%s", d)
@@ -145,7 +146,7 @@ func TestReadNode(t *testing.T) {
 		MasqueradeAll: true,
 	}
 	var skips []string
-	got := serviceport.ReadNode(cfg, serviceport.IPv4, serviceport.NodePortsAll, func(_, r string) { skips = append(skips, r) })
+	got := serviceport.ReadNode(cfg, dataplane.IPv4, serviceport.NodePortsAll, func(_, r string) { skips = append(skips, r) })
 	want := serviceport.Node{
 		ClusterCIDRs:  []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
 		NodeIPs:       []netip.Addr{netip.MustParseAddr("10.0.0.5")},
@@ -159,7 +160,7 @@ func TestReadNode(t *testing.T) {
 	if len(skips) != 3 {
 		t.Errorf("skips %q, want 3 (one per bad entry)", skips)
 	}
-	if n := serviceport.ReadNode(nil, serviceport.IPv6, serviceport.NodePortsPrimary, func(string, string) {}); !n.NodePorts.All {
+	if n := serviceport.ReadNode(nil, dataplane.IPv6, serviceport.NodePortsPrimary, func(string, string) {}); !n.NodePorts.All {
 		t.Errorf("nil config: node ports %+v, want every local address", n.NodePorts)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
 )
 
 // Keywords of NodeConfig.node_port_addresses, as kube-proxy's
@@ -53,7 +55,7 @@ func (np NodePorts) Matches(a netip.Addr) bool {
 // kube-proxy, a family the list names nothing of, or names the
 // zero-length CIDR of, is served on every local address: "primary" on a
 // node without an address of the family leaves the family open.
-func readNodePorts(list []string, f Family, primary netip.Addr, skip SkipFunc) NodePorts {
+func readNodePorts(list []string, f dataplane.Family, primary netip.Addr, skip SkipFunc) NodePorts {
 	var np NodePorts
 	named := false
 	for _, s := range list {

@@ -19,60 +19,10 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
-
-// Family is the IP family one ruleset is built for.
-type Family int
-
-const (
-	// IPv4 addresses (IPv4-mapped IPv6 ones count as IPv4).
-	IPv4 Family = 4
-	// IPv6 addresses.
-	IPv6 Family = 6
-)
-
-func (f Family) String() string {
-	if f == IPv6 {
-		return "IPv6"
-	}
-	return "IPv4"
-}
-
-// Has reports whether a belongs to the family.
-func (f Family) Has(a netip.Addr) bool {
-	if f == IPv6 {
-		return a.Is6() && !a.Is4In6()
-	}
-	return a.Is4() || a.Is4In6()
-}
-
-// ParseAddr parses an address of family f. ok is false for another
-// family; err is set for text that is not an address, or is one with a
-// zone (fe80::1%eth0), which no service or endpoint address carries and
-// no rule could match.
-func (f Family) ParseAddr(s string) (a netip.Addr, ok bool, err error) {
-	a, err = netip.ParseAddr(s)
-	if err != nil {
-		return netip.Addr{}, false, fmt.Errorf("bad address %q: %w", s, err)
-	}
-	if a.Zone() != "" {
-		return netip.Addr{}, false, fmt.Errorf("bad address %q: has a zone", s)
-	}
-	a = a.Unmap()
-	return a, f.Has(a), nil
-}
-
-// ParsePrefix is ParseAddr for CIDRs; the prefix comes back masked.
-func (f Family) ParsePrefix(s string) (netip.Prefix, bool, error) {
-	p, err := netip.ParsePrefix(s)
-	if err != nil {
-		return netip.Prefix{}, false, fmt.Errorf("bad CIDR %q: %w", s, err)
-	}
-	p = p.Masked()
-	return p, f.Has(p.Addr()), nil
-}
 
 // Service is one view read for one family.
 type Service struct {
@@ -87,9 +37,8 @@ type Service struct {
 type Port struct {
 	// Name is the port's name ("" for a single unnamed port); Label is
 	// "namespace/name[:port]", as kube-proxy's rule comments say it.
-	Name, Label string
-	// Protocol is "tcp", "udp" or "sctp".
-	Protocol       string
+	Name, Label    string
+	Protocol       dataplane.Protocol
 	Port, NodePort uint32
 	ClusterIPs     []netip.Addr
 	ExternalIPs    []netip.Addr
@@ -126,12 +75,6 @@ var (
 	portName = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)?$`)
 )
 
-var protocols = map[switchyardv1.Protocol]string{
-	switchyardv1.Protocol_PROTOCOL_TCP:  "tcp",
-	switchyardv1.Protocol_PROTOCOL_UDP:  "udp",
-	switchyardv1.Protocol_PROTOCOL_SCTP: "sctp",
-}
-
 // SkipFunc receives input left out, with the service it belongs to, in
 // input order.
 type SkipFunc func(service, reason string)
@@ -139,7 +82,7 @@ type SkipFunc func(service, reason string)
 // Read reads the view stored under key for family f. ok is false when the
 // whole view is unusable (bad name, or a key that is not its name: two
 // keys for one service would program the same objects twice).
-func Read(key string, sv *switchyardv1.ServiceView, f Family, skip SkipFunc) (svc Service, ok bool) {
+func Read(key string, sv *switchyardv1.ServiceView, f dataplane.Family, skip SkipFunc) (svc Service, ok bool) {
 	skipf := func(service, format string, args ...any) { skip(service, fmt.Sprintf(format, args...)) }
 	if sv == nil || !dnsName.MatchString(sv.GetNamespace()) || !dnsName.MatchString(sv.GetName()) {
 		skipf(key, "bad or missing namespace/name")
@@ -172,7 +115,7 @@ func Read(key string, sv *switchyardv1.ServiceView, f Family, skip SkipFunc) (sv
 	}
 	seen := map[string]bool{}
 	for _, sp := range sv.GetPorts() {
-		proto, ok := protocols[sp.GetProtocol()]
+		proto, ok := dataplane.ProtocolOf(sp.GetProtocol())
 		switch {
 		case !ok:
 			skipf(name, "port %q: unknown protocol %v", sp.GetName(), sp.GetProtocol())
@@ -200,7 +143,7 @@ func Read(key string, sv *switchyardv1.ServiceView, f Family, skip SkipFunc) (sv
 }
 
 // addrs parses the addresses of family f, skipping bad ones.
-func addrs(svc string, in []string, f Family, skipf func(string, string, ...any)) []netip.Addr {
+func addrs(svc string, in []string, f dataplane.Family, skipf func(string, string, ...any)) []netip.Addr {
 	var out []netip.Addr
 	for _, s := range in {
 		a, ok, err := f.ParseAddr(s)
@@ -216,7 +159,7 @@ func addrs(svc string, in []string, f Family, skipf func(string, string, ...any)
 // endpoints returns the endpoints of family f that serve port name,
 // deduplicated by address and port, as kube-proxy identifies an endpoint,
 // and sorted.
-func endpoints(svc, name string, in []*switchyardv1.Endpoint, f Family, skipf func(string, string, ...any)) []Endpoint {
+func endpoints(svc, name string, in []*switchyardv1.Endpoint, f dataplane.Family, skipf func(string, string, ...any)) []Endpoint {
 	var out []Endpoint
 	seen := map[netip.AddrPort]bool{}
 	for _, ep := range in {
@@ -247,7 +190,7 @@ func endpoints(svc, name string, in []*switchyardv1.Endpoint, f Family, skipf fu
 // node port and every endpoint (address and target port), cluster ones
 // first.
 func (p *Port) UDPFlows() (u conntrack.UDPPort, ok bool) {
-	if p.Protocol != "udp" {
+	if p.Protocol != dataplane.UDP {
 		return u, false
 	}
 	u.NodePort = uint16(p.NodePort)

@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
@@ -39,14 +40,14 @@ func TestRead(t *testing.T) {
 	}
 	var skips []string
 	skip := func(svc, reason string) { skips = append(skips, svc+": "+reason) }
-	svc, ok := serviceport.Read("ns/web", view(), serviceport.IPv4, skip)
+	svc, ok := serviceport.Read("ns/web", view(), dataplane.IPv4, skip)
 	if !ok {
 		t.Fatal("view refused")
 	}
 	want := serviceport.Service{
 		Name: "ns/web", Namespace: "ns", ServiceName: "web", HealthCheckNodePort: 31000,
 		Ports: []serviceport.Port{{
-			Name: "http", Label: "ns/web:http", Protocol: "tcp", Port: 80, NodePort: 30080,
+			Name: "http", Label: "ns/web:http", Protocol: dataplane.TCP, Port: 80, NodePort: 30080,
 			ClusterIPs:   []netip.Addr{netip.MustParseAddr("10.96.0.1")},
 			SourceRanges: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}, HasRanges: true,
 			Cluster: []serviceport.Endpoint{
@@ -81,7 +82,7 @@ func TestRead(t *testing.T) {
 		t.Errorf("skips (-want +got):\n%s", diff)
 	}
 
-	six, _ := serviceport.Read("ns/web", view(), serviceport.IPv6, func(string, string) {})
+	six, _ := serviceport.Read("ns/web", view(), dataplane.IPv6, func(string, string) {})
 	if got := six.Ports[0].ClusterIPs; len(got) != 1 || got[0] != netip.MustParseAddr("fd00::1") {
 		t.Errorf("IPv6 cluster IPs = %v", got)
 	}
@@ -98,17 +99,17 @@ func TestRead(t *testing.T) {
 	} {
 		sv := view()
 		tc.mut(sv)
-		if _, ok := serviceport.Read(tc.key, sv, serviceport.IPv4, func(string, string) {}); ok {
+		if _, ok := serviceport.Read(tc.key, sv, dataplane.IPv4, func(string, string) {}); ok {
 			t.Errorf("%s: accepted", tc.name)
 		}
 	}
-	if _, ok := serviceport.Read("x", nil, serviceport.IPv4, func(string, string) {}); ok {
+	if _, ok := serviceport.Read("x", nil, dataplane.IPv4, func(string, string) {}); ok {
 		t.Error("nil view accepted")
 	}
 
 	cluster := view()
 	cluster.ExternalTrafficPolicy = switchyardv1.TrafficPolicy_TRAFFIC_POLICY_CLUSTER
-	if got, _ := serviceport.Read("ns/web", cluster, serviceport.IPv4, func(string, string) {}); got.HealthCheckNodePort != 0 {
+	if got, _ := serviceport.Read("ns/web", cluster, dataplane.IPv4, func(string, string) {}); got.HealthCheckNodePort != 0 {
 		t.Errorf("health check node port %d without ETP Local", got.HealthCheckNodePort)
 	}
 }
@@ -116,7 +117,7 @@ func TestRead(t *testing.T) {
 func TestUDPFlows(t *testing.T) {
 	ap := netip.MustParseAddrPort
 	a := netip.MustParseAddr
-	p := serviceport.Port{Protocol: "udp", Port: 53, NodePort: 30053,
+	p := serviceport.Port{Protocol: dataplane.UDP, Port: 53, NodePort: 30053,
 		ClusterIPs: []netip.Addr{a("10.96.0.10")}, ExternalIPs: []netip.Addr{a("192.0.2.1")}, LBIPs: []netip.Addr{a("192.0.2.2")},
 		Cluster: []serviceport.Endpoint{{Addr: ap("10.244.0.2:5353")}, {Addr: ap("10.244.0.3:5353")}},
 		Local:   []serviceport.Endpoint{{Addr: ap("10.244.0.3:5353")}}}
@@ -130,7 +131,7 @@ func TestUDPFlows(t *testing.T) {
 	if d := cmp.Diff(want, got, cmpopts.EquateComparable(netip.Addr{}, netip.AddrPort{})); d != "" {
 		t.Errorf("(-want +got):\n%s", d)
 	}
-	p.Protocol = "tcp"
+	p.Protocol = dataplane.TCP
 	if _, ok := p.UDPFlows(); ok {
 		t.Error("tcp port: ok = true")
 	}

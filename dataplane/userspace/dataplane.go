@@ -164,13 +164,13 @@ func (d *Dataplane) open(ctx context.Context, f frontend) (proxy, error) {
 
 func (d *Dataplane) listen(ctx context.Context, f frontend, addr netip.AddrPort, freebind bool) (proxy, error) {
 	switch f.key.proto {
-	case TCP:
+	case dataplane.TCP:
 		ln, err := d.cfg.Sockets.ListenTCP(ctx, addr, freebind)
 		if err != nil {
 			return nil, fmt.Errorf("listen tcp %s: %w", addr, err)
 		}
 		return newTCPProxy(d.ctx, d.deps, f, ln), nil
-	case UDP:
+	case dataplane.UDP:
 		pc, err := d.cfg.Sockets.ListenUDP(ctx, addr, freebind)
 		if err != nil {
 			return nil, fmt.Errorf("listen udp %s: %w", addr, err)
@@ -214,7 +214,7 @@ type Listener struct {
 	Service  string // "namespace/name"
 	Port     string // service port name
 	Kind     Kind
-	Protocol Protocol
+	Protocol dataplane.Protocol
 	// Frontend is the address clients connect to.
 	Frontend netip.AddrPort
 	// Bound is where the socket listens: Frontend, or a local port that

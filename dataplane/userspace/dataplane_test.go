@@ -91,7 +91,7 @@ func TestTCPRoundRobinAndRetry(t *testing.T) {
 			}
 			d := newLoopbackDP(t, Config{})
 			apply(t, d, stateOf(svcView("web", vip, protoTCP, 80, eps...)))
-			front := boundOf(t, d, "web", TCP)
+			front := boundOf(t, d, "web", dataplane.TCP)
 			const conns = 30
 			got := map[string]int{}
 			for range conns {
@@ -112,7 +112,7 @@ func TestTCPRoundRobinAndRetry(t *testing.T) {
 func TestTCPAllBackendsDeadResetsClient(t *testing.T) {
 	d := newLoopbackDP(t, Config{})
 	apply(t, d, stateOf(svcView("web", vip, protoTCP, 80, deadPort(t), deadPort(t))))
-	_, err := dialName(t, boundOf(t, d, "web", TCP))
+	_, err := dialName(t, boundOf(t, d, "web", dataplane.TCP))
 	if err == nil {
 		t.Fatal("connection through two dead backends got an answer")
 	}
@@ -128,7 +128,7 @@ func TestTCPAffinity(t *testing.T) {
 	apply(t, d, stateOf(sv))
 	got := map[string]int{}
 	for range 20 {
-		s, err := dialName(t, boundOf(t, d, "sticky", TCP))
+		s, err := dialName(t, boundOf(t, d, "sticky", dataplane.TCP))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -147,7 +147,7 @@ func TestUpdateKeepsEstablishedClosesRemoved(t *testing.T) {
 	a, b, c := startBackend(t, "a"), startBackend(t, "b"), startBackend(t, "c")
 	d := newLoopbackDP(t, Config{})
 	apply(t, d, stateOf(svcView("web", vip, protoTCP, 80, a.addr, b.addr)))
-	front := boundOf(t, d, "web", TCP)
+	front := boundOf(t, d, "web", dataplane.TCP)
 	sessions := map[string]*session{}
 	for range 2 {
 		s, err := dialName(t, front)
@@ -158,7 +158,7 @@ func TestUpdateKeepsEstablishedClosesRemoved(t *testing.T) {
 		defer s.conn.Close()
 	}
 	apply(t, d, stateOf(svcView("web", vip, protoTCP, 80, a.addr, c.addr)))
-	if got := boundOf(t, d, "web", TCP); got != front {
+	if got := boundOf(t, d, "web", dataplane.TCP); got != front {
 		t.Fatalf("listener moved from %s to %s on update", front, got)
 	}
 	if err := sessions["a"].echo("still there"); err != nil {
@@ -185,7 +185,7 @@ func TestUDPSessions(t *testing.T) {
 	a, b := startBackend(t, "a"), startBackend(t, "b")
 	d := newLoopbackDP(t, Config{UDPIdleTimeout: 300 * time.Millisecond})
 	apply(t, d, stateOf(svcView("dns", vip, protoUDP, 53, a.addr, b.addr)))
-	front := boundOf(t, d, "dns", UDP)
+	front := boundOf(t, d, "dns", dataplane.UDP)
 	var clients []*net.UDPConn
 	for range 2 {
 		c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(front))
@@ -227,7 +227,7 @@ func TestUDPRetryOnRefusedBackend(t *testing.T) {
 	}
 	d := newLoopbackDP(t, Config{})
 	apply(t, d, stateOf(svcView("dns", vip, protoUDP, 53, dead, a.addr)))
-	c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(boundOf(t, d, "dns", UDP)))
+	c, err := net.DialUDP("udp4", nil, net.UDPAddrFromAddrPort(boundOf(t, d, "dns", dataplane.UDP)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -303,12 +303,12 @@ func TestRedirectRules(t *testing.T) {
 		l    Listener
 		want []string
 	}{
-		{Listener{Protocol: TCP, Frontend: netip.MustParseAddrPort("10.96.0.10:80"), Bound: netip.MustParseAddrPort("10.96.0.10:80")}, nil},
-		{Listener{Protocol: TCP, Frontend: netip.MustParseAddrPort("10.96.0.10:80"), Bound: netip.MustParseAddrPort("0.0.0.0:41000")}, []string{
+		{Listener{Protocol: dataplane.TCP, Frontend: netip.MustParseAddrPort("10.96.0.10:80"), Bound: netip.MustParseAddrPort("10.96.0.10:80")}, nil},
+		{Listener{Protocol: dataplane.TCP, Frontend: netip.MustParseAddrPort("10.96.0.10:80"), Bound: netip.MustParseAddrPort("0.0.0.0:41000")}, []string{
 			"-t nat -A PREROUTING -p tcp -d 10.96.0.10 --dport 80 -j REDIRECT --to-ports 41000",
 			"-t nat -A OUTPUT -p tcp -d 10.96.0.10 --dport 80 -j REDIRECT --to-ports 41000",
 		}},
-		{Listener{Protocol: UDP, Frontend: netip.MustParseAddrPort("[fd00::a]:53"), Bound: netip.MustParseAddrPort("[fd00::1]:41001")}, []string{
+		{Listener{Protocol: dataplane.UDP, Frontend: netip.MustParseAddrPort("[fd00::a]:53"), Bound: netip.MustParseAddrPort("[fd00::1]:41001")}, []string{
 			"-t nat -A PREROUTING -p udp -d fd00::a --dport 53 -j DNAT --to-destination [fd00::1]:41001",
 			"-t nat -A OUTPUT -p udp -d fd00::a --dport 53 -j DNAT --to-destination [fd00::1]:41001",
 		}},
@@ -421,7 +421,7 @@ func TestCleanupAndContextStopEverything(t *testing.T) {
 			defer cancel()
 			d := newLoopbackDP(t, Config{Context: ctx})
 			apply(t, d, stateOf(svcView("web", vip, protoTCP, 80, a.addr), svcView("dns", vip, protoUDP, 53, a.addr)))
-			front := boundOf(t, d, "web", TCP)
+			front := boundOf(t, d, "web", dataplane.TCP)
 			s, err := dialName(t, front)
 			if err != nil {
 				t.Fatal(err)

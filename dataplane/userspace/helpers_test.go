@@ -175,7 +175,7 @@ func apply(t *testing.T, d *Dataplane, st *dataplane.State) {
 }
 
 // boundOf returns where the frontend of service name listens.
-func boundOf(t *testing.T, d *Dataplane, name string, proto Protocol) netip.AddrPort {
+func boundOf(t *testing.T, d *Dataplane, name string, proto dataplane.Protocol) netip.AddrPort {
 	t.Helper()
 	for _, l := range d.Listeners() {
 		if l.Service == "default/"+name && l.Protocol == proto {

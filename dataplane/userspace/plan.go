@@ -6,22 +6,11 @@ import (
 	"net/netip"
 	"slices"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
-)
-
-// Protocol is a frontend's transport protocol.
-type Protocol string
-
-// Protocols the mode proxies. SCTP is skipped: the Go standard library has
-// no SCTP sockets.
-const (
-	TCP Protocol = "tcp"
-	UDP Protocol = "udp"
 )
 
 // Kind says how a frontend address was reached.
@@ -38,11 +27,11 @@ const (
 // frontendKey identifies a listener: the protocol and the address clients
 // connect to (unspecified address for a node port on every address).
 type frontendKey struct {
-	proto Protocol
+	proto dataplane.Protocol
 	addr  netip.AddrPort
 }
 
-func (k frontendKey) String() string { return string(k.proto) + "/" + k.addr.String() }
+func (k frontendKey) String() string { return k.proto.String() + "/" + k.addr.String() }
 
 // frontend is what one listener forwards to: the plan of one service port
 // on one address. It holds no I/O and is compared by value.
@@ -62,12 +51,6 @@ func (f frontend) label() string {
 	return f.service + ":" + f.port
 }
 
-// Skip is one piece of input the plan ignored.
-type Skip struct {
-	Service string
-	Reason  string
-}
-
 // planResult is the desired set of listeners.
 type planResult struct {
 	fronts map[frontendKey]frontend
@@ -75,8 +58,8 @@ type planResult struct {
 	// no listener, so the kernel refuses (TCP RST, ICMP port unreachable
 	// for UDP) wherever the address is local.
 	empty []frontendKey
-	skips []Skip
-	seen  map[Skip]bool
+	skips []dataplane.Skip
+	seen  map[dataplane.Skip]bool
 }
 
 // plan turns a State into frontends without any I/O. Views are read and
@@ -86,7 +69,7 @@ type planResult struct {
 // order, so when two services claim one address and port the first name
 // keeps it and the other is skipped, deterministically.
 func plan(st *dataplane.State) planResult {
-	r := planResult{fronts: map[frontendKey]frontend{}, seen: map[Skip]bool{}}
+	r := planResult{fronts: map[frontendKey]frontend{}, seen: map[dataplane.Skip]bool{}}
 	nodeIPs := r.nodeIPs(st.Config)
 	names := make([]string, 0, len(st.Services))
 	for n := range st.Services {
@@ -104,7 +87,7 @@ func plan(st *dataplane.State) planResult {
 
 // skip records a skip once: each family's read reports the same bad input.
 func (r *planResult) skip(svc, reason string) {
-	s := Skip{Service: svc, Reason: reason}
+	s := dataplane.Skip{Service: svc, Reason: reason}
 	if !r.seen[s] {
 		r.seen[s] = true
 		r.skips = append(r.skips, s)
@@ -112,7 +95,7 @@ func (r *planResult) skip(svc, reason string) {
 }
 
 // families are the families the mode listens in, in the order planned.
-var families = []serviceport.Family{serviceport.IPv4, serviceport.IPv6}
+var families = []dataplane.Family{dataplane.IPv4, dataplane.IPv6}
 
 // nodeIPs returns the addresses node ports listen on, by family: the
 // NodeConfig's node IPs that node_port_addresses selects (every one by
@@ -120,8 +103,8 @@ var families = []serviceport.Family{serviceport.IPv4, serviceport.IPv6}
 // addresses), or when the NodeConfig has no node IP at all, the
 // unspecified address of both families, as kube-proxy without
 // --nodeport-addresses.
-func (r *planResult) nodeIPs(cfg *switchyardv1.NodeConfig) map[serviceport.Family][]netip.Addr {
-	out := map[serviceport.Family][]netip.Addr{}
+func (r *planResult) nodeIPs(cfg *switchyardv1.NodeConfig) map[dataplane.Family][]netip.Addr {
+	out := map[dataplane.Family][]netip.Addr{}
 	known := false
 	for _, f := range families {
 		n := serviceport.ReadNode(cfg, f, serviceport.NodePortsAll, r.skip)
@@ -133,20 +116,19 @@ func (r *planResult) nodeIPs(cfg *switchyardv1.NodeConfig) map[serviceport.Famil
 		}
 	}
 	if !known {
-		out[serviceport.IPv4] = []netip.Addr{netip.IPv4Unspecified()}
-		out[serviceport.IPv6] = []netip.Addr{netip.IPv6Unspecified()}
+		out[dataplane.IPv4] = []netip.Addr{netip.IPv4Unspecified()}
+		out[dataplane.IPv6] = []netip.Addr{netip.IPv6Unspecified()}
 	}
 	return out
 }
 
 // protocols maps serviceport's protocols to the ones the mode proxies.
-var protocols = map[string]Protocol{"tcp": TCP, "udp": UDP}
 
 // service plans every port of one view: internal traffic (cluster IPs)
 // and external traffic (external and load-balancer IPs, node ports) on
 // the endpoints serviceport decided for each. With none, a frontend gets
 // no listener whether the decision is to reject or to drop (doc.go).
-func (r *planResult) service(key string, sv *switchyardv1.ServiceView, nodeIPs map[serviceport.Family][]netip.Addr) {
+func (r *planResult) service(key string, sv *switchyardv1.ServiceView, nodeIPs map[dataplane.Family][]netip.Addr) {
 	for _, f := range families {
 		svc, ok := serviceport.Read(key, sv, f, r.skip)
 		if !ok {
@@ -154,9 +136,10 @@ func (r *planResult) service(key string, sv *switchyardv1.ServiceView, nodeIPs m
 		}
 		for i := range svc.Ports {
 			p := &svc.Ports[i]
-			proto, ok := protocols[p.Protocol]
-			if !ok {
-				r.skip(key, fmt.Sprintf("port %q: protocol %s not proxied in userspace", p.Name, strings.ToUpper(p.Protocol)))
+			// SCTP is skipped: the Go standard library has no SCTP sockets.
+			proto := p.Protocol
+			if proto != dataplane.TCP && proto != dataplane.UDP {
+				r.skip(key, fmt.Sprintf("port %q: protocol %s not proxied in userspace", p.Name, proto.Upper()))
 				continue
 			}
 			base := frontend{service: key, port: p.Name, affinity: time.Duration(p.Affinity) * time.Second}
@@ -171,7 +154,7 @@ func (r *planResult) service(key string, sv *switchyardv1.ServiceView, nodeIPs m
 }
 
 // addAll adds base's frontend on each of ips, forwarding to t's endpoints.
-func (r *planResult) addAll(base frontend, proto Protocol, kind Kind, ips []netip.Addr, port uint32, t serviceport.Traffic) {
+func (r *planResult) addAll(base frontend, proto dataplane.Protocol, kind Kind, ips []netip.Addr, port uint32, t serviceport.Traffic) {
 	var backends []netip.AddrPort
 	for _, ep := range t.Endpoints {
 		backends = append(backends, ep.Addr)

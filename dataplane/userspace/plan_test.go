@@ -8,6 +8,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -252,7 +253,7 @@ func TestPlanConflictFirstNameWins(t *testing.T) {
 	st := stateOf(svcView("b", ip, switchyardv1.Protocol_PROTOCOL_TCP, 80, b), svcView("a", ip, switchyardv1.Protocol_PROTOCOL_TCP, 80, b))
 	st.Services["default/mismatch"] = svcView("other", ip, switchyardv1.Protocol_PROTOCOL_TCP, 81, b)
 	lines, _, skips := summarize(plan(st))
-	if len(lines) != 1 || plan(st).fronts[frontendKey{TCP, netip.AddrPortFrom(ip, 80)}].service != "default/a" {
+	if len(lines) != 1 || plan(st).fronts[frontendKey{dataplane.TCP, netip.AddrPortFrom(ip, 80)}].service != "default/a" {
 		t.Errorf("want one frontend owned by default/a, got %+v", lines)
 	}
 	want := []string{

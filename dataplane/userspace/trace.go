@@ -24,7 +24,7 @@ type Frontends struct {
 // endpoint set is empty: where its address is local the kernel refuses
 // clients (a TCP reset, ICMP port unreachable for UDP).
 type Unserved struct {
-	Protocol Protocol
+	Protocol dataplane.Protocol
 	Frontend netip.AddrPort
 }
 
@@ -84,7 +84,7 @@ func Trace(fs Frontends, pkt explain.Packet) explain.Verdict {
 	if err := pkt.Validate(); err != nil {
 		return explain.Verdict{Action: explain.Pass, Path: []string{"not a packet a node can see: " + err.Error()}}
 	}
-	proto := Protocol(pkt.Protocol)
+	proto := pkt.Protocol
 	dst := netip.AddrPortFrom(pkt.Dst.Unmap(), pkt.Port)
 	wildcard := netip.AddrPortFrom(netip.IPv4Unspecified(), pkt.Port)
 	if dst.Addr().Is6() {

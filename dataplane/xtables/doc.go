@@ -5,9 +5,9 @@
 // and neither imports the other.
 //
 // What it holds:
-//   - Family (IPv4 → iptables, IPv6 → ip6tables; the values of
-//     serviceport.Family) and Flavour (legacy or nft), which name the
-//     binaries (Family.SaveCmd, Family.RestoreCmd, Family.Binary);
+//   - Flavour (legacy or nft), which with a dataplane.Family (IPv4 →
+//     iptables, IPv6 → ip6tables) names the binaries (Flavour.SaveCmd,
+//     Flavour.RestoreCmd, Flavour.Binary);
 //   - DetectFlavour, which picks legacy or nft the way kube-proxy's
 //     iptables-wrapper does;
 //   - ParseSave and SavedTable: iptables-save output read back by table,

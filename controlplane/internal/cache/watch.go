@@ -3,8 +3,9 @@ package cache
 import (
 	"slices"
 
-	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
+
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 // Changes says which names may differ between two views.

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"testing"
 
-	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 // TestFramedIsBytesAsAResponseField: Framed is Bytes behind field 2's tag

@@ -9,6 +9,14 @@ import (
 	"net"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/reflection"
+	"k8s.io/utils/clock"
+
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/metrics"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/admin"
@@ -18,13 +26,6 @@ import (
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/stream"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/wire"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/health"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/reflection"
-	"k8s.io/utils/clock"
 )
 
 // Defaults for zero Config fields.

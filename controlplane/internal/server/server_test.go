@@ -12,12 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache/cachetest"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/metrics"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/server"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/adminauth"
-	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -26,6 +20,13 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
+
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache/cachetest"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/metrics"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/adminauth"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 func TestMain(m *testing.M) {

@@ -11,10 +11,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"google.golang.org/protobuf/proto"
+
 	cpcache "github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/nodeview"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
-	"google.golang.org/protobuf/proto"
 )
 
 // recorder is a Publisher that keeps each node's newest view.

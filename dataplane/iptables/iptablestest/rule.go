@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
 )
 
 // rule is one rule of a chain as the Walker reads it: the conditions a
@@ -164,8 +166,9 @@ func (p *parser) next() error {
 		if v != "tcp" && v != "udp" && v != "sctp" {
 			return fmt.Errorf("protocol %q", v)
 		}
+		proto, _ := dataplane.ParseProtocol(v)
 		p.mods[v] = true // -p loads the protocol's match, as iptables does
-		p.add(neg, func(_ *Walker, b *Branch) (bool, error) { return b.Pkt.Protocol == v, nil })
+		p.add(neg, func(_ *Walker, b *Branch) (bool, error) { return b.Pkt.Protocol == proto, nil })
 	case "-m", "--match":
 		v, err := p.arg(t)
 		if err != nil {

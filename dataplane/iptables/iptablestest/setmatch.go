@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
 )
 
 // setDims are the dimensions of each ipset type the modes create, in
@@ -95,10 +97,13 @@ func netHas(part string, a netip.Addr) (bool, error) {
 func portIs(part string, bare bool, b *Branch) (bool, error) {
 	proto, port := b.Pkt.Protocol, part
 	if !bare {
-		var ok bool
-		if proto, port, ok = strings.Cut(part, ":"); !ok {
+		name, p, ok := strings.Cut(part, ":")
+		if !ok {
 			return false, fmt.Errorf("port %q without a protocol", part)
 		}
+		// A protocol no packet has matches nothing, as before it was typed.
+		proto, _ = dataplane.ParseProtocol(name)
+		port = p
 	}
 	n, err := strconv.ParseUint(port, 10, 16)
 	if err != nil {

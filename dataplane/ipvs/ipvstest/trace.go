@@ -10,9 +10,6 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/ipvs"
 )
 
-// protocols are the IPVS protocols by the name a packet carries.
-var protocols = map[string]ipvs.Protocol{"tcp": ipvs.TCP, "udp": ipvs.UDP, "sctp": ipvs.SCTP}
-
 // Trace says what the kernel f holds does with the first packet of a
 // connection, on a node whose own addresses are nodeIPs: the ipvs mode's
 // packet tracer. The packet walks the iptables rules (iptablestest's
@@ -49,11 +46,7 @@ func (f *Fake) linkAddrs() []netip.Addr {
 // treats equal weights alike). A virtual server without one refuses the
 // connection as ip_vs_leave does, with ICMP port unreachable.
 func (f *Fake) balance(b iptablestest.Branch) ([]iptablestest.Branch, bool, error) {
-	proto, ok := protocols[b.Pkt.Protocol]
-	if !ok {
-		return nil, false, fmt.Errorf("protocol %q", b.Pkt.Protocol)
-	}
-	key := ipvs.VSKey{Addr: b.Pkt.Dst, Port: b.Pkt.Port, Protocol: proto}
+	key := ipvs.VSKey{Addr: b.Pkt.Dst, Port: b.Pkt.Port, Protocol: b.Pkt.Protocol}
 	f.mu.Lock()
 	v, ok := f.vs[key]
 	var vs ipvs.VirtualServer

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/explain"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipvs"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipvs/ipvstest"
@@ -38,7 +39,7 @@ var (
 )
 
 func vs(addr string, timeout uint32) ipvs.VirtualServer {
-	return ipvs.VirtualServer{Key: ipvs.VSKey{Addr: netip.MustParseAddr(addr), Port: 80, Protocol: ipvs.TCP}, Scheduler: "rr", Timeout: timeout}
+	return ipvs.VirtualServer{Key: ipvs.VSKey{Addr: netip.MustParseAddr(addr), Port: 80, Protocol: dataplane.TCP}, Scheduler: "rr", Timeout: timeout}
 }
 
 func rs(ep netip.AddrPort, w int) ipvs.RealServer { return ipvs.RealServer{Addr: ep, Weight: w} }

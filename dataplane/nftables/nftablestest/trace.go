@@ -57,7 +57,7 @@ func (t Tracer) Trace(pkt explain.Packet) (explain.Verdict, error) {
 	if err != nil {
 		return explain.Verdict{}, fmt.Errorf("trace %s: %w", pkt, err)
 	}
-	start := flow{src: pkt.Src.Unmap(), dst: pkt.Dst.Unmap(), proto: pkt.Protocol, dport: pkt.Port, weight: 1}
+	start := flow{src: pkt.Src.Unmap(), dst: pkt.Dst.Unmap(), proto: pkt.Protocol.String(), dport: pkt.Port, weight: 1}
 	var final []flow
 	if w.isLocal(start.src) {
 		final, err = w.fromNode(start)

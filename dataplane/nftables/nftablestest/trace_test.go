@@ -9,6 +9,7 @@ import (
 
 	"sigs.k8s.io/knftables"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/explain"
 )
 
@@ -256,7 +257,7 @@ func TestTraceRefuses(t *testing.T) {
 			// The Fake refuses dangling references; a table edited by hand
 			// can still hold one.
 			delete(f.Table.Chains, "gone")
-			_, err := Tracer{Fake: f, Local: node}.Trace(explain.Packet{Protocol: "tcp",
+			_, err := Tracer{Fake: f, Local: node}.Trace(explain.Packet{Protocol: dataplane.TCP,
 				Src: netip.MustParseAddr("192.0.2.1"), Dst: netip.MustParseAddr("10.96.0.1"), Port: 80})
 			if err == nil || !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("error %v, want one holding %q", err, tc.err)

@@ -10,7 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
-	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/echo"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
@@ -29,27 +28,27 @@ type Bed struct {
 	Runner *Runner
 	// Family is the family the bed's family checks (families.go)
 	// address: IPv4 on an IPv4-only bed, IPv6 on a dual-stack one.
-	Family serviceport.Family
+	Family dataplane.Family
 }
 
 // NewBed builds an IPv4-only Bed whose Runner works as o says.
 func NewBed(t *testing.T, o RunnerOptions) *Bed {
 	t.Helper()
-	return newBed(t, serviceport.IPv4, o)
+	return newBed(t, dataplane.IPv4, o)
 }
 
 // NewBedFor builds the bed a test of family f runs on: NewBed's for
 // IPv4; for IPv6 a dual-stack one (every namespace has both families,
 // as a dual-stack cluster's nodes and pods do), whose checks address
 // IPv6. A mode programs both families there (DualStack).
-func NewBedFor(t *testing.T, f serviceport.Family, o RunnerOptions) *Bed {
+func NewBedFor(t *testing.T, f dataplane.Family, o RunnerOptions) *Bed {
 	t.Helper()
 	return newBed(t, f, o)
 }
 
-func newBed(t *testing.T, f serviceport.Family, o RunnerOptions) *Bed {
+func newBed(t *testing.T, f dataplane.Family, o RunnerOptions) *Bed {
 	t.Helper()
-	topo := netns.New(t, netns.Spec{Nodes: 1, Pods: 3, DualStack: f == serviceport.IPv6})
+	topo := netns.New(t, netns.Spec{Nodes: 1, Pods: 3, DualStack: f == dataplane.IPv6})
 	if _, err := echo.StartPods(t.Context(), echo.Launcher{Topo: topo}, topo.Pods(),
 		echo.Config{TCP: ":8080", UDP: ":8080", ReportClient: true}); err != nil {
 		t.Fatalf("echo servers: %v", err)

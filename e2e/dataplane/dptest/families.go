@@ -8,7 +8,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
-	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/probe"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
@@ -16,11 +15,11 @@ import (
 
 // Families are the families a mode's traffic tests run over: each gets
 // its own bed (NewBedFor), IPv4 an IPv4-only one, IPv6 a dual-stack one.
-var Families = []serviceport.Family{serviceport.IPv4, serviceport.IPv6}
+var Families = []dataplane.Family{dataplane.IPv4, dataplane.IPv6}
 
 // ForFamilies runs fn as one subtest per family of Families, named after
 // it ("IPv4", "IPv6").
-func ForFamilies(t *testing.T, fn func(t *testing.T, f serviceport.Family)) {
+func ForFamilies(t *testing.T, fn func(t *testing.T, f dataplane.Family)) {
 	t.Helper()
 	for _, f := range Families {
 		t.Run(f.String(), func(t *testing.T) { fn(t, f) })
@@ -28,14 +27,14 @@ func ForFamilies(t *testing.T, fn func(t *testing.T, f serviceport.Family)) {
 }
 
 // serviceBases are the first addresses of the topology's service CIDRs.
-var serviceBases = map[serviceport.Family]netip.Addr{
-	serviceport.IPv4: netns.DefaultServiceCIDR.Addr(),
-	serviceport.IPv6: netns.DefaultServiceCIDR6.Addr(),
+var serviceBases = map[dataplane.Family]netip.Addr{
+	dataplane.IPv4: netns.DefaultServiceCIDR.Addr(),
+	dataplane.IPv6: netns.DefaultServiceCIDR6.Addr(),
 }
 
 // ServiceIP is host number host (1..255) of the service CIDR of family
 // f: 10.96.0.<host>, or fd00:96::<host in hex>.
-func ServiceIP(f serviceport.Family, host byte) netip.Addr {
+func ServiceIP(f dataplane.Family, host byte) netip.Addr {
 	b := serviceBases[f].AsSlice()
 	b[len(b)-1] = host
 	a, _ := netip.AddrFromSlice(b)
@@ -47,14 +46,14 @@ func ServiceIP(f serviceport.Family, host byte) netip.Addr {
 func (b *Bed) VIP() netip.AddrPort { return netip.AddrPortFrom(ServiceIP(b.Family, 10), 80) }
 
 // loopbacks never serve node ports, in either family.
-var loopbacks = map[serviceport.Family]netip.Addr{
-	serviceport.IPv4: netip.MustParseAddr("127.0.0.1"),
-	serviceport.IPv6: netip.IPv6Loopback(),
+var loopbacks = map[dataplane.Family]netip.Addr{
+	dataplane.IPv4: netip.MustParseAddr("127.0.0.1"),
+	dataplane.IPv6: netip.IPv6Loopback(),
 }
 
 // NodeIP is the node's address of the bed's family.
 func (b *Bed) NodeIP() netip.Addr {
-	if b.Family == serviceport.IPv6 {
+	if b.Family == dataplane.IPv6 {
 		return b.Node.IP6
 	}
 	return b.Node.IP
@@ -63,24 +62,24 @@ func (b *Bed) NodeIP() netip.Addr {
 // Gateway is the node's pod bridge address of the bed's family: the
 // source the node masquerades traffic to its pods to.
 func (b *Bed) Gateway() netip.Addr {
-	if b.Family == serviceport.IPv6 {
+	if b.Family == dataplane.IPv6 {
 		return b.Node.PodGateway6
 	}
 	return b.Node.PodGateway
 }
 
 // FamilyOf is the family of a.
-func FamilyOf(a netip.Addr) serviceport.Family {
-	if serviceport.IPv6.Has(a) {
-		return serviceport.IPv6
+func FamilyOf(a netip.Addr) dataplane.Family {
+	if dataplane.IPv6.Has(a) {
+		return dataplane.IPv6
 	}
-	return serviceport.IPv4
+	return dataplane.IPv4
 }
 
 // PodIP is p's address of family f (invalid for IPv6 on an IPv4-only
 // bed).
-func PodIP(p netns.Pod, f serviceport.Family) netip.Addr {
-	if f == serviceport.IPv6 {
+func PodIP(p netns.Pod, f dataplane.Family) netip.Addr {
+	if f == dataplane.IPv6 {
 		return p.IP6
 	}
 	return p.IP
@@ -243,7 +242,7 @@ func (b *Bed) CheckDualStackService(t *testing.T, apply func(*testing.T, *datapl
 	if !b.DualStack() {
 		t.Fatal("CheckDualStackService needs a dual-stack bed")
 	}
-	vip4, vip6 := ServiceIP(serviceport.IPv4, 30), ServiceIP(serviceport.IPv6, 30)
+	vip4, vip6 := ServiceIP(dataplane.IPv4, 30), ServiceIP(dataplane.IPv6, 30)
 	apply(t, State(b.Node, serviceIn(Families, "dual", 30, 80, 30083, b.Pods...)))
 	client := b.Topo.Client()
 	for _, tc := range []struct {
@@ -278,7 +277,7 @@ type Apply func(*testing.T, *dataplane.State)
 // with cleanup, the mode deletes stale UDP conntrack entries through
 // netlink in the node namespace (Bed.NetfilterHandle), as the agent
 // does, and without it keeps them (the control of the UDP checks).
-type ModeBed func(t *testing.T, f serviceport.Family, cleanup bool) (*Bed, Apply)
+type ModeBed func(t *testing.T, f dataplane.Family, cleanup bool) (*Bed, Apply)
 
 // familyCheck is one check every kernel mode runs per family, each time
 // on a fresh bed.
@@ -324,7 +323,7 @@ func RunFamilyChecks(t *testing.T, newBed ModeBed) {
 	for _, c := range familyChecks {
 		fams := Families
 		if c.dualStackOnly {
-			fams = []serviceport.Family{serviceport.IPv6}
+			fams = []dataplane.Family{dataplane.IPv6}
 		}
 		for _, f := range fams {
 			name := f.String()

@@ -6,15 +6,14 @@ import (
 	"testing"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
-	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 )
 
 // secondNodeAddrs are the addresses AddSecondNodeAddress gives the node,
 // per family: local to it, on the client's segment, and not among the
 // Node's addresses (NodeConfig.node_ips), as a second NIC's would be.
-var secondNodeAddrs = map[serviceport.Family]netip.Prefix{
-	serviceport.IPv4: netip.MustParsePrefix("10.200.0.100/24"),
-	serviceport.IPv6: netip.MustParsePrefix("fd00:200::64/64"),
+var secondNodeAddrs = map[dataplane.Family]netip.Prefix{
+	dataplane.IPv4: netip.MustParsePrefix("10.200.0.100/24"),
+	dataplane.IPv6: netip.MustParsePrefix("fd00:200::64/64"),
 }
 
 // The node_port_addresses entries a NodePortCase names by role; the
@@ -28,9 +27,9 @@ const (
 	NodeIPOnlyCIDR = "<node-ip-only>"
 )
 
-var roleCIDRs = map[serviceport.Family]map[string]string{
-	serviceport.IPv4: {SecondOnlyCIDR: "10.200.0.96/28", NodeIPOnlyCIDR: "10.200.0.0/28"},
-	serviceport.IPv6: {SecondOnlyCIDR: "fd00:200::60/124", NodeIPOnlyCIDR: "fd00:200::/124"},
+var roleCIDRs = map[dataplane.Family]map[string]string{
+	dataplane.IPv4: {SecondOnlyCIDR: "10.200.0.96/28", NodeIPOnlyCIDR: "10.200.0.0/28"},
+	dataplane.IPv6: {SecondOnlyCIDR: "fd00:200::60/124", NodeIPOnlyCIDR: "fd00:200::/124"},
 }
 
 // SecondNodeAddress is the address AddSecondNodeAddress gives the node

@@ -5,7 +5,6 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
-	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -80,9 +79,9 @@ func WithService(st *dataplane.State, sv *switchyardv1.ServiceView) *dataplane.S
 // ruleFormAddrs are the addresses RuleForms gives its services outside
 // the service CIDR, per family: documentation ranges, which only rules
 // ever see (no check sends traffic to them).
-var ruleFormAddrs = map[serviceport.Family]struct{ lb, sourceRange, external string }{
-	serviceport.IPv4: {"203.0.113.9", "198.51.100.0/24", "192.0.2.9"},
-	serviceport.IPv6: {"2001:db8:1::9", "2001:db8:2::/64", "2001:db8:3::9"},
+var ruleFormAddrs = map[dataplane.Family]struct{ lb, sourceRange, external string }{
+	dataplane.IPv4: {"203.0.113.9", "198.51.100.0/24", "192.0.2.9"},
+	dataplane.IPv6: {"2001:db8:1::9", "2001:db8:2::/64", "2001:db8:3::9"},
 }
 
 // RuleForms are services over pods in families fams (one cluster IP and
@@ -94,7 +93,7 @@ var ruleFormAddrs = map[serviceport.Family]struct{ lb, sourceRange, external str
 // port, UDP "dns" (13), and "empty" (14) without endpoints. A full
 // resync of them must find the kernel's read-back equal to what it
 // renders.
-func RuleForms(fams []serviceport.Family, pods ...netns.Pod) []*switchyardv1.ServiceView {
+func RuleForms(fams []dataplane.Family, pods ...netns.Pod) []*switchyardv1.ServiceView {
 	web := serviceIn(fams, "web", 10, 80, 30080, pods...)
 	sticky := serviceIn(fams, "sticky", 11, 80, 0, pods...)
 	sticky.SessionAffinity = switchyardv1.SessionAffinity_SESSION_AFFINITY_CLIENT_IP
@@ -118,7 +117,7 @@ func RuleForms(fams []serviceport.Family, pods ...netns.Pod) []*switchyardv1.Ser
 // RuleFormState is the node's state with the RuleForms of every family
 // the bed has: IPv4, and IPv6 too on a dual-stack bed.
 func (b *Bed) RuleFormState() *dataplane.State {
-	fams := []serviceport.Family{serviceport.IPv4}
+	fams := []dataplane.Family{dataplane.IPv4}
 	if b.DualStack() {
 		fams = Families
 	}
@@ -128,7 +127,7 @@ func (b *Bed) RuleFormState() *dataplane.State {
 // serviceIn is Service with a cluster IP, host number host of the
 // service CIDR, in each family of fams, and each pod's address of every
 // one of them as endpoints.
-func serviceIn(fams []serviceport.Family, name string, host byte, port, nodePort uint32, pods ...netns.Pod) *switchyardv1.ServiceView {
+func serviceIn(fams []dataplane.Family, name string, host byte, port, nodePort uint32, pods ...netns.Pod) *switchyardv1.ServiceView {
 	sv := Service(name, ServiceIP(fams[0], host).String(), port, nodePort, pods...)
 	for _, f := range fams[1:] {
 		other := Service(name, ServiceIP(f, host).String(), port, nodePort, pods...)

@@ -46,14 +46,14 @@ func BenchmarkSync(b *testing.B) {
 // syncer is what BenchmarkSync measures: the Dataplane or kubeProxyShape.
 type syncer interface {
 	Apply(ctx context.Context, st *dataplane.State, opts dataplane.ApplyOptions) error
-	LastSync() iptables.SyncStats
+	LastSync() dataplane.SyncStats
 }
 
 func benchOne(b *testing.B, fl xtables.Flavour, kubeProxy bool, n int) {
 	_, r := dptest.BenchNode(b, runnerOptions)
 	var dp syncer = newKubeProxyShape(r, fl)
 	if !kubeProxy {
-		cfg := iptables.Config{Runner: r, Families: []xtables.Family{xtables.IPv4}, Flavour: fl}
+		cfg := iptables.Config{Runner: r, Families: []dataplane.Family{dataplane.IPv4}, Flavour: fl}
 		if os.Getenv("SWITCHYARD_BENCH_NO_REWRITE") != "" {
 			cfg.RewriteTablesAbove = -1
 		}

@@ -39,7 +39,7 @@ func BenchmarkCheckDrift(b *testing.B) {
 func benchCheck(b *testing.B, n int, mk string) {
 	topo, r := dptest.BenchNode(b, dptest.RunnerOptions{Fork: true})
 	ns := topo.Node(0).NS
-	cfg := iptables.Config{Runner: r, Families: []xtables.Family{xtables.IPv4}, Flavour: xtables.FlavourLegacy}
+	cfg := iptables.Config{Runner: r, Families: []dataplane.Family{dataplane.IPv4}, Flavour: xtables.FlavourLegacy}
 	switch mk {
 	case "nft+generation":
 		gen := nftgen.NewReader(func() (*netlink.Conn, error) {

@@ -13,7 +13,6 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/nftgen"
-	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtinfo"
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
@@ -201,7 +200,7 @@ func driftAndRepair(t *testing.T, fl xtables.Flavour, drift func(*testing.T, *be
 // both flavours, reads back as applied, and our own syncs move the
 // baseline (no read-back after them).
 func TestDriftNoFalseReports(t *testing.T) {
-	dptest.ForFamilies(t, func(t *testing.T, f serviceport.Family) {
+	dptest.ForFamilies(t, func(t *testing.T, f dataplane.Family) {
 		for _, fl := range []xtables.Flavour{xtables.FlavourNFT, xtables.FlavourLegacy} {
 			t.Run(string(fl), func(t *testing.T) {
 				b := newBedFor(t, f, false)

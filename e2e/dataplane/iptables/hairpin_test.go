@@ -5,7 +5,6 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
-	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 )
@@ -16,7 +15,7 @@ import (
 // hairpin set's rule, in both families and on both flavours
 // (dptest.CheckHairpin).
 func TestHairpinThroughSet(t *testing.T) {
-	dptest.ForFamilies(t, func(t *testing.T, f serviceport.Family) {
+	dptest.ForFamilies(t, func(t *testing.T, f dataplane.Family) {
 		for _, fl := range []xtables.Flavour{xtables.FlavourNFT, xtables.FlavourLegacy} {
 			t.Run(string(fl), func(t *testing.T) {
 				b := newBedFor(t, f, false)

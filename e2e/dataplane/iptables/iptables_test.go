@@ -12,7 +12,6 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
-	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/echo"
@@ -56,13 +55,13 @@ type bed struct {
 // newBed is an IPv4-only bed.
 func newBed(t *testing.T) *bed {
 	t.Helper()
-	return newBedFor(t, serviceport.IPv4, false)
+	return newBedFor(t, dataplane.IPv4, false)
 }
 
 // newBedFor is the bed of a family's test (dptest.NewBedFor); with
 // cleanup its Dataplane deletes stale UDP conntrack entries, through
 // netlink in the node namespace, as the agent does.
-func newBedFor(t *testing.T, f serviceport.Family, cleanup bool) *bed {
+func newBedFor(t *testing.T, f dataplane.Family, cleanup bool) *bed {
 	t.Helper()
 	b := &bed{Bed: dptest.NewBedFor(t, f, runnerOptions)}
 	cfg := iptables.Config{Logger: netns.TestLogger(t)}
@@ -74,7 +73,7 @@ func newBedFor(t *testing.T, f serviceport.Family, cleanup bool) *bed {
 }
 
 // modeBed is this mode's dptest.ModeBed.
-func modeBed(t *testing.T, f serviceport.Family, cleanup bool) (*dptest.Bed, dptest.Apply) {
+func modeBed(t *testing.T, f dataplane.Family, cleanup bool) (*dptest.Bed, dptest.Apply) {
 	b := newBedFor(t, f, cleanup)
 	return b.Bed, b.apply
 }
@@ -83,9 +82,9 @@ func modeBed(t *testing.T, f serviceport.Family, cleanup bool) (*dptest.Bed, dpt
 // and ip6tables on a dual-stack bed.
 func (b *bed) newDP(t *testing.T, cfg iptables.Config) *iptables.Dataplane {
 	t.Helper()
-	cfg.Runner, cfg.Families = b.Runner, []xtables.Family{xtables.IPv4}
+	cfg.Runner, cfg.Families = b.Runner, []dataplane.Family{dataplane.IPv4}
 	if b.DualStack() {
-		cfg.Families = append(cfg.Families, xtables.IPv6)
+		cfg.Families = append(cfg.Families, dataplane.IPv6)
 	}
 	dp, err := iptables.New(cfg)
 	if err != nil {
@@ -278,7 +277,7 @@ func TestSecondApplyIsNoopAndCleanupRemovesOnlyOurs(t *testing.T) {
 // family), that the read-back comparison recognises every rule form we
 // render as iptables-save and ip6tables-save print it back.
 func TestFullResyncOfUnchangedStateWritesNothing(t *testing.T) {
-	dptest.ForFamilies(t, func(t *testing.T, f serviceport.Family) {
+	dptest.ForFamilies(t, func(t *testing.T, f dataplane.Family) {
 		for _, fl := range []xtables.Flavour{xtables.FlavourNFT, xtables.FlavourLegacy} {
 			t.Run(string(fl), func(t *testing.T) {
 				b := newBedFor(t, f, false)
@@ -289,7 +288,7 @@ func TestFullResyncOfUnchangedStateWritesNothing(t *testing.T) {
 				}
 				if b.DualStack() { // not vacuous: the IPv6 rules are in the kernel
 					out, err := b.Topo.Exec(t.Context(), b.Node.NS, "ip6tables-"+string(fl)+"-save", "-t", "nat")
-					if vip := dptest.ServiceIP(serviceport.IPv6, 10).String(); err != nil || !strings.Contains(string(out), "-d "+vip+"/128") {
+					if vip := dptest.ServiceIP(dataplane.IPv6, 10).String(); err != nil || !strings.Contains(string(out), "-d "+vip+"/128") {
 						t.Fatalf("ip6tables-save has no rule for %s: %v\n%s", vip, err, out)
 					}
 				}

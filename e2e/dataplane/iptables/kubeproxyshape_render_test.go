@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -39,7 +40,7 @@ func (s *kpService) rule(chain string, args ...string) {
 // modes would skip is left out silently.
 func renderKubeProxy(name string, sv *switchyardv1.ServiceView, node serviceport.Node) *kpService {
 	s := &kpService{view: sv, own: map[string][]string{}, shared: map[kpChain][]string{}}
-	svc, ok := serviceport.Read(name, sv, serviceport.IPv4, func(string, string) {})
+	svc, ok := serviceport.Read(name, sv, dataplane.IPv4, func(string, string) {})
 	if !ok {
 		return s
 	}
@@ -48,7 +49,7 @@ func renderKubeProxy(name string, sv *switchyardv1.ServiceView, node serviceport
 			fmt.Sprintf("-p tcp -m tcp --dport %d -j ACCEPT", hc))
 	}
 	for i := range svc.Ports {
-		p := kpPort{Port: &svc.Ports[i], s: s, node: node, id: svc.Name + ":" + svc.Ports[i].Name + "/" + svc.Ports[i].Protocol}
+		p := kpPort{Port: &svc.Ports[i], s: s, node: node, id: svc.Name + ":" + svc.Ports[i].Name + "/" + svc.Ports[i].Protocol.String()}
 		p.render()
 	}
 	return s
@@ -62,7 +63,7 @@ type kpPort struct {
 	id   string // "namespace/name:port/protocol", hashed into chain names
 }
 
-func (p *kpPort) match() string { return "-p " + p.Protocol + " -m " + p.Protocol }
+func (p *kpPort) match() string { return "-p " + p.Protocol.String() + " -m " + p.Protocol.String() }
 func (p *kpPort) dport() string { return fmt.Sprintf("--dport %d", p.Port.Port) }
 
 // refuse is the filter verdict for traffic no endpoint takes.
@@ -70,7 +71,7 @@ func (p *kpPort) refuse(v serviceport.Verdict) string {
 	switch {
 	case v == serviceport.Drop:
 		return "DROP"
-	case p.Protocol == "tcp":
+	case p.Protocol == dataplane.TCP:
 		return "REJECT --reject-with tcp-reset"
 	}
 	return "REJECT"

@@ -35,7 +35,7 @@ type kubeProxyShape struct {
 	flavour xtables.Flavour
 	config  *switchyardv1.NodeConfig
 	svcs    map[string]*kpService // as last applied, by service name
-	stats   iptables.SyncStats
+	stats   dataplane.SyncStats
 }
 
 // kpService is one service as kube-proxy's shape renders it: its own
@@ -96,13 +96,13 @@ func newKubeProxyShape(r command.Runner, fl xtables.Flavour) *kubeProxyShape {
 }
 
 // LastSync is the last Apply's chains written and restores run.
-func (k *kubeProxyShape) LastSync() iptables.SyncStats { return k.stats }
+func (k *kubeProxyShape) LastSync() dataplane.SyncStats { return k.stats }
 
 // Apply renders the services that changed (all of them when the node's
 // settings did) and writes one sync; the first Apply and one with
 // opts.Full are full syncs.
 func (k *kubeProxyShape) Apply(ctx context.Context, st *dataplane.State, opts dataplane.ApplyOptions) error {
-	k.stats = iptables.SyncStats{}
+	k.stats = dataplane.SyncStats{}
 	full := opts.Full || k.svcs == nil
 	next := k.render(st, full || !proto.Equal(k.config, st.Config))
 	write := sharedChains(next)
@@ -129,7 +129,7 @@ func (k *kubeProxyShape) Apply(ctx context.Context, st *dataplane.State, opts da
 // render returns st's services rendered, reusing the last Apply's for
 // the unchanged ones unless all.
 func (k *kubeProxyShape) render(st *dataplane.State, all bool) map[string]*kpService {
-	node := serviceport.ReadNode(st.Config, serviceport.IPv4, serviceport.NodePortsAll, func(string, string) {})
+	node := serviceport.ReadNode(st.Config, dataplane.IPv4, serviceport.NodePortsAll, func(string, string) {})
 	next := make(map[string]*kpService, len(st.Services))
 	for name, sv := range st.Services {
 		if old := k.svcs[name]; old != nil && !all && serviceport.Unchanged(old.view, sv) {
@@ -209,7 +209,7 @@ func (k *kubeProxyShape) planPartial(next map[string]*kpService, write map[kpCha
 }
 
 func (k *kubeProxyShape) readBack(ctx context.Context) (map[string]*xtables.SavedTable, error) {
-	out, err := k.run.Run(ctx, []string{xtables.IPv4.SaveCmd(k.flavour)}, nil)
+	out, err := k.run.Run(ctx, []string{k.flavour.SaveCmd(dataplane.IPv4)}, nil)
 	if err != nil {
 		return nil, fmt.Errorf("kube-proxy shape: read back: %w", err)
 	}
@@ -263,7 +263,7 @@ func (k *kubeProxyShape) restore(ctx context.Context, write map[kpChain][]string
 				fmt.Fprintf(&b, "*%s\n%s%sCOMMIT\n", t, decl.String(), body.String())
 			}
 		}
-		argv := []string{xtables.IPv4.RestoreCmd(k.flavour), "-w", "--noflush"}
+		argv := []string{k.flavour.RestoreCmd(dataplane.IPv4), "-w", "--noflush"}
 		if _, err := k.run.Run(ctx, argv, []byte(b.String())); err != nil {
 			return fmt.Errorf("kube-proxy shape: restore: %w", err)
 		}

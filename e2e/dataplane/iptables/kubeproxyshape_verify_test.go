@@ -7,9 +7,7 @@ import (
 	"testing"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
-	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables/iptablestest"
-	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
@@ -31,8 +29,8 @@ func TestKubeProxyShapeRendersRuleForms(t *testing.T) {
 		pods = append(pods, netns.Pod{Name: fmt.Sprintf("pod-%d", i), IP: netip.MustParseAddr(fmt.Sprintf("10.244.0.%d", i+2))})
 	}
 	node := netns.Node{Name: "node-0", IP: netip.MustParseAddr("10.200.0.10")}
-	st := dptest.State(node, dptest.RuleForms([]serviceport.Family{serviceport.IPv4}, pods...)...)
-	apply := func(st *dataplane.State, full bool) iptables.SyncStats {
+	st := dptest.State(node, dptest.RuleForms([]dataplane.Family{dataplane.IPv4}, pods...)...)
+	apply := func(st *dataplane.State, full bool) dataplane.SyncStats {
 		t.Helper()
 		if err := k.Apply(t.Context(), st, dataplane.ApplyOptions{Full: full}); err != nil {
 			t.Fatalf("Apply: %v", err)

@@ -3,7 +3,7 @@ package iptables
 import (
 	"testing"
 
-	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 )
 
@@ -20,7 +20,7 @@ func TestNodePortAddresses(t *testing.T) {
 		{Name: "a CIDR without the second address", List: []string{dptest.NodeIPOnlyCIDR}, OnNodeIP: true},
 		{Name: "all", List: []string{"all"}, OnNodeIP: true, OnSecond: true},
 	}
-	dptest.ForFamilies(t, func(t *testing.T, f serviceport.Family) {
+	dptest.ForFamilies(t, func(t *testing.T, f dataplane.Family) {
 		b := newBedFor(t, f, false)
 		b.CheckNodePortAddresses(t, b.apply, cases)
 	})

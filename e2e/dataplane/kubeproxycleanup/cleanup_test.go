@@ -10,7 +10,6 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/kubeproxycleanup"
-	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -205,7 +204,7 @@ func TestRemovesKubeProxyStateKeepsForeign(t *testing.T) {
 	// Switchyard takes over: its first (full) sync writes its rules, with
 	// the same chain names. An agent restart with the flag still set must
 	// not touch them.
-	dp, err := iptables.New(iptables.Config{Runner: b.r, Families: []xtables.Family{xtables.IPv4}, Logger: netns.TestLogger(t)})
+	dp, err := iptables.New(iptables.Config{Runner: b.r, Families: []dataplane.Family{dataplane.IPv4}, Logger: netns.TestLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,6 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	"github.com/switchyard-proxy/switchyard/dataplane/nftables"
-	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/echo"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
@@ -53,13 +52,13 @@ type bed struct {
 // newBed is an IPv4-only bed.
 func newBed(t *testing.T) *bed {
 	t.Helper()
-	return newBedFor(t, serviceport.IPv4, false)
+	return newBedFor(t, dataplane.IPv4, false)
 }
 
 // newBedFor is the bed of a family's test (dptest.NewBedFor); with
 // cleanup its Dataplane deletes stale UDP conntrack entries, through
 // netlink in the node namespace, as the agent does.
-func newBedFor(t *testing.T, f serviceport.Family, cleanup bool) *bed {
+func newBedFor(t *testing.T, f dataplane.Family, cleanup bool) *bed {
 	t.Helper()
 	b := &bed{Bed: dptest.NewBedFor(t, f, runnerOptions)}
 	cfg := nftables.Config{}
@@ -71,7 +70,7 @@ func newBedFor(t *testing.T, f serviceport.Family, cleanup bool) *bed {
 }
 
 // modeBed is this mode's dptest.ModeBed.
-func modeBed(t *testing.T, f serviceport.Family, cleanup bool) (*dptest.Bed, dptest.Apply) {
+func modeBed(t *testing.T, f dataplane.Family, cleanup bool) (*dptest.Bed, dptest.Apply) {
 	b := newBedFor(t, f, cleanup)
 	return b.Bed, b.apply
 }
@@ -80,9 +79,9 @@ func modeBed(t *testing.T, f serviceport.Family, cleanup bool) (*dptest.Bed, dpt
 // ip6 tables on a dual-stack bed.
 func (b *bed) newDP(t *testing.T, cfg nftables.Config) *nftables.Dataplane {
 	t.Helper()
-	cfg.Runner, cfg.Families, cfg.Logger = b.Runner, []nftables.Family{nftables.IPv4}, netns.TestLogger(t)
+	cfg.Runner, cfg.Families, cfg.Logger = b.Runner, []dataplane.Family{dataplane.IPv4}, netns.TestLogger(t)
 	if b.DualStack() {
-		cfg.Families = append(cfg.Families, nftables.IPv6)
+		cfg.Families = append(cfg.Families, dataplane.IPv6)
 	}
 	dp, err := nftables.New(cfg)
 	if err != nil {

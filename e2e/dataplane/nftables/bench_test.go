@@ -36,7 +36,7 @@ func BenchmarkSync(b *testing.B) {
 
 func benchOne(b *testing.B, n int) {
 	topo, r := dptest.BenchNode(b, runnerOptions)
-	dp, err := nftables.New(nftables.Config{Runner: r, Families: []nftables.Family{nftables.IPv4}})
+	dp, err := nftables.New(nftables.Config{Runner: r, Families: []dataplane.Family{dataplane.IPv4}})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func benchOne(b *testing.B, n int) {
 	runPartials(b, r, dp, st, n, "")
 	// The same partial syncs sent over netlink: a second Dataplane (its
 	// first sync is full, through nft, and not measured).
-	dpNL, err := nftables.New(nftables.Config{Runner: r, Families: []nftables.Family{nftables.IPv4},
+	dpNL, err := nftables.New(nftables.Config{Runner: r, Families: []dataplane.Family{dataplane.IPv4},
 		PartialNetlink: nsNetlink(topo, topo.Node(0).NS)})
 	if err != nil {
 		b.Fatal(err)

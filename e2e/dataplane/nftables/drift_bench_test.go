@@ -25,7 +25,7 @@ func BenchmarkCheckDrift(b *testing.B) {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
 			topo, r := dptest.BenchNode(b, runnerOptions)
 			ns := topo.Node(0).NS
-			dp, err := nftables.New(nftables.Config{Runner: r, Families: []nftables.Family{nftables.IPv4}, PartialNetlink: nsNetlink(topo, ns)})
+			dp, err := nftables.New(nftables.Config{Runner: r, Families: []dataplane.Family{dataplane.IPv4}, PartialNetlink: nsNetlink(topo, ns)})
 			if err != nil {
 				b.Fatal(err)
 			}

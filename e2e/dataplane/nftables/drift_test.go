@@ -167,7 +167,7 @@ func TestDriftNoFalseReports(t *testing.T) {
 	topo := netns.New(t, netns.Spec{Nodes: 1})
 	ns := topo.Node(0).NS
 	dp, err := nftables.New(nftables.Config{Runner: dptest.NewRunner(topo, ns, runnerOptions),
-		Families: []nftables.Family{nftables.IPv4, nftables.IPv6}, PartialNetlink: nsNetlink(topo, ns), Logger: netns.TestLogger(t)})
+		Families: []dataplane.Family{dataplane.IPv4, dataplane.IPv6}, PartialNetlink: nsNetlink(topo, ns), Logger: netns.TestLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

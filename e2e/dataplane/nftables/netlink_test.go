@@ -10,13 +10,14 @@ import (
 	gnft "github.com/google/nftables"
 	"github.com/google/nftables/expr"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/nftables"
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/probe"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
-	"google.golang.org/protobuf/proto"
 )
 
 // nsNetlink opens google/nftables connections whose socket is created on

@@ -3,7 +3,7 @@ package nftables
 import (
 	"testing"
 
-	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 )
 
@@ -19,7 +19,7 @@ func TestNodePortAddresses(t *testing.T) {
 		{Name: "a CIDR holding only the second address", List: []string{dptest.SecondOnlyCIDR}, OnSecond: true},
 		{Name: "primary and a CIDR holding the second address", List: []string{"primary", dptest.SecondOnlyCIDR}, OnNodeIP: true, OnSecond: true},
 	}
-	dptest.ForFamilies(t, func(t *testing.T, f serviceport.Family) {
+	dptest.ForFamilies(t, func(t *testing.T, f dataplane.Family) {
 		b := newBedFor(t, f, false)
 		b.CheckNodePortAddresses(t, b.apply, cases)
 	})

@@ -9,7 +9,6 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/nftables"
-	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/probe"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
@@ -71,7 +70,7 @@ func TestPartialSyncTouchesOnlyChangedObjects(t *testing.T) {
 }
 
 func TestSecondApplyIsNoopFullResyncAndCleanup(t *testing.T) {
-	dptest.ForFamilies(t, func(t *testing.T, f serviceport.Family) {
+	dptest.ForFamilies(t, func(t *testing.T, f dataplane.Family) {
 		b := newBedFor(t, f, false)
 		secondApplyFullResyncCleanup(t, b)
 	})
@@ -174,7 +173,7 @@ func TestRunnerStaysInNodeNamespace(t *testing.T) {
 // dropped as not matching the connection), in both families
 // (dptest.CheckHairpin).
 func TestHairpinThroughTheVIP(t *testing.T) {
-	dptest.ForFamilies(t, func(t *testing.T, f serviceport.Family) {
+	dptest.ForFamilies(t, func(t *testing.T, f dataplane.Family) {
 		b := newBedFor(t, f, false)
 		b.CheckHairpin(t, b.apply)
 	})

@@ -12,8 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 )
 
 // DefaultReadyTimeout bounds how long Start waits for a server to be ready.

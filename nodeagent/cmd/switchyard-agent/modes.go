@@ -125,7 +125,7 @@ func newNFTables(log *slog.Logger) (dataplane.Dataplane, error) {
 		return nil, fmt.Errorf("nftables mode: netlink handle for conntrack: %w", err)
 	}
 	dp, err := nftables.New(nftables.Config{
-		Runner:    nftables.ExecRunner{},
+		Runner:    command.ExecRunner{},
 		Conntrack: conntrack.Netlink{Handle: h},
 		Logger:    log.With("mode", "nftables"),
 		// Partial syncs over netlink: 4-10x less CPU than nft 1.0.6, which

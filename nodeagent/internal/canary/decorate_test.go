@@ -155,7 +155,7 @@ func TestDecoratedStateForwards(t *testing.T) {
 		if dst.Addr().Is6() {
 			node = netip.MustParseAddr("fd00::10")
 		}
-		pkt := explain.Packet{Protocol: "tcp", Src: node, Dst: dst.Addr(), Port: dst.Port()}
+		pkt := explain.Packet{Protocol: dataplane.TCP, Src: node, Dst: dst.Addr(), Port: dst.Port()}
 		want := []explain.Share{{Endpoint: netip.AddrPortFrom(node, canaryPort), Share: 1}}
 		for _, mode := range []string{"iptables", "nftables", "ipvs", "userspace"} {
 			v := explain.Explain(st, mode, pkt)

@@ -45,13 +45,13 @@ func BenchmarkSyncerApplyOneEndpoint(b *testing.B) {
 	modes := map[string]func() (dataplane.Dataplane, error){
 		"none": func() (dataplane.Dataplane, error) { return noKernel{}, nil },
 		"iptables": func() (dataplane.Dataplane, error) {
-			return iptables.New(iptables.Config{Runner: iptablestest.Discard{}, Families: []xtables.Family{xtables.IPv4},
+			return iptables.New(iptables.Config{Runner: iptablestest.Discard{}, Families: []dataplane.Family{dataplane.IPv4},
 				Flavour: xtables.FlavourNFT})
 		},
 		"nftables": func() (dataplane.Dataplane, error) {
-			return nftables.New(nftables.Config{Families: []nftables.Family{nftables.IPv4},
-				Interfaces: map[nftables.Family]knftables.Interface{
-					nftables.IPv4: nftDiscard{knftables.NewFake(knftables.IPv4Family, nftables.DefaultTable)}}})
+			return nftables.New(nftables.Config{Families: []dataplane.Family{dataplane.IPv4},
+				Interfaces: map[dataplane.Family]knftables.Interface{
+					dataplane.IPv4: nftDiscard{knftables.NewFake(knftables.IPv4Family, nftables.DefaultTable)}}})
 		},
 	}
 	for _, mode := range []string{"none", "iptables", "nftables"} {

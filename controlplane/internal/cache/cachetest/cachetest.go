@@ -7,9 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
-	"google.golang.org/protobuf/proto"
 )
 
 // View is an immutable cache.View.

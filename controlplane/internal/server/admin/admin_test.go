@@ -5,12 +5,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/apistatus"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache/cachetest"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/admin"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/servertest"
-	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 	"go.uber.org/goleak"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
@@ -20,6 +14,13 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/apistatus"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache/cachetest"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/admin"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/servertest"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 func TestMain(m *testing.M) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -76,10 +75,6 @@ func packetOf(req *switchyardv1.ExplainRequest) (explain.Packet, error) {
 	if req.GetNodeName() == "" {
 		return explain.Packet{}, fmt.Errorf("node_name is required")
 	}
-	proto := strings.ToLower(req.GetProtocol())
-	if proto == "" {
-		proto = "tcp"
-	}
 	src, err := netip.ParseAddr(req.GetSourceIp())
 	if err != nil {
 		return explain.Packet{}, fmt.Errorf("source_ip: %w", err)
@@ -90,6 +85,12 @@ func packetOf(req *switchyardv1.ExplainRequest) (explain.Packet, error) {
 	}
 	if req.GetDestinationPort() > 65535 {
 		return explain.Packet{}, fmt.Errorf("destination_port %d: above 65535", req.GetDestinationPort())
+	}
+	proto := dataplane.TCP
+	if p := req.GetProtocol(); p != "" {
+		if proto, err = dataplane.ParseProtocol(p); err != nil {
+			return explain.Packet{}, err
+		}
 	}
 	pkt := explain.Packet{Protocol: proto, Src: src.Unmap(), Dst: dst.Unmap(), Port: uint16(req.GetDestinationPort())}
 	return pkt, pkt.Validate()

@@ -3,10 +3,11 @@ package delta
 import (
 	"slices"
 
+	"google.golang.org/grpc"
+
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/stream"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
-	"google.golang.org/grpc"
 )
 
 // RPC names this variant in metrics, logs and node status.

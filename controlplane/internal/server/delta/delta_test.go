@@ -6,15 +6,16 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache/cachetest"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/stream"
-	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/durationpb"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache/cachetest"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/stream"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 // summary is a comparable digest of one or more responses.

@@ -8,17 +8,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/delta"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/servertest"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/stream"
-	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 	"go.uber.org/goleak"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/delta"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/servertest"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/stream"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 func TestMain(m *testing.M) {

@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/testing/protocmp"
+
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache/cachetest"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/stream"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
-	"google.golang.org/grpc"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/testing/protocmp"
 )
 
 // bigService is a service view of about 300 encoded bytes.

@@ -9,12 +9,6 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache/cachetest"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/servertest"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/sotw"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/stream"
-	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 	"go.uber.org/goleak"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
@@ -22,6 +16,13 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
+
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache/cachetest"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/servertest"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/sotw"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/stream"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 func TestMain(m *testing.M) {

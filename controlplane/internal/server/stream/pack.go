@@ -1,8 +1,9 @@
 package stream
 
 import (
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 )
 
 const (

@@ -6,12 +6,13 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/wire"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"k8s.io/utils/clock"
+
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/wire"
 )
 
 // session is one stream's state, owned by the goroutine running run.

@@ -3,8 +3,9 @@ package wire
 import (
 	"testing"
 
-	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 	"google.golang.org/grpc/mem"
+
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 // BenchmarkMarshalChange: one changed service, what a fan-out sends each

@@ -3,14 +3,15 @@ package wire
 import (
 	"fmt"
 
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
-	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 	"google.golang.org/grpc/encoding"
 	grpcproto "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 // Codec is a gRPC encoding.CodecV2; install it with grpc.ForceServerCodecV2.

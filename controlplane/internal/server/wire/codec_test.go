@@ -6,13 +6,14 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache/cachetest"
-	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 	"google.golang.org/grpc/mem"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/testing/protocmp"
+
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache/cachetest"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 func rawResources(t *testing.T, n int) []*switchyardv1.Resource {

@@ -13,12 +13,14 @@ import (
 	"time"
 
 	mobyipvs "github.com/moby/ipvs"
+	"github.com/vishvananda/netlink"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipvs"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/echo"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/probe"
-	"github.com/vishvananda/netlink"
 )
 
 // probeTimeout bounds one attempt that must succeed. The guest runs under
@@ -79,7 +81,7 @@ func (b *bed) reset(ctx context.Context) error {
 	defer k.Close()
 	// The guest has only iptables-legacy: no need to detect the flavour.
 	dp, err := ipvs.New(k.Config(ipvs.Config{Runner: nsRunner{topo: b.topo, ns: b.node.NS},
-		Families: []ipvs.Family{ipvs.IPv4}, Flavour: xtables.FlavourLegacy}))
+		Families: []dataplane.Family{dataplane.IPv4}, Flavour: xtables.FlavourLegacy}))
 	if err != nil {
 		return err
 	}

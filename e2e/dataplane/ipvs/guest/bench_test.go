@@ -2,9 +2,10 @@ package guest
 
 import (
 	"fmt"
-	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"testing"
 	"time"
+
+	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"

@@ -45,7 +45,7 @@ func (b *bed) newAgent(t testing.TB, mut func(*ipvs.Config)) *agent {
 	t.Cleanup(k.Close)
 	cfg := k.Config(ipvs.Config{
 		Runner:   nsRunner{topo: b.topo, ns: b.node.NS},
-		Families: []ipvs.Family{ipvs.IPv4},
+		Families: []dataplane.Family{dataplane.IPv4},
 		Logger:   netns.TestLogger(t),
 	})
 	if mut != nil {
@@ -66,7 +66,7 @@ func (a *agent) restarted(t testing.TB, b *bed) *agent {
 	t.Helper()
 	dp, err := ipvs.New(a.k.Config(ipvs.Config{
 		Runner:   nsRunner{topo: b.topo, ns: b.node.NS},
-		Families: []ipvs.Family{ipvs.IPv4},
+		Families: []dataplane.Family{dataplane.IPv4},
 	}))
 	if err != nil {
 		t.Fatalf("ipvs.New: %v", err)
@@ -74,7 +74,7 @@ func (a *agent) restarted(t testing.TB, b *bed) *agent {
 	return &agent{k: a.k, dp: dp}
 }
 
-func (a *agent) apply(t testing.TB, st *dataplane.State, full bool) ipvs.SyncStats {
+func (a *agent) apply(t testing.TB, st *dataplane.State, full bool) dataplane.SyncStats {
 	t.Helper()
 	if err := a.dp.Apply(t.Context(), st, dataplane.ApplyOptions{Full: full}); err != nil {
 		t.Fatalf("Apply: %v", err)
@@ -187,5 +187,5 @@ func ourLines(out string, words ...string) []string {
 }
 
 func tcpKey(a netip.Addr, port uint16) ipvs.VSKey {
-	return ipvs.VSKey{Addr: a, Port: port, Protocol: ipvs.TCP}
+	return ipvs.VSKey{Addr: a, Port: port, Protocol: dataplane.TCP}
 }

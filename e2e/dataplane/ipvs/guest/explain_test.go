@@ -14,15 +14,17 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/vishvananda/netlink"
+
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/explain"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipvs"
-	"github.com/switchyard-proxy/switchyard/dataplane/ipvs/ipvstest"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/echo"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/probe"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
-	"github.com/vishvananda/netlink"
 )
 
 // Addresses of TestExplainAgreesWithTraffic. The load-balancer IPs are
@@ -58,7 +60,7 @@ type explainSource struct {
 type explainCase struct {
 	what  string
 	from  explainSource
-	proto string
+	proto dataplane.Protocol
 	dst   netip.AddrPort
 }
 
@@ -90,7 +92,7 @@ func (c explainCase) packet() explain.Packet {
 // then is listed in knownDisagreements, and checked to stay as found.
 func TestExplainAgreesWithTraffic(t *testing.T) {
 	b := useBed(t)
-	clock := ipvstest.NewClock(time.Now())
+	clock := clocktesting.NewFakeClock(time.Now())
 	const grace = 10 * time.Minute
 	a := b.newAgent(t, func(c *ipvs.Config) { c.Clock, c.GracePeriod = clock, grace })
 	b.routeVia(t, b.topo.Client().NS, lbRoute, b.node.IP)
@@ -102,23 +104,23 @@ func TestExplainAgreesWithTraffic(t *testing.T) {
 	vip := func(port uint16) netip.AddrPort { return netip.AddrPortFrom(explainVIP, port) }
 	np := func(port uint16) netip.AddrPort { return netip.AddrPortFrom(b.node.IP, port) }
 	cases := []explainCase{
-		{"node to the cluster IP", node, "tcp", vip(80)},
-		{"client to the cluster IP", client, "tcp", vip(80)},
-		{"pod to the cluster IP", pod, "tcp", vip(80)},
-		{"client to the cluster IP, UDP", client, "udp", vip(53)},
-		{"node to a cluster-IP port without endpoints", node, "tcp", vip(81)},
-		{"client to a cluster-IP port without endpoints", client, "tcp", vip(81)},
-		{"client to a cluster-IP UDP port without endpoints", client, "udp", vip(54)},
-		{"client to a port no service serves on the cluster IP", client, "tcp", vip(82)},
-		{"client to the ETP Local node port", client, "tcp", np(30080)},
-		{"pod to the ETP Local node port", pod, "tcp", np(30080)},
-		{nodeOwnNodePort, node, "tcp", np(30080)},
-		{"client to a node port without endpoints", client, "tcp", np(30081)},
-		{"client to a load-balancer IP whose ranges hold it", client, "tcp", netip.AddrPortFrom(openLBIP, 80)},
-		{"client to a load-balancer IP whose ranges exclude it", client, "tcp", netip.AddrPortFrom(closedLBIP, 80)},
-		{"pod to a load-balancer IP whose ranges exclude it", pod, "tcp", netip.AddrPortFrom(closedLBIP, 80)},
-		{"node to a load-balancer IP whose ranges exclude it", node, "tcp", netip.AddrPortFrom(closedLBIP, 80)},
-		{"client to a pod directly", client, "tcp", backend(outsider)},
+		{"node to the cluster IP", node, dataplane.TCP, vip(80)},
+		{"client to the cluster IP", client, dataplane.TCP, vip(80)},
+		{"pod to the cluster IP", pod, dataplane.TCP, vip(80)},
+		{"client to the cluster IP, UDP", client, dataplane.UDP, vip(53)},
+		{"node to a cluster-IP port without endpoints", node, dataplane.TCP, vip(81)},
+		{"client to a cluster-IP port without endpoints", client, dataplane.TCP, vip(81)},
+		{"client to a cluster-IP UDP port without endpoints", client, dataplane.UDP, vip(54)},
+		{"client to a port no service serves on the cluster IP", client, dataplane.TCP, vip(82)},
+		{"client to the ETP Local node port", client, dataplane.TCP, np(30080)},
+		{"pod to the ETP Local node port", pod, dataplane.TCP, np(30080)},
+		{nodeOwnNodePort, node, dataplane.TCP, np(30080)},
+		{"client to a node port without endpoints", client, dataplane.TCP, np(30081)},
+		{"client to a load-balancer IP whose ranges hold it", client, dataplane.TCP, netip.AddrPortFrom(openLBIP, 80)},
+		{"client to a load-balancer IP whose ranges exclude it", client, dataplane.TCP, netip.AddrPortFrom(closedLBIP, 80)},
+		{"pod to a load-balancer IP whose ranges exclude it", pod, dataplane.TCP, netip.AddrPortFrom(closedLBIP, 80)},
+		{"node to a load-balancer IP whose ranges exclude it", node, dataplane.TCP, netip.AddrPortFrom(closedLBIP, 80)},
+		{"client to a pod directly", client, dataplane.TCP, backend(outsider)},
 	}
 	both := []*switchyardv1.Endpoint{b.endpoint(local, true), b.endpoint(remote, false)}
 	remoteOnly := []*switchyardv1.Endpoint{b.endpoint(remote, false)}
@@ -130,7 +132,7 @@ func TestExplainAgreesWithTraffic(t *testing.T) {
 		{stepBoth, both, nil},
 		{stepDraining, remoteOnly, nil},
 		{stepDrained, remoteOnly, func(t *testing.T) {
-			clock.Advance(grace)
+			clock.Step(grace)
 			if n, err := a.dp.Drain(t.Context()); err != nil || n != 0 {
 				t.Fatalf("Drain after the grace period: %d still draining, %v", n, err)
 			}
@@ -313,9 +315,9 @@ func (b *bed) checkExplain(t *testing.T, a *agent, st *dataplane.State, c explai
 // real servers, as the kernel holds them.
 func (b *bed) kernelView(t testing.TB, a *agent, pkt explain.Packet) string {
 	t.Helper()
-	key := ipvs.VSKey{Addr: pkt.Dst, Port: pkt.Port, Protocol: ipvs.TCP}
-	if pkt.Protocol == "udp" {
-		key.Protocol = ipvs.UDP
+	key := ipvs.VSKey{Addr: pkt.Dst, Port: pkt.Port, Protocol: dataplane.TCP}
+	if pkt.Protocol == dataplane.UDP {
+		key.Protocol = dataplane.UDP
 	}
 	vs, ok := a.virtualServer(t, key)
 	if !ok {
@@ -461,14 +463,14 @@ func (b *bed) attempt(ctx context.Context, ns string, pkt explain.Packet, timeou
 	if err := b.topo.Do(ns, func() error {
 		d := net.Dialer{}
 		switch pkt.Protocol {
-		case "tcp":
+		case dataplane.TCP:
 			d.LocalAddr = &net.TCPAddr{IP: pkt.Src.AsSlice()}
-		case "udp":
+		case dataplane.UDP:
 			d.LocalAddr = &net.UDPAddr{IP: pkt.Src.AsSlice()}
 		default:
 			return fmt.Errorf("protocol %q", pkt.Protocol)
 		}
-		conn, dialErr = d.DialContext(ctx, pkt.Protocol, dst)
+		conn, dialErr = d.DialContext(ctx, pkt.Protocol.String(), dst)
 		return nil
 	}); err != nil {
 		return nil, &setupError{err}
@@ -480,7 +482,7 @@ func (b *bed) attempt(ctx context.Context, ns string, pkt explain.Packet, timeou
 	if err := conn.SetDeadline(deadline); err != nil {
 		return nil, err
 	}
-	if pkt.Protocol == "udp" {
+	if pkt.Protocol == dataplane.UDP {
 		if _, err := conn.Write([]byte("explain")); err != nil {
 			return nil, err
 		}

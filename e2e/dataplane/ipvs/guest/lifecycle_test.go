@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipvs"
-	"github.com/switchyard-proxy/switchyard/dataplane/ipvs/ipvstest"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/echo"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/probe"
@@ -38,7 +40,7 @@ func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
 // over, whichever the kernel's connection table allows first).
 func TestEndpointRemovalDrainsLiveConnection(t *testing.T) {
 	b := useBed(t)
-	clock := ipvstest.NewClock(time.Now())
+	clock := clocktesting.NewFakeClock(time.Now())
 	const grace = 10 * time.Minute
 	a := b.newAgent(t, func(c *ipvs.Config) { c.Clock, c.GracePeriod = clock, grace })
 	key := tcpKey(webVIP, 80)
@@ -88,7 +90,7 @@ func TestEndpointRemovalDrainsLiveConnection(t *testing.T) {
 	if slices.Contains(seq, name) {
 		t.Fatalf("new connections reached the draining pod %s: %v", name, seq)
 	}
-	clock.Advance(grace / 2)
+	clock.Step(grace / 2)
 	if n, err := a.dp.Drain(t.Context()); err != nil || n != 1 {
 		t.Fatalf("Drain with the connection open, before the grace period: %d draining, %v; want 1", n, err)
 	}
@@ -104,7 +106,7 @@ func TestEndpointRemovalDrainsLiveConnection(t *testing.T) {
 	if n == 1 {
 		t.Logf("closed connection still counted as inactive (%+v): ending the grace period",
 			a.realServers(t, key)[backend(gone)])
-		clock.Advance(grace)
+		clock.Step(grace)
 		if n, err = a.dp.Drain(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -231,7 +233,7 @@ func TestRestartReconcilesWithoutDrop(t *testing.T) {
 		t.Errorf("want filler0's removed real server deleted: %+v", stats)
 	}
 	again := second.apply(t, b.state("rr", append([]*switchyardv1.ServiceView{web}, svcs...)...), false)
-	if again != (ipvs.SyncStats{Draining: again.Draining}) {
+	if again != (dataplane.SyncStats{Draining: again.Draining}) {
 		t.Errorf("an unchanged state changed the kernel: %+v", again)
 	}
 	if _, ok := second.virtualServer(t, tcpKey(staleVIP, 80)); ok {

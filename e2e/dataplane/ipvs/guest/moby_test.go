@@ -7,8 +7,9 @@ import (
 	"testing"
 
 	"github.com/moby/ipvs"
-	"github.com/switchyard-proxy/switchyard/e2e/testbed/probe"
 	"github.com/vishvananda/netlink"
+
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/probe"
 )
 
 // smokeLink is the dummy link of TestMobyIPVSSmoke.
