@@ -31,14 +31,13 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"sort"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
+	"github.com/switchyard-proxy/switchyard/e2e/cmd/internal/cmdshell"
 	"github.com/switchyard-proxy/switchyard/e2e/system"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/echo"
@@ -56,15 +55,9 @@ func main() {
 	count := flag.Int("count", 60, "connections per source")
 	flag.Parse()
 	if err := preflight(); err != nil {
-		fmt.Fprintln(os.Stderr, "demo:", err)
-		os.Exit(2)
+		cmdshell.Exit("demo", cmdshell.Usage(err))
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, os.Stdout, *exit, *verbose, *count); err != nil {
-		fmt.Fprintln(os.Stderr, "demo:", err)
-		os.Exit(1)
-	}
+	cmdshell.Run("demo", func(ctx context.Context) error { return run(ctx, os.Stdout, *exit, *verbose, *count) })
 }
 
 // preflight says exactly what is missing before anything starts.

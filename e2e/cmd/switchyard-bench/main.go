@@ -7,33 +7,24 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"k8s.io/klog/v2"
 
 	"github.com/switchyard-proxy/switchyard/e2e/bench"
+	"github.com/switchyard-proxy/switchyard/e2e/cmd/internal/cmdshell"
 )
 
 func main() {
-	if err := run(os.Args[1:], os.Stderr); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(0)
-		}
-		fmt.Fprintln(os.Stderr, "switchyard-bench:", err)
-		os.Exit(1)
-	}
+	cmdshell.Exit("switchyard-bench", run(os.Args[1:], os.Stderr))
 }
 
 type options struct {
@@ -93,10 +84,10 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 func run(args []string, stderr io.Writer) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
-		return err
+		return cmdshell.Usage(err)
 	}
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(o.logLevel)); err != nil {
+	lvl, err := cmdshell.ParseLevel(o.logLevel)
+	if err != nil {
 		return fmt.Errorf("-log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
@@ -104,7 +95,7 @@ func run(args []string, stderr io.Writer) error {
 	if o.inJSON != "" {
 		return render(strings.Split(o.inJSON, ","), o.outMD)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cmdshell.SignalContext()
 	defer stop()
 	if o.workDir == "" {
 		if o.workDir, err = os.MkdirTemp("", "switchyard-bench-"); err != nil {

@@ -21,13 +21,13 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"syscall"
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/e2e/cluster"
+	"github.com/switchyard-proxy/switchyard/e2e/cmd/internal/cmdshell"
 )
 
 // stateFile tells shell and down which cluster is running.
@@ -42,10 +42,7 @@ type state struct {
 }
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "switchyard-cluster:", err)
-		os.Exit(1)
-	}
+	cmdshell.Exit("switchyard-cluster", run(os.Args[1:]))
 }
 
 func usage() error {
@@ -54,7 +51,7 @@ func usage() error {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return usage()
+		return cmdshell.Usage(usage())
 	}
 	cmd := args[0]
 	fs := flag.NewFlagSet("switchyard-cluster "+cmd, flag.ContinueOnError)
@@ -64,7 +61,7 @@ func run(args []string) error {
 	keep := fs.Bool("keep-dir", false, "keep the state directory (every component's log) after teardown")
 	exit := fs.Bool("exit", false, "tear down as soon as the cluster is up (up) or the tour is over (demo)")
 	if err := fs.Parse(args[1:]); err != nil {
-		return err
+		return cmdshell.Usage(err)
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("needs root: it creates network namespaces, mount namespaces and cgroups (never touching this machine's own network namespace or sysctls); run: sudo make " + map[string]string{"up": "cluster", "demo": "demo"}[cmd])
@@ -81,9 +78,9 @@ func run(args []string) error {
 }
 
 func upAndWait(cmd string, cfg cluster.Config, overlay, mode string, exit bool) error {
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := cmdshell.Logger(slog.LevelInfo)
 	cfg.Logger = log
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cmdshell.SignalContext()
 	defer stop()
 	say("building or reusing the bed's binaries and images (cached by version and content)")
 	archives, err := cluster.BuildImages(ctx, cfg)

@@ -10,30 +10,22 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
+	"github.com/switchyard-proxy/switchyard/e2e/cmd/internal/cmdshell"
 	"github.com/switchyard-proxy/switchyard/e2e/compare"
 )
 
 func main() {
-	if err := run(); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "switchyard-compare:", err)
-		}
-		os.Exit(1)
-	}
+	cmdshell.Exit("switchyard-compare", run())
 }
 
 func run() error {
@@ -57,13 +49,13 @@ func run() error {
 	heapDir := fs.String("agent-heap-profiles", "", "directory for a heap profile of every switchyard-agent, taken after its changes, next to its RSS (runs the agent with --profiling; read with go tool pprof)")
 	agentLevel := fs.String("agent-log-level", "info", "switchyard-agent --log-level (debug logs every sync; keep the logs with -work-dir)")
 	if err := fs.Parse(os.Args[1:]); err != nil {
+		return cmdshell.Usage(err)
+	}
+	lv, err := cmdshell.ParseLevel(*level)
+	if err != nil {
 		return err
 	}
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(*level)); err != nil {
-		return err
-	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: lv}))
+	log := cmdshell.Logger(lv)
 	cfg := compare.Config{
 		EndpointsPerService: *endpoints, Changes: *changes, KubeProxyModes: splitList(*modes),
 		SwitchyardModes: splitList(*syModes),
@@ -81,7 +73,7 @@ func run() error {
 	if *md == "" {
 		*md = strings.TrimSuffix(*out, filepath.Ext(*out)) + ".md"
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := cmdshell.SignalContext()
 	defer stop()
 	start := time.Now()
 	rep, err := compare.Run(ctx, cfg)

@@ -27,13 +27,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/e2e/cluster"
+	"github.com/switchyard-proxy/switchyard/e2e/cmd/internal/cmdshell"
 	"github.com/switchyard-proxy/switchyard/e2e/conformance"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
 )
@@ -80,26 +79,18 @@ func (c config) skipRules() []conformance.SkipRule {
 }
 
 func main() {
+	const name = "switchyard-conformance"
 	root, err := apiserver.RepoRoot()
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "switchyard-conformance:", err)
-		os.Exit(1)
+		cmdshell.Exit(name, err)
 	}
 	c, err := parseFlags(root, os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "switchyard-conformance:", err)
-		os.Exit(2)
+		cmdshell.Exit(name, cmdshell.Usage(err))
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	if err := run(ctx, os.Stdout, log, c); err != nil {
-		fmt.Fprintln(os.Stderr, "switchyard-conformance:", err)
-		os.Exit(1)
-	}
+	cmdshell.Run(name, func(ctx context.Context) error {
+		return run(ctx, os.Stdout, cmdshell.Logger(slog.LevelInfo), c)
+	})
 }
 
 // parseFlags reads the command line; root is the repository's root.

@@ -24,12 +24,11 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 
 	"github.com/switchyard-proxy/switchyard/e2e/cluster/images"
+	"github.com/switchyard-proxy/switchyard/e2e/cmd/internal/cmdshell"
 )
 
 func main() {
@@ -52,18 +51,12 @@ func main() {
 		fs.PrintDefaults()
 	}
 	_ = fs.Parse(os.Args[1:])
+	const name = "switchyard-images"
 	if fs.NArg() > 0 {
-		fmt.Fprintf(os.Stderr, "switchyard-images: unexpected arguments %q\n", fs.Args())
 		fs.Usage()
-		os.Exit(2)
+		cmdshell.Exit(name, cmdshell.Usage(fmt.Errorf("unexpected arguments %q", fs.Args())))
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	if err := run(ctx, os.Stdout, log, c); err != nil {
-		fmt.Fprintln(os.Stderr, "switchyard-images:", err)
-		os.Exit(1)
-	}
+	cmdshell.Run(name, func(ctx context.Context) error { return run(ctx, os.Stdout, cmdshell.Logger(slog.LevelInfo), c) })
 }
 
 // config is the command line.

@@ -22,13 +22,12 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/e2e/cluster"
+	"github.com/switchyard-proxy/switchyard/e2e/cmd/internal/cmdshell"
 	"github.com/switchyard-proxy/switchyard/e2e/latency"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
 )
@@ -51,25 +50,16 @@ type config struct {
 }
 
 func main() {
+	const name = "switchyard-latency"
 	cfg, err := parseFlags(os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(0)
-	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "switchyard-latency:", err)
-		os.Exit(2)
+		cmdshell.Exit(name, cmdshell.Usage(err))
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	level := slog.LevelInfo
 	if cfg.verbose {
 		level = slog.LevelDebug
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
-	if err := run(ctx, log, cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "switchyard-latency:", err)
-		os.Exit(1)
-	}
+	cmdshell.Run(name, func(ctx context.Context) error { return run(ctx, cmdshell.Logger(level), cfg) })
 }
 
 func parseFlags(args []string) (config, error) {
