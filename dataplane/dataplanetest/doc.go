@@ -11,8 +11,9 @@
 //     random plans make fuzz-like runs that replay by their seed.
 //   - The golden inputs every mode's golden tests render, in one place
 //     (views/<case>.textproto, embedded): Views lists them, LoadState
-//     reads one, Cases gives the ones a mode has goldens for, and Golden
-//     compares or rewrites a mode's output.
+//     reads one, Cases gives the ones a mode has goldens for, Golden
+//     compares or rewrites a mode's output, and RunGolden is a mode's
+//     whole golden test on top of them.
 //
 // In an agent's test the Faulty stands where the kernel's mode would:
 //

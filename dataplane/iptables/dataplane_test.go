@@ -65,6 +65,19 @@ func newDP(t *testing.T, f *iptablestest.Fake, mut ...func(*iptables.Config)) *i
 	return d
 }
 
+// applied is a Dataplane over a new Fake (newDP) that has applied st
+// once: where most tests here start.
+func applied(t *testing.T, st *dataplane.State, mut ...func(*iptables.Config)) (*iptablestest.Fake, *iptables.Dataplane) {
+	t.Helper()
+	f := iptablestest.New()
+	d := newDP(t, f, mut...)
+	apply(t, d, st, false)
+	return f, d
+}
+
+// ipv4Only configures a Dataplane for IPv4 alone.
+func ipv4Only(c *iptables.Config) { c.Families = []dataplane.Family{dataplane.IPv4} }
+
 func restores(f *iptablestest.Fake) []string {
 	var out []string
 	for _, c := range f.Calls() {
@@ -83,10 +96,8 @@ func apply(t *testing.T, d *iptables.Dataplane, st *dataplane.State, full bool) 
 }
 
 func TestApplyTwiceIsNoop(t *testing.T) {
-	f := iptablestest.New()
-	d := newDP(t, f)
 	st := state(20)
-	apply(t, d, st, false)
+	f, d := applied(t, st)
 	before := f.Dump()
 	f.ResetCalls()
 	apply(t, d, st, false)
@@ -101,10 +112,8 @@ func TestApplyTwiceIsNoop(t *testing.T) {
 }
 
 func TestPartialSyncWritesOnlyChangedChains(t *testing.T) {
-	f := iptablestest.New()
-	d := newDP(t, f)
 	st := state(200)
-	apply(t, d, st, false)
+	f, d := applied(t, st)
 	f.ResetCalls()
 
 	next := &dataplane.State{Config: st.Config, Services: maps.Clone(st.Services)}
@@ -144,8 +153,7 @@ func TestPartialSyncWritesOnlyChangedChains(t *testing.T) {
 	}
 
 	// The kernel converged to what a fresh full sync produces.
-	fresh := iptablestest.New()
-	apply(t, newDP(t, fresh), next, false)
+	fresh, _ := applied(t, next)
 	if diff := cmp.Diff(fresh.Dump(), f.Dump()); diff != "" {
 		t.Errorf("partial sync diverged from full (-full +partial):\n%s", diff)
 	}
@@ -163,8 +171,7 @@ func TestSequenceConvergesToFull(t *testing.T) {
 	last.Services["ns/s2"] = sv
 	for i, st := range steps {
 		apply(t, d, st, false)
-		fresh := iptablestest.New()
-		apply(t, newDP(t, fresh), st, false)
+		fresh, _ := applied(t, st)
 		if diff := cmp.Diff(fresh.Dump(), f.Dump()); diff != "" {
 			t.Fatalf("step %d diverged (-full +partial):\n%s", i, diff)
 		}
@@ -172,11 +179,9 @@ func TestSequenceConvergesToFull(t *testing.T) {
 }
 
 func TestBatchedFullSyncMatchesSingleRestore(t *testing.T) {
-	one, many := iptablestest.New(), iptablestest.New()
 	st := state(50)
-	apply(t, newDP(t, one), st, false)
-	d := newDP(t, many, func(c *iptables.Config) { c.MaxChainsPerRestore = 7 })
-	apply(t, d, st, false)
+	one, _ := applied(t, st)
+	many, _ := applied(t, st, func(c *iptables.Config) { c.MaxChainsPerRestore = 7 })
 	if n := len(restores(many)); n < 10 {
 		t.Errorf("batched sync used %d restores, want many", n)
 	}
@@ -186,10 +191,8 @@ func TestBatchedFullSyncMatchesSingleRestore(t *testing.T) {
 }
 
 func TestFullSyncRepairsDrift(t *testing.T) {
-	f := iptablestest.New()
-	d := newDP(t, f)
 	st := state(10)
-	apply(t, d, st, false)
+	f, d := applied(t, st)
 	want := f.Dump()
 	// Someone deletes a jump and leaves a stale chain of ours behind.
 	if err := f.Restore("iptables", "*nat\n-D PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES\n:KUBE-SVC-STALE - [0:0]\n-A KUBE-SVC-STALE -j RETURN\nCOMMIT\n"); err != nil {
@@ -216,7 +219,7 @@ func TestCleanupLeavesForeignRules(t *testing.T) {
 		}
 	}
 	before := f.Dump()
-	d := newDP(t, f, func(c *iptables.Config) { c.Families = []dataplane.Family{dataplane.IPv4} })
+	d := newDP(t, f, ipv4Only)
 	apply(t, d, state(10), false)
 	if err := d.Cleanup(t.Context()); err != nil {
 		t.Fatal(err)
@@ -232,9 +235,7 @@ func TestCleanupLeavesForeignRules(t *testing.T) {
 }
 
 func TestFailedApplyForcesFullResync(t *testing.T) {
-	f := iptablestest.New()
-	d := newDP(t, f, func(c *iptables.Config) { c.Families = []dataplane.Family{dataplane.IPv4} })
-	apply(t, d, state(5), false)
+	f, d := applied(t, state(5), ipv4Only)
 	good := f.Dump()
 	boom := errors.New("boom")
 	f.Fail = func(argv []string, _ []byte) error {

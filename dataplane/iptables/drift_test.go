@@ -185,8 +185,7 @@ func TestCheckDriftFindsAndFullApplyRepairs(t *testing.T) {
 				if dr := checkDrift(t, d); dr.Drifted() {
 					t.Errorf("after the repair: %+v", dr)
 				}
-				fresh := iptablestest.New()
-				apply(t, newDP(t, fresh), st, false)
+				fresh, _ := applied(t, st)
 				restore(t, fresh, foreignRules)
 				if want == nil {
 					restore(t, fresh, moreForeignRules)
@@ -208,10 +207,8 @@ func restore(t *testing.T, f *iptablestest.Fake, input string) {
 
 // TestCheckDriftHairpinSet: the set is read back with the tables.
 func TestCheckDriftHairpinSet(t *testing.T) {
-	f := iptablestest.New()
-	d := newDP(t, f)
 	st := state(5)
-	apply(t, d, st, false)
+	f, d := applied(t, st)
 	m := f.SetMembers("KUBE-SWYD-HAIRPIN")[0]
 	if _, err := f.Run(t.Context(), []string{"ipset", "restore"}, []byte("del KUBE-SWYD-HAIRPIN "+m+"\n")); err != nil {
 		t.Fatal(err)
@@ -271,9 +268,7 @@ func TestCheckDriftReadsBack(t *testing.T) {
 		})
 	}
 	t.Run("legacy", func(t *testing.T) {
-		f := iptablestest.New()
-		d := newDP(t, f)
-		apply(t, d, state(20), false)
+		f, d := applied(t, state(20))
 		for range 2 {
 			f.ResetCalls()
 			if dr := checkDrift(t, d); !dr.ReadBack || dr.Drifted() {

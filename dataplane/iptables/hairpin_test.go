@@ -8,7 +8,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
-	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables/iptablestest"
 )
 
@@ -29,9 +28,7 @@ func ipsetCalls(f *iptablestest.Fake) []string {
 }
 
 func TestHairpinSetHoldsEveryEndpoint(t *testing.T) {
-	f := iptablestest.New()
-	d := newDP(t, f)
-	apply(t, d, state(2), false)
+	f, _ := applied(t, state(2))
 	want := []string{
 		"10.244.0.1,udp:5353,10.244.0.1", "10.244.0.101,udp:5353,10.244.0.101",
 		"10.244.0.102,udp:5353,10.244.0.102", "10.244.0.2,udp:5353,10.244.0.2",
@@ -49,10 +46,8 @@ func TestHairpinSetHoldsEveryEndpoint(t *testing.T) {
 }
 
 func TestFullSyncRepairsSetDrift(t *testing.T) {
-	f := iptablestest.New()
-	d := newDP(t, f, func(c *iptables.Config) { c.Families = []dataplane.Family{dataplane.IPv4} })
 	st := state(3)
-	apply(t, d, st, false)
+	f, d := applied(t, st, ipv4Only)
 	want := f.SetMembers(setV4)
 	// An unchanged full resync reads the set back and writes nothing.
 	f.ResetCalls()
@@ -83,9 +78,7 @@ func TestFullSyncRepairsSetDrift(t *testing.T) {
 }
 
 func TestSetRecreatedWhenMissing(t *testing.T) {
-	f := iptablestest.New()
-	d := newDP(t, f, func(c *iptables.Config) { c.Families = []dataplane.Family{dataplane.IPv4} })
-	apply(t, d, state(2), false)
+	f, d := applied(t, state(2), ipv4Only)
 	want := f.Dump()
 	if err := d.Cleanup(t.Context()); err != nil {
 		t.Fatal(err)
@@ -104,7 +97,7 @@ func TestSetRecreatedWhenMissing(t *testing.T) {
 func TestSetOfWrongTypeIsReported(t *testing.T) {
 	f := iptablestest.New()
 	f.AddSet(setV4, "hash:ip", "inet")
-	d := newDP(t, f, func(c *iptables.Config) { c.Families = []dataplane.Family{dataplane.IPv4} })
+	d := newDP(t, f, ipv4Only)
 	err := d.Apply(t.Context(), state(1), dataplane.ApplyOptions{})
 	if err == nil || !strings.Contains(err.Error(), "hash:ip family inet, want hash:ip,port,ip") {
 		t.Fatalf("got %v, want a type mismatch error", err)

@@ -213,8 +213,7 @@ func TestCommitOrderNeverLeavesAPortUnhandled(t *testing.T) {
 					}
 				}
 				// The end is what a fresh sync of after gives.
-				fresh := iptablestest.New()
-				apply(t, newDP(t, fresh, func(c *iptables.Config) { c.Families = []dataplane.Family{dataplane.IPv4} }), ch.after, false)
+				fresh, _ := applied(t, ch.after, ipv4Only)
 				if diff := cmp.Diff(tables(fresh.Dump()), tables(rec.Dump())); diff != "" {
 					t.Errorf("end state differs from a fresh sync (-fresh +got):\n%s", diff)
 				}

@@ -3,7 +3,6 @@ package iptables
 import (
 	"flag"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,50 +13,23 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/*/want.rules")
 
-func hasIPv6(st *dataplane.State) bool {
-	for _, sv := range st.Services {
-		for _, ip := range sv.GetClusterIps() {
-			if strings.Contains(ip, ":") {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// renderCase renders a case as the golden text: each family's restore
+// renderGolden is a state as the golden text: each family's restore
 // input followed by its skips.
-func renderCase(t testing.TB, name string) string {
-	st := dataplanetest.LoadState(t, name)
-	opts := goldenOptions
-	fams := []dataplane.Family{dataplane.IPv4}
-	if hasIPv6(st) {
-		fams = append(fams, dataplane.IPv6)
-	}
+func renderGolden(t *testing.T, st *dataplane.State) string {
 	var b strings.Builder
-	for _, f := range fams {
-		rs, err := Render(st, f, opts)
+	for _, f := range dataplanetest.Families(st) {
+		rs, err := Render(st, f, goldenOptions)
 		if err != nil {
 			t.Fatalf("Render %s: %v", f, err)
 		}
 		fmt.Fprintf(&b, "# family %s\n%s", f, rs)
-		for _, s := range rs.Skips {
-			fmt.Fprintf(&b, "# skip %q: %s\n", s.Service, s.Reason)
-		}
+		dataplanetest.WriteSkips(&b, rs.Skips)
 	}
 	return b.String()
 }
 
 func TestRenderGolden(t *testing.T) {
-	for _, name := range dataplanetest.Cases(t, "testdata/*/want.rules") {
-		t.Run(name, func(t *testing.T) {
-			got := renderCase(t, name)
-			if again := renderCase(t, name); again != got {
-				t.Fatal("rendering is not deterministic")
-			}
-			dataplanetest.Golden(t, filepath.Join("testdata", name, "want.rules"), got, *update)
-		})
-	}
+	dataplanetest.RunGolden(t, "testdata", "want.rules", *update, renderGolden)
 }
 
 func TestValidateFindsDanglingJump(t *testing.T) {

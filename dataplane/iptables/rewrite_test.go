@@ -192,7 +192,7 @@ func TestRewriteFallsBackToBatches(t *testing.T) {
 	})
 	t.Run("legacy by default", func(t *testing.T) {
 		f := fakeWithForeign(t)
-		d := newDP(t, f, func(c *iptables.Config) { c.Families = []dataplane.Family{dataplane.IPv4} })
+		d := newDP(t, f, ipv4Only)
 		apply(t, d, state(300), false)
 		if s := d.LastSync(); s.TableRewrites != 0 {
 			t.Errorf("stats %+v: legacy rewrote tables", s)

@@ -87,10 +87,10 @@ const (
 func TestCleanupLeftovers(t *testing.T) {
 	tests := []struct {
 		name string
-		// foreign writes other software's rules; Cleanup must return the
-		// namespace to that state (unless check is set).
+		// foreign writes other software's rules (nil: none); Cleanup must
+		// return the namespace to that state (unless check is set).
 		foreign func(t *testing.T, b *backends)
-		// setup then programs ours, as an earlier agent did.
+		// setup then programs ours, as an earlier agent did (nil: nothing).
 		setup func(t *testing.T, b *backends)
 		// check inspects the dump after Cleanup instead of comparing it
 		// with the foreign state.
@@ -100,7 +100,6 @@ func TestCleanupLeftovers(t *testing.T) {
 		{
 			name:    "nothing of ours: only reads",
 			foreign: func(t *testing.T, b *backends) { b.restore(t, b.nft, "iptables", foreignNAT) },
-			setup:   func(*testing.T, *backends) {},
 		},
 		{
 			name:         "nft leftovers",
@@ -118,8 +117,7 @@ func TestCleanupLeftovers(t *testing.T) {
 			wantRestores: []string{"iptables-legacy-restore -w --noflush", "ip6tables-legacy-restore -w --noflush"},
 		},
 		{
-			name:    "both back ends",
-			foreign: func(*testing.T, *backends) {},
+			name: "both back ends",
 			setup: func(t *testing.T, b *backends) {
 				b.program(t, xtables.FlavourLegacy, 3)
 				b.program(t, xtables.FlavourNFT, 4)
@@ -130,8 +128,7 @@ func TestCleanupLeftovers(t *testing.T) {
 			},
 		},
 		{
-			name:    "a foreign jump keeps its target, emptied",
-			foreign: func(*testing.T, *backends) {},
+			name: "a foreign jump keeps its target, emptied",
 			setup: func(t *testing.T, b *backends) {
 				b.program(t, xtables.FlavourNFT, 2)
 				b.restore(t, b.nft, "iptables", foreignMarkMasq)
@@ -147,8 +144,7 @@ func TestCleanupLeftovers(t *testing.T) {
 			wantRestores: []string{"iptables-nft-restore -w --noflush", "ip6tables-nft-restore -w --noflush"},
 		},
 		{
-			name:    "kube-proxy's canary: only the chains kube-proxy never names go",
-			foreign: func(*testing.T, *backends) {},
+			name: "kube-proxy's canary: only the chains kube-proxy never names go",
 			setup: func(t *testing.T, b *backends) {
 				b.program(t, xtables.FlavourNFT, 3)
 				b.restore(t, b.nft, "iptables", canary)
@@ -177,9 +173,13 @@ func TestCleanupLeftovers(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			b := newBackends()
-			tc.foreign(t, b)
+			if tc.foreign != nil {
+				tc.foreign(t, b)
+			}
 			before := b.dump(t)
-			tc.setup(t, b)
+			if tc.setup != nil {
+				tc.setup(t, b)
+			}
 			b.legacy.ResetCalls()
 			b.nft.ResetCalls()
 			d, err := iptables.New(iptables.Config{Runner: b}) // FlavourAuto: never applied

@@ -3,7 +3,6 @@ package nftables
 import (
 	"flag"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -13,25 +12,10 @@ import (
 
 var update = flag.Bool("update", false, "rewrite testdata/*/want.nft")
 
-func hasIPv6(st *dataplane.State) bool {
-	for _, sv := range st.Services {
-		for _, ip := range sv.GetClusterIps() {
-			if strings.Contains(ip, ":") {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// goldenCase applies a case once to knftables Fakes and returns, per
+// goldenCase applies a state once to knftables Fakes and returns, per
 // family, the Fake's dump (valid "nft -f" input) followed by the skips.
-func goldenCase(t *testing.T, name string) string {
-	st := dataplanetest.LoadState(t, name)
-	fams := []dataplane.Family{dataplane.IPv4}
-	if hasIPv6(st) {
-		fams = append(fams, dataplane.IPv6)
-	}
+func goldenCase(t *testing.T, st *dataplane.State) string {
+	fams := dataplanetest.Families(st)
 	b := newFakeBed(t, fams...)
 	b.apply(t, st, false)
 	var out strings.Builder
@@ -41,23 +25,13 @@ func goldenCase(t *testing.T, name string) string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, s := range rs.Skips {
-			fmt.Fprintf(&out, "# skip %q: %s\n", s.Service, s.Reason)
-		}
+		dataplanetest.WriteSkips(&out, rs.Skips)
 	}
 	return out.String()
 }
 
 func TestGolden(t *testing.T) {
-	for _, name := range dataplanetest.Cases(t, "testdata/*/want.nft") {
-		t.Run(name, func(t *testing.T) {
-			got := goldenCase(t, name)
-			if again := goldenCase(t, name); again != got {
-				t.Fatal("rendering is not deterministic")
-			}
-			dataplanetest.Golden(t, filepath.Join("testdata", name, "want.nft"), got, *update)
-		})
-	}
+	dataplanetest.RunGolden(t, "testdata", "want.nft", *update, goldenCase)
 }
 
 func TestValidateFindsDanglingReferences(t *testing.T) {

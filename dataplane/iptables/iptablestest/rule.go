@@ -207,6 +207,19 @@ var optionMatch = map[string]string{
 	"--match-set": "set", "--mark": "mark", "--ctstate": "conntrack", "--comment": "comment",
 }
 
+// matchOptions reads the options of each match, by the match's name as
+// optionMatch gives it.
+var matchOptions = map[string]func(p *parser, opt string, neg bool) error{
+	"":          (*parser).dport,
+	"addrtype":  (*parser).addrtype,
+	"statistic": (*parser).statistic,
+	"recent":    (*parser).recent,
+	"set":       (*parser).set,
+	"mark":      (*parser).markMatch,
+	"conntrack": (*parser).ctstate,
+	"comment":   (*parser).comment,
+}
+
 // option reads an option of a loaded match.
 func (p *parser) option(opt string, neg bool) error {
 	m, ok := optionMatch[opt]
@@ -220,22 +233,11 @@ func (p *parser) option(opt string, neg bool) error {
 	if !loaded {
 		return fmt.Errorf("option %s without its match loaded", opt)
 	}
-	switch m {
-	case "":
-		return p.dport(opt, neg)
-	case "addrtype":
-		return p.addrtype(opt, neg)
-	case "statistic":
-		return p.statistic(opt, neg)
-	case "recent":
-		return p.recent(opt, neg)
-	case "set":
-		return p.set(opt, neg)
-	case "mark":
-		return p.markMatch(opt, neg)
-	case "conntrack":
-		return p.ctstate(opt, neg)
-	}
-	_, err := p.arg(opt) // --comment: says why, never decides
+	return matchOptions[m](p, opt, neg)
+}
+
+// comment reads --comment, which says why and never decides.
+func (p *parser) comment(opt string, _ bool) error {
+	_, err := p.arg(opt)
 	return err
 }

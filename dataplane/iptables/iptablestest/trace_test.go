@@ -219,3 +219,14 @@ func TestTraceErrors(t *testing.T) {
 		packet: "tcp 10.244.0.9 -> 10.96.0.10:80", wantErr: "branches end in",
 	}})
 }
+
+// TestEveryOptionHasItsMatch: an option the parser accepts belongs to a
+// match whose options it can read, so option never looks up a missing
+// reader.
+func TestEveryOptionHasItsMatch(t *testing.T) {
+	for opt, m := range optionMatch {
+		if matchOptions[m] == nil {
+			t.Errorf("option %s: match %q has no reader in matchOptions", opt, m)
+		}
+	}
+}
