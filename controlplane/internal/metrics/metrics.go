@@ -64,62 +64,32 @@ func programmingBuckets() []float64 {
 // New creates the collectors and registers them on reg.
 func New(reg prometheus.Registerer) (*Metrics, error) {
 	m := &Metrics{
-		ConnectedAgents: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "connected_agents",
-			Help: "Node agents with an open discovery stream, by rpc.",
-		}, []string{"rpc"}),
-		ResponsesSent: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "responses_sent_total",
-			Help: "Discovery responses sent to node agents, by rpc.",
-		}, []string{"rpc"}),
-		BytesSent: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "response_bytes_sent_total",
-			Help: "Encoded bytes of discovery responses sent to node agents, by rpc.",
-		}, []string{"rpc"}),
-		AckLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "ack_latency_seconds",
-			Help:    "Time from sending a discovery response to its ACK, by rpc.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
-		}, []string{"rpc"}),
-		Nacks: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "nacks_total",
-			Help: "Discovery responses rejected by node agents, by rpc.",
-		}, []string{"rpc"}),
-		ComputeDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "compute_duration_seconds",
-			Help:    "Time to recompute node views after a change.",
-			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 18),
-		}),
-		InformerEvents: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "informer_events_total",
-			Help: "Kubernetes API events received, by kind and type.",
-		}, []string{"kind", "type"}),
-		SkippedInput: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "skipped_input_total",
-			Help: "API objects skipped, or parts of them dropped or clamped, by kind and reason.",
-		}, []string{"kind", "reason"}),
-		DeltaInitialResources: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "delta_initial_resources_total",
-			Help: "Resources of a node's view at the first batch of a delta stream, by outcome: resumed (the agent already had them, not sent) or sent.",
-		}, []string{"outcome"}),
-		UnknownNodeStreams: prometheus.NewGauge(prometheus.GaugeOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "unknown_node_streams",
-			Help: "Open discovery streams for names the control plane has no Node for (bounded by --max-unknown-node-streams).",
-		}),
-		UnknownNodeStreamsRefused: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "unknown_node_streams_refused_total",
-			Help: "Discovery streams refused (ResourceExhausted) because --max-unknown-node-streams streams for names that are not Nodes were open.",
-		}),
-		NetworkProgrammingLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: namespace, Name: "network_programming_duration_seconds",
-			Help:    "In-cluster network programming latency reported by node agents: from an EndpointSlice change to the kernel change.",
-			Buckets: programmingBuckets(),
-		}),
-		AgentApplyDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: namespace, Name: "agent_apply_duration_seconds",
-			Help:    "Time node agents report spending to program the kernel for one response.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
-		}),
+		ConnectedAgents: prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("connected_agents",
+			"Node agents with an open discovery stream, by rpc.")), []string{"rpc"}),
+		ResponsesSent: prometheus.NewCounterVec(prometheus.CounterOpts(opts("responses_sent_total",
+			"Discovery responses sent to node agents, by rpc.")), []string{"rpc"}),
+		BytesSent: prometheus.NewCounterVec(prometheus.CounterOpts(opts("response_bytes_sent_total",
+			"Encoded bytes of discovery responses sent to node agents, by rpc.")), []string{"rpc"}),
+		AckLatency: prometheus.NewHistogramVec(histogramOpts(opts("ack_latency_seconds",
+			"Time from sending a discovery response to its ACK, by rpc."), prometheus.ExponentialBuckets(0.001, 2, 16)), []string{"rpc"}),
+		Nacks: prometheus.NewCounterVec(prometheus.CounterOpts(opts("nacks_total",
+			"Discovery responses rejected by node agents, by rpc.")), []string{"rpc"}),
+		ComputeDuration: prometheus.NewHistogram(histogramOpts(opts("compute_duration_seconds",
+			"Time to recompute node views after a change."), prometheus.ExponentialBuckets(0.0001, 2, 18))),
+		InformerEvents: prometheus.NewCounterVec(prometheus.CounterOpts(opts("informer_events_total",
+			"Kubernetes API events received, by kind and type.")), []string{"kind", "type"}),
+		SkippedInput: prometheus.NewCounterVec(prometheus.CounterOpts(opts("skipped_input_total",
+			"API objects skipped, or parts of them dropped or clamped, by kind and reason.")), []string{"kind", "reason"}),
+		DeltaInitialResources: prometheus.NewCounterVec(prometheus.CounterOpts(opts("delta_initial_resources_total",
+			"Resources of a node's view at the first batch of a delta stream, by outcome: resumed (the agent already had them, not sent) or sent.")), []string{"outcome"}),
+		UnknownNodeStreams: prometheus.NewGauge(prometheus.GaugeOpts(opts("unknown_node_streams",
+			"Open discovery streams for names the control plane has no Node for (bounded by --max-unknown-node-streams)."))),
+		UnknownNodeStreamsRefused: prometheus.NewCounter(prometheus.CounterOpts(opts("unknown_node_streams_refused_total",
+			"Discovery streams refused (ResourceExhausted) because --max-unknown-node-streams streams for names that are not Nodes were open."))),
+		NetworkProgrammingLatency: prometheus.NewHistogram(histogramOpts(fleetOpts("network_programming_duration_seconds",
+			"In-cluster network programming latency reported by node agents: from an EndpointSlice change to the kernel change."), programmingBuckets())),
+		AgentApplyDuration: prometheus.NewHistogram(histogramOpts(fleetOpts("agent_apply_duration_seconds",
+			"Time node agents report spending to program the kernel for one response."), prometheus.ExponentialBuckets(0.001, 2, 16))),
 	}
 	if err := registerAll(reg, "control plane",
 		m.ConnectedAgents, m.ResponsesSent, m.BytesSent, m.AckLatency, m.Nacks,
@@ -130,6 +100,21 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		return nil, err
 	}
 	return m, nil
+}
+
+// opts names a control-plane metric switchyard_controlplane_<name>.
+func opts(name, help string) prometheus.Opts {
+	return prometheus.Opts{Namespace: namespace, Subsystem: subsystem, Name: name, Help: help}
+}
+
+// fleetOpts names a metric of what the agents report, switchyard_<name>:
+// no subsystem, so that the name is kube-proxy's behind the prefix.
+func fleetOpts(name, help string) prometheus.Opts {
+	return prometheus.Opts{Namespace: namespace, Name: name, Help: help}
+}
+
+func histogramOpts(o prometheus.Opts, buckets []float64) prometheus.HistogramOpts {
+	return prometheus.HistogramOpts{Namespace: o.Namespace, Subsystem: o.Subsystem, Name: o.Name, Help: o.Help, Buckets: buckets}
 }
 
 // registerAll registers every collector on reg and reports all that

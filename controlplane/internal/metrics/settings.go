@@ -24,18 +24,12 @@ type Settings struct {
 // RegisterSettings creates the settings collectors and registers them on reg.
 func RegisterSettings(reg prometheus.Registerer) (*Settings, error) {
 	s := &Settings{
-		Info: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "settings_info",
-			Help: "1 for the NodeConfig settings this replica sends: their hash (NodeConfig.settings_hash) and source (configmap or flags). Replicas that agree have one hash.",
-		}, []string{"hash", "source"}),
-		Rejected: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "settings_rejected_total",
-			Help: "Settings ConfigMaps that could not be used (they did not parse or held an invalid value); the settings in use were kept.",
-		}),
-		AgentsDiffer: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: namespace, Subsystem: subsystem, Name: "agent_settings_differ_total",
-			Help: "Agents that connected programming NodeConfig settings with another hash than this replica's (set by a replica with other settings, or before they changed).",
-		}),
+		Info: prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("settings_info",
+			"1 for the NodeConfig settings this replica sends: their hash (NodeConfig.settings_hash) and source (configmap or flags). Replicas that agree have one hash.")), []string{"hash", "source"}),
+		Rejected: prometheus.NewCounter(prometheus.CounterOpts(opts("settings_rejected_total",
+			"Settings ConfigMaps that could not be used (they did not parse or held an invalid value); the settings in use were kept."))),
+		AgentsDiffer: prometheus.NewCounter(prometheus.CounterOpts(opts("agent_settings_differ_total",
+			"Agents that connected programming NodeConfig settings with another hash than this replica's (set by a replica with other settings, or before they changed)."))),
 	}
 	if err := registerAll(reg, "settings", s.Info, s.Rejected, s.AgentsDiffer); err != nil {
 		return nil, err
