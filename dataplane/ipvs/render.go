@@ -71,11 +71,6 @@ func (r *renderer) skip(svc, format string, args ...any) {
 	}
 }
 
-// parseAddr parses s; ok is false when it is of another family.
-func (r *renderer) parseAddr(s string) (netip.Addr, bool, error) {
-	return r.fam.ParseAddr(s)
-}
-
 // readNode reads the NodeConfig as every mode does. Node ports get a
 // virtual server on each node IP that node_port_addresses selects (all
 // of them by default, kube-proxy's ipvs default being every local

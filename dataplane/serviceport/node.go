@@ -42,7 +42,15 @@ func ReadNode(cfg *switchyardv1.NodeConfig, f dataplane.Family, nodePortsDefault
 	if len(list) == 0 {
 		list = []string{nodePortsDefault}
 	}
-	n.NodePorts = readNodePorts(list, f, primaryOf(cfg, f), skip)
+	// The node's primary address of the family is the first of its node
+	// IPs (InternalIP before ExternalIP, as kube-proxy's GetNodeHostIPs
+	// orders them), invalid when it has none: the first of those just
+	// read, not a second parse of the list.
+	var primary netip.Addr
+	if len(n.NodeIPs) > 0 {
+		primary = n.NodeIPs[0]
+	}
+	n.NodePorts = readNodePorts(list, f, primary, skip)
 	return n
 }
 
@@ -58,16 +66,4 @@ func prefixes(what string, in []string, f dataplane.Family, skip SkipFunc) []net
 		}
 	}
 	return out
-}
-
-// primaryOf is the node's primary address of family f: the first of its
-// node IPs (InternalIP before ExternalIP, as kube-proxy's
-// GetNodeHostIPs orders them), invalid when it has none.
-func primaryOf(cfg *switchyardv1.NodeConfig, f dataplane.Family) netip.Addr {
-	for _, s := range cfg.GetNodeIps() {
-		if a, ok, err := f.ParseAddr(s); err == nil && ok {
-			return a
-		}
-	}
-	return netip.Addr{}
 }

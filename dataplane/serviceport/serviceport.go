@@ -2,7 +2,9 @@
 // render with: cluster CIDRs, node IPs, node port addresses read as
 // kube-proxy reads nodePortAddresses, service ranges) the way every
 // kernel mode must:
-// names validated, one family's addresses parsed and deduplicated, each
+// names validated (names.go: the one definition of a valid name, which
+// the control plane checks API objects with too), one family's addresses
+// parsed once and deduplicated, each
 // port's endpoints picked by port name, affinity decoded, and each port's
 // policy decided once (decide.go): which endpoints internal and external
 // traffic use, and whether traffic without one is rejected or dropped.
@@ -14,7 +16,6 @@ package serviceport
 import (
 	"fmt"
 	"net/netip"
-	"regexp"
 	"slices"
 
 	"google.golang.org/protobuf/proto"
@@ -70,11 +71,6 @@ type Endpoint struct {
 	Terminating bool
 }
 
-var (
-	dnsName  = regexp.MustCompile(`^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$`)
-	portName = regexp.MustCompile(`^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?)?$`)
-)
-
 // SkipFunc receives input left out, with the service it belongs to, in
 // input order.
 type SkipFunc func(service, reason string)
@@ -84,7 +80,7 @@ type SkipFunc func(service, reason string)
 // keys for one service would program the same objects twice).
 func Read(key string, sv *switchyardv1.ServiceView, f dataplane.Family, skip SkipFunc) (svc Service, ok bool) {
 	skipf := func(service, format string, args ...any) { skip(service, fmt.Sprintf(format, args...)) }
-	if sv == nil || !dnsName.MatchString(sv.GetNamespace()) || !dnsName.MatchString(sv.GetName()) {
+	if sv == nil || CheckNamespace(sv.GetNamespace()) != nil || CheckServiceName(sv.GetName()) != nil {
 		skipf(key, "bad or missing namespace/name")
 		return svc, false
 	}
@@ -113,6 +109,12 @@ func Read(key string, sv *switchyardv1.ServiceView, f dataplane.Family, skip Ski
 	if hc := sv.GetHealthCheckNodePort(); hc > 0 && hc < 65536 && pol.extLocal {
 		svc.HealthCheckNodePort = hc
 	}
+	// Each endpoint address is parsed once, not once per port, into
+	// buffers on the stack: the usual view has a few endpoints, and an
+	// allocation per read would cost more than the parses it saves.
+	var clusterBuf, localBuf [8]parsedEndpoint
+	cluster := parseEndpoints(clusterBuf[:0], sv.GetClusterEndpoints(), f)
+	local := parseEndpoints(localBuf[:0], sv.GetLocalEndpoints(), f)
 	seen := map[string]bool{}
 	for _, sp := range sv.GetPorts() {
 		proto, ok := dataplane.ProtocolOf(sp.GetProtocol())
@@ -120,7 +122,7 @@ func Read(key string, sv *switchyardv1.ServiceView, f dataplane.Family, skip Ski
 		case !ok:
 			skipf(name, "port %q: unknown protocol %v", sp.GetName(), sp.GetProtocol())
 			continue
-		case !portName.MatchString(sp.GetName()) || seen[sp.GetName()]:
+		case CheckPortName(sp.GetName()) != nil || seen[sp.GetName()]:
 			skipf(name, "port %q: bad or duplicate name", sp.GetName())
 			continue
 		case sp.GetPort() == 0 || sp.GetPort() > 65535 || sp.GetNodePort() > 65535:
@@ -134,8 +136,8 @@ func Read(key string, sv *switchyardv1.ServiceView, f dataplane.Family, skip Ski
 			p.Label += ":" + p.Name
 		}
 		p.Protocol, p.Port, p.NodePort = proto, sp.GetPort(), sp.GetNodePort()
-		p.Cluster = endpoints(name, p.Name, sv.GetClusterEndpoints(), f, skipf)
-		p.Local = endpoints(name, p.Name, sv.GetLocalEndpoints(), f, skipf)
+		p.Cluster = endpoints(name, p.Name, cluster, skipf)
+		p.Local = endpoints(name, p.Name, local, skipf)
 		p.decide(sp, pol)
 		svc.Ports = append(svc.Ports, p)
 	}
@@ -156,28 +158,51 @@ func addrs(svc string, in []string, f dataplane.Family, skipf func(string, strin
 	return out
 }
 
-// endpoints returns the endpoints of family f that serve port name,
+// parsedEndpoint is an endpoint of a view with its address read for one
+// family: addr is invalid when the address is of the other family or
+// bad (err says why).
+type parsedEndpoint struct {
+	ep   *switchyardv1.Endpoint
+	addr netip.Addr
+	err  error
+}
+
+// parseEndpoints appends the endpoints of in, read for family f, to dst.
+func parseEndpoints(dst []parsedEndpoint, in []*switchyardv1.Endpoint, f dataplane.Family) []parsedEndpoint {
+	dst = slices.Grow(dst, len(in))
+	for _, ep := range in {
+		pe := parsedEndpoint{ep: ep}
+		var ok bool
+		if pe.addr, ok, pe.err = f.ParseAddr(ep.GetAddress()); !ok {
+			pe.addr = netip.Addr{}
+		}
+		dst = append(dst, pe)
+	}
+	return dst
+}
+
+// endpoints returns the endpoints of in that serve port name,
 // deduplicated by address and port, as kube-proxy identifies an endpoint,
-// and sorted.
-func endpoints(svc, name string, in []*switchyardv1.Endpoint, f dataplane.Family, skipf func(string, string, ...any)) []Endpoint {
+// and sorted. A bad address is reported for each port that reads it, as
+// it always was.
+func endpoints(svc, name string, in []parsedEndpoint, skipf func(string, string, ...any)) []Endpoint {
 	var out []Endpoint
 	seen := map[netip.AddrPort]bool{}
-	for _, ep := range in {
-		a, ok, err := f.ParseAddr(ep.GetAddress())
-		if err != nil {
-			skipf(svc, "endpoint: %v", err)
+	for _, pe := range in {
+		if pe.err != nil {
+			skipf(svc, "endpoint: %v", pe.err)
 			continue
 		}
-		if !ok {
+		if !pe.addr.IsValid() {
 			continue
 		}
-		for _, pt := range ep.GetPorts() {
+		for _, pt := range pe.ep.GetPorts() {
 			if pt.GetName() != name || pt.GetPort() == 0 || pt.GetPort() > 65535 {
 				continue
 			}
-			if ap := netip.AddrPortFrom(a, uint16(pt.GetPort())); !seen[ap] {
+			if ap := netip.AddrPortFrom(pe.addr, uint16(pt.GetPort())); !seen[ap] {
 				seen[ap] = true
-				out = append(out, Endpoint{Addr: ap, Terminating: ep.GetTerminating()})
+				out = append(out, Endpoint{Addr: ap, Terminating: pe.ep.GetTerminating()})
 			}
 		}
 	}

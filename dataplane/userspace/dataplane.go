@@ -107,11 +107,11 @@ func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, _ dataplane.
 			// hide real failures. Reported, retried by the next Apply.
 			held++
 			d.log.Warn("frontend not proxied: its address and port are held by another socket on the node",
-				"frontend", k.String(), "service", f.label(), "err", err)
+				"frontend", k.String(), "service", f.label, "err", err)
 			continue
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("%s %s of %s: %w", f.kind, k, f.label(), err))
+			errs = append(errs, fmt.Errorf("%s %s of %s: %w", f.kind, k, f.label, err))
 			continue
 		}
 		d.proxies[k] = px
@@ -151,7 +151,7 @@ func (d *Dataplane) open(ctx context.Context, f frontend) (proxy, error) {
 		return nil, err
 	}
 	l := px.info()
-	attrs := []any{"frontend", f.key.String(), "bound", l.Bound.String(), "service", f.label(),
+	attrs := []any{"frontend", f.key.String(), "bound", l.Bound.String(), "service", f.label,
 		"kind", string(f.kind), "backends", len(f.backends)}
 	if rules := l.RedirectRules(); len(rules) > 0 {
 		// The operator (or whatever holds netfilter rights) needs these.

@@ -39,16 +39,10 @@ type frontend struct {
 	key      frontendKey
 	service  string // "namespace/name"
 	port     string // service port name
+	label    string // "namespace/name[:port]", serviceport's Port.Label
 	kind     Kind
 	backends []netip.AddrPort // sorted, deduplicated
 	affinity time.Duration    // ClientIP timeout; 0 without affinity
-}
-
-func (f frontend) label() string {
-	if f.port == "" {
-		return f.service
-	}
-	return f.service + ":" + f.port
 }
 
 // planResult is the desired set of listeners.
@@ -142,7 +136,7 @@ func (r *planResult) service(key string, sv *switchyardv1.ServiceView, nodeIPs m
 				r.skip(key, fmt.Sprintf("port %q: protocol %s not proxied in userspace", p.Name, proto.Upper()))
 				continue
 			}
-			base := frontend{service: key, port: p.Name, affinity: time.Duration(p.Affinity) * time.Second}
+			base := frontend{service: key, port: p.Name, label: p.Label, affinity: time.Duration(p.Affinity) * time.Second}
 			r.addAll(base, proto, KindClusterIP, p.ClusterIPs, p.Port, p.Internal)
 			r.addAll(base, proto, KindExternalIP, p.ExternalIPs, p.Port, p.External)
 			r.addAll(base, proto, KindLoadBalancerIP, p.LBIPs, p.Port, p.External)
@@ -169,7 +163,7 @@ func (r *planResult) addAll(base frontend, proto dataplane.Protocol, kind Kind, 
 
 func (r *planResult) add(f frontend) {
 	if old, dup := r.fronts[f.key]; dup {
-		r.skip(f.service, fmt.Sprintf("%s %s already used by %s", f.kind, f.key, old.label()))
+		r.skip(f.service, fmt.Sprintf("%s %s already used by %s", f.kind, f.key, old.label))
 		return
 	}
 	if slices.Contains(r.empty, f.key) {

@@ -52,7 +52,7 @@ func newBase(parent context.Context, d *deps, f frontend, bound netip.AddrPort, 
 	return proxyBase{
 		deps: d, bound: bound, bal: newBalancer(d.cfg.Now, f.backends, f.affinity),
 		ctx: ctx, stop: stop, front: f,
-		log: log.With("frontend", f.key.String(), "service", f.label(), "kind", string(f.kind)),
+		log: log.With("frontend", f.key.String(), "service", f.label, "kind", string(f.kind)),
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
 )
@@ -124,12 +123,6 @@ func portNumber(p int32) (uint16, bool) {
 		return 0, false
 	}
 	return uint16(p), true
-}
-
-// validPortName accepts "" and DNS-1123 labels, a superset of the
-// IANA_SVC_NAME the API requires of service port names.
-func validPortName(name string) bool {
-	return name == "" || len(validation.IsDNS1123Label(name)) == 0
 }
 
 // portKey identifies a port for duplicate detection.

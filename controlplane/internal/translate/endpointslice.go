@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 )
 
 // EndpointSlice translates one EndpointSlice. It returns a *SkipError for a
@@ -49,8 +50,8 @@ func EndpointSlice(slice *discoveryv1.EndpointSlice, rec Recorder) (*model.Endpo
 // sliceService checks the slice's names and labels and returns the key of
 // the service it belongs to.
 func sliceService(slice *discoveryv1.EndpointSlice, t tally) (model.ServiceKey, error) {
-	if msgs := validation.IsDNS1123Label(slice.Namespace); len(msgs) > 0 {
-		return model.ServiceKey{}, t.skip(ReasonInvalidName, "namespace: %s", strings.Join(msgs, "; "))
+	if err := serviceport.CheckNamespace(slice.Namespace); err != nil {
+		return model.ServiceKey{}, t.skip(ReasonInvalidName, "namespace: %v", err)
 	}
 	if msgs := validation.IsDNS1123Subdomain(slice.Name); len(msgs) > 0 {
 		return model.ServiceKey{}, t.skip(ReasonInvalidName, "name: %s", strings.Join(msgs, "; "))
@@ -59,8 +60,8 @@ func sliceService(slice *discoveryv1.EndpointSlice, t tally) (model.ServiceKey, 
 	if name == "" {
 		return model.ServiceKey{}, t.skip(ReasonMissingServiceName, "no %s label", discoveryv1.LabelServiceName)
 	}
-	if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 {
-		return model.ServiceKey{}, t.skip(ReasonInvalidName, "label %s: %s", discoveryv1.LabelServiceName, strings.Join(msgs, "; "))
+	if err := serviceport.CheckServiceName(name); err != nil {
+		return model.ServiceKey{}, t.skip(ReasonInvalidName, "label %s: %v", discoveryv1.LabelServiceName, err)
 	}
 	if _, ok := slice.Labels[corev1.IsHeadlessService]; ok {
 		return model.ServiceKey{}, t.skip(ReasonHeadless, "label %s", corev1.IsHeadlessService)
@@ -103,7 +104,7 @@ func slicePorts(in []discoveryv1.EndpointPort, t tally) []model.EndpointPort {
 			t.drop(ReasonInvalidPort)
 			continue
 		}
-		if !validPortName(name) {
+		if serviceport.CheckPortName(name) != nil {
 			t.drop(ReasonInvalidPortName)
 			continue
 		}

@@ -5,9 +5,9 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 )
 
 // LabelServiceProxyName marks a service as owned by another proxy: kube-proxy,
@@ -52,11 +52,13 @@ func Service(svc *corev1.Service, rec Recorder) (*model.Service, error) {
 // serviceType checks everything that makes a service unproxyable except its
 // cluster IPs, and returns its type.
 func serviceType(svc *corev1.Service, t tally) (model.ServiceType, error) {
-	if msgs := validation.IsDNS1123Label(svc.Namespace); len(msgs) > 0 {
-		return 0, t.skip(ReasonInvalidName, "namespace: %s", strings.Join(msgs, "; "))
+	// Names are checked as the agents check them (serviceport's one
+	// definition), so no view the control plane sends is refused there.
+	if err := serviceport.CheckNamespace(svc.Namespace); err != nil {
+		return 0, t.skip(ReasonInvalidName, "namespace: %v", err)
 	}
-	if msgs := validation.IsDNS1123Label(svc.Name); len(msgs) > 0 {
-		return 0, t.skip(ReasonInvalidName, "name: %s", strings.Join(msgs, "; "))
+	if err := serviceport.CheckServiceName(svc.Name); err != nil {
+		return 0, t.skip(ReasonInvalidName, "name: %v", err)
 	}
 	if owner, ok := svc.Labels[LabelServiceProxyName]; ok {
 		return 0, t.skip(ReasonOtherProxy, "label %s=%q", LabelServiceProxyName, owner)

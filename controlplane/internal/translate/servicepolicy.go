@@ -4,6 +4,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 )
 
 // maxAffinityTimeoutSeconds is the API's upper bound for ClientIP affinity.
@@ -35,7 +36,7 @@ func servicePorts(svc *corev1.Service, typ model.ServiceType, t tally) []model.S
 			t.drop(ReasonInvalidPort)
 			continue
 		}
-		if !validPortName(sp.Name) {
+		if serviceport.CheckPortName(sp.Name) != nil {
 			t.drop(ReasonInvalidPortName)
 			continue
 		}
