@@ -18,15 +18,8 @@ func newTracer(t *testing.T) scenario.Tracer {
 	return scenario.NewTracer(d, f.Trace)
 }
 
+// TestScenarios runs the table on IPv4 and IPv6 and walks the golden
+// inputs against the explainer.
 func TestScenarios(t *testing.T) {
-	scenario.Run(t, newTracer)
-}
-
-// TestScenariosIPv6 runs the table with every address moved to IPv6.
-func TestScenariosIPv6(t *testing.T) {
-	scenario.Run(t, func(t *testing.T) scenario.Tracer { return scenario.IPv6(newTracer(t)) })
-}
-
-func TestTraceAgreesWithExplainer(t *testing.T) {
-	scenario.AgreeWithExplainer(t, newTracer, scenario.AgreeOptions{Probes: scenario.WideProbes, Walk: true})
+	scenario.RunAll(t, newTracer, scenario.AgreeOptions{Probes: scenario.WideProbes, Walk: true})
 }

@@ -13,27 +13,16 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/scenario"
 )
 
-// TestScenarios runs the shared scenarios over this mode's rules: each
-// step applied to knftables Fakes, each expected packet traced through
-// what they hold.
+// TestScenarios runs the shared scenarios over this mode's rules, on
+// IPv4 and moved to IPv6 (each step applied to knftables Fakes, each
+// expected packet traced through what they hold), then probes every
+// golden input more widely than Probes does (unserved ports, the service
+// ranges, loopback): this mode guards the service ranges, and those
+// probes check that. One Dataplane walks the inputs in order and back,
+// so every input but the first is a partial sync from another one
+// (checked against a fresh load after each).
 func TestScenarios(t *testing.T) {
-	scenario.Run(t, newScenarioTracer)
-}
-
-// TestScenariosIPv6 runs the same scenarios with every address moved to
-// IPv6, so the ip6 table is traced against the same expectations.
-func TestScenariosIPv6(t *testing.T) {
-	scenario.Run(t, func(t *testing.T) scenario.Tracer { return scenario.IPv6(newScenarioTracer(t)) })
-}
-
-// TestTraceAgreesWithExplainer probes every golden input more widely
-// than the other modes do (unserved ports, the service ranges, loopback):
-// this mode guards the service ranges, and those probes check that. One
-// Dataplane walks the inputs in order and back, so every input but the
-// first is a partial sync from another one (checked against a fresh
-// load after each).
-func TestTraceAgreesWithExplainer(t *testing.T) {
-	scenario.AgreeWithExplainer(t, newScenarioTracer, scenario.AgreeOptions{Probes: scenario.WideProbes, Walk: true})
+	scenario.RunAll(t, newScenarioTracer, scenario.AgreeOptions{Probes: scenario.WideProbes, Walk: true})
 }
 
 // newScenarioTracer is a Dataplane over Fakes of both families, synced

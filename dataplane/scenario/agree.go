@@ -11,26 +11,28 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/explain"
 )
 
-// AgreeOptions say how AgreeWithExplainer goes through the golden
-// inputs; the zero value is a new tracer per input, asked Probes.
+// AgreeOptions say how RunAll compares a mode's tracer with the
+// explainer over the golden inputs; the zero value is a new tracer per
+// input, asked Probes.
 type AgreeOptions struct {
 	// Probes are the packets asked about a state; nil is Probes.
 	Probes func(*dataplane.State) []explain.Packet
 	// Walk has one tracer go through the inputs in order and back, so
 	// every input but the first is a partial sync from another one
-	// (subtests "00-affinity", ...). Without it each input is the first
-	// sync of a new tracer (subtests "affinity", ...).
+	// (subtests "explain-00-affinity", ...). Without it each input is
+	// the first sync of a new tracer (subtests "explain-affinity", ...).
 	Walk bool
 }
 
-// AgreeWithExplainer traces the probes of every golden input
+// agreeWithExplainer traces the probes of every golden input
 // (dataplanetest.Views) through what a mode programs for it and compares
 // each verdict with explain.Explain's in the tracer's mode. The goldens
 // say what a mode writes for those inputs, the scenarios what some
 // packets do; this checks that every packet worth asking about does
 // what the explainer says, so AdminService/Explain tells the truth about
-// the mode. It logs how many probes it compared.
-func AgreeWithExplainer(t *testing.T, newTracer func(*testing.T) Tracer, opts AgreeOptions) {
+// the mode. Its subtests' names start with prefix. It logs how many
+// probes it compared.
+func agreeWithExplainer(t *testing.T, prefix string, newTracer func(*testing.T) Tracer, opts AgreeOptions) {
 	t.Helper()
 	probes := opts.Probes
 	if probes == nil {
@@ -49,9 +51,9 @@ func AgreeWithExplainer(t *testing.T, newTracer func(*testing.T) Tracer, opts Ag
 	}
 	mode, total := "", 0
 	for i, name := range views {
-		sub := name
+		sub := prefix + name
 		if opts.Walk {
-			sub = fmt.Sprintf("%02d-%s", i, name)
+			sub = fmt.Sprintf("%s%02d-%s", prefix, i, name)
 		}
 		t.Run(sub, func(t *testing.T) {
 			tr := walker

@@ -14,10 +14,10 @@
 // how to build its Dataplane over a fake and trace a packet through the
 // fake, and any check of its own after each sync. The rest is here, so
 // every mode is held to the same test: NewTracer syncs as the agent does
-// (full, then partial with the Changed hint), Run takes the tracer
-// through the table, IPv6 moves the table to IPv6 for a second run, and
-// AgreeWithExplainer asks tracer and explainer about every golden input
-// (Probes, or WideProbes).
+// (full, then partial with the Changed hint), and RunAll, the one call a
+// driver makes, takes the tracer through the table (Run), through the
+// table again moved to IPv6 (IPv6), and asks tracer and explainer about
+// every golden input (Probes, or WideProbes).
 //
 // A file:
 //

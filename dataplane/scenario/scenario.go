@@ -243,8 +243,16 @@ type Tracer interface {
 	Trace(t testing.TB, pkt explain.Packet) explain.Verdict
 }
 
-// Run runs every scenario against a new tracer each, as subtests.
+// Run runs every scenario against a new tracer each, as subtests named
+// for the scenarios.
 func Run(t *testing.T, newTracer func(t *testing.T) Tracer) {
+	t.Helper()
+	run(t, "", newTracer)
+}
+
+// run is Run with prefix before every subtest's name, so RunAll can put
+// several runs of the table side by side under one test.
+func run(t *testing.T, prefix string, newTracer func(t *testing.T) Tracer) {
 	t.Helper()
 	all, err := Load()
 	if err != nil {
@@ -254,7 +262,7 @@ func Run(t *testing.T, newTracer func(t *testing.T) Tracer) {
 		t.Fatal("no scenarios")
 	}
 	for _, sc := range all {
-		t.Run(sc.Name, func(t *testing.T) {
+		t.Run(prefix+sc.Name, func(t *testing.T) {
 			tr := newTracer(t)
 			for i, step := range sc.Steps {
 				tr.Apply(t, sc.State(i))

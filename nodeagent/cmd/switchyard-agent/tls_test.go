@@ -208,25 +208,13 @@ type testCA struct {
 
 func newCA(t *testing.T, name string) *testCA {
 	t.Helper()
-	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(t),
+	cert, certPEM, key := sign(t, &x509.Certificate{
 		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,
 		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &testCA{cert: cert, key: key, certPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})}
+	}, nil)
+	return &testCA{cert: cert, key: key, certPEM: certPEM}
 }
 
 func (ca *testCA) pool() *x509.CertPool {
@@ -238,26 +226,18 @@ func (ca *testCA) pool() *x509.CertPool {
 // issue signs a leaf certificate and returns it and its key as PEM.
 func (ca *testCA) issue(t *testing.T, cn string, usage x509.ExtKeyUsage, dnsNames []string, ips []net.IP) (certPEM, keyPEM []byte) {
 	t.Helper()
-	key := newKey(t)
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(t),
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{usage},
-		DNSNames:     dnsNames,
-		IPAddresses:  ips,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, certPEM, key := sign(t, &x509.Certificate{
+		Subject:     pkix.Name{CommonName: cn},
+		KeyUsage:    x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{usage},
+		DNSNames:    dnsNames,
+		IPAddresses: ips,
+	}, ca)
 	keyDER, err := x509.MarshalECPrivateKey(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
+	return certPEM, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})
 }
 
 // serverCert issues a serving certificate for ips.
@@ -269,6 +249,29 @@ func (ca *testCA) serverCert(t *testing.T, ips []net.IP) tls.Certificate {
 		t.Fatal(err)
 	}
 	return cert
+}
+
+// sign gives tmpl a new key, a serial and validity from an hour ago to
+// an hour ahead, and signs it as issuer (nil: tmpl signs itself, a
+// CA's root). It returns the certificate, parsed and as PEM, and its key.
+func sign(t *testing.T, tmpl *x509.Certificate, issuer *testCA) (*x509.Certificate, []byte, *ecdsa.PrivateKey) {
+	t.Helper()
+	key := newKey(t)
+	tmpl.SerialNumber = serial(t)
+	tmpl.NotBefore, tmpl.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(time.Hour)
+	parent, parentKey := tmpl, key
+	if issuer != nil {
+		parent, parentKey = issuer.cert, issuer.key
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, parent, &key.PublicKey, parentKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cert, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), key
 }
 
 func newKey(t *testing.T) *ecdsa.PrivateKey {

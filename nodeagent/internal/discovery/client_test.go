@@ -68,8 +68,45 @@ func (a *applier) setFail(err error) {
 
 func (a *applier) versions() map[string]string { return a.Versions() }
 
+// wantApplied fails the test unless the applier holds exactly want
+// (name to version).
+func (a *applier) wantApplied(t *testing.T, want map[string]string) {
+	t.Helper()
+	if diff := cmp.Diff(want, a.versions()); diff != "" {
+		t.Errorf("applied (-want +got):\n%s", diff)
+	}
+}
+
 func svc(name, version string) *switchyardv1.Resource {
 	return &switchyardv1.Resource{Name: name, Version: version, Body: &switchyardv1.Resource_Service{Service: &switchyardv1.ServiceView{}}}
+}
+
+// batch is a response carrying rs: the last part of a batch, versioned
+// version, or with version "" a part that more parts follow.
+func batch(version, nonce string, rs ...*switchyardv1.Resource) *switchyardv1.DeltaSnapshotsResponse {
+	return &switchyardv1.DeltaSnapshotsResponse{SystemVersion: version, Nonce: nonce, Resources: rs}
+}
+
+// wantACK reads the agent's next request to cp and stops the test
+// unless it ACKs version (not ""); it returns the request.
+func wantACK(t *testing.T, cp *cptest.Server, version string) cptest.Request {
+	t.Helper()
+	r := cp.Next()
+	if r.GetAppliedVersion() != version {
+		t.Fatalf("ACK = %v", r)
+	}
+	return r
+}
+
+// connected starts an agent with a new applier against a new scripted
+// control plane and reads its first request, so the test's first Push
+// answers it.
+func connected(t *testing.T) (*cptest.Server, *applier) {
+	t.Helper()
+	cp, a := cptest.New(t), newApplier()
+	start(t, a, nil, cp.Addr())
+	cp.Next()
+	return cp, a
 }
 
 func start(t *testing.T, a discovery.Applier, clk *clocktesting.FakeClock, addrs ...string) {
@@ -77,8 +114,9 @@ func start(t *testing.T, a discovery.Applier, clk *clocktesting.FakeClock, addrs
 	startWith(t, a, clk, nil, addrs...)
 }
 
-// startWith is start with edit applied to the client's Config (nil: none).
-func startWith(t *testing.T, a discovery.Applier, clk *clocktesting.FakeClock, edit func(*discovery.Config), addrs ...string) {
+// startWith is start with edit applied to the client's Config (nil:
+// none). It returns the client, running until the test ends.
+func startWith(t *testing.T, a discovery.Applier, clk *clocktesting.FakeClock, edit func(*discovery.Config), addrs ...string) *discovery.Client {
 	t.Helper()
 	cfg := discovery.Config{
 		Addresses:   addrs,
@@ -108,6 +146,7 @@ func startWith(t *testing.T, a discovery.Applier, clk *clocktesting.FakeClock, e
 			t.Errorf("Run: %v", err)
 		}
 	})
+	return c
 }
 
 // TestSettingsHashReported: the settings hash the agent programs goes in
@@ -124,7 +163,7 @@ func TestSettingsHashReported(t *testing.T) {
 		t.Fatalf("first request settings_hash %q, want restored", got)
 	}
 	hash.Store("applied")
-	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s1", Nonce: "n1", Resources: []*switchyardv1.Resource{svc("ns/a", "1")}})
+	cp.Push(batch("s1", "n1", svc("ns/a", "1")))
 	if got := cp.Next().GetReport().GetSettingsHash(); got != "applied" {
 		t.Errorf("ACK report settings_hash %q, want applied", got)
 	}
@@ -157,12 +196,10 @@ func TestAckAfterApplyAndNack(t *testing.T) {
 		t.Errorf("programming_latency = %v, want >= 1s", got)
 	}
 	// The ACK came after the apply: the applier already holds the version.
-	if diff := cmp.Diff(map[string]string{"ns/a": "1"}, a.versions()); diff != "" {
-		t.Errorf("applied (-want +got):\n%s", diff)
-	}
+	a.wantApplied(t, map[string]string{"ns/a": "1"})
 
 	a.setFail(errors.New("iptables-restore: exit status 1"))
-	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s2", Nonce: "n2", Resources: []*switchyardv1.Resource{svc("ns/a", "2")}})
+	cp.Push(batch("s2", "n2", svc("ns/a", "2")))
 	nack := cp.Next()
 	if nack.GetResponseNonce() != "n2" || nack.GetAppliedVersion() != "" || nack.GetErrorDetail() == nil {
 		t.Fatalf("NACK = %v", nack)
@@ -170,34 +207,27 @@ func TestAckAfterApplyAndNack(t *testing.T) {
 	if got := codes.Code(nack.GetErrorDetail().GetCode()); got != codes.Internal {
 		t.Errorf("NACK code = %v", got)
 	}
-	if diff := cmp.Diff(map[string]string{"ns/a": "1"}, a.versions()); diff != "" {
-		t.Errorf("after NACK, applied (-want +got):\n%s", diff)
-	}
+	a.wantApplied(t, map[string]string{"ns/a": "1"})
 }
 
 func TestSplitBatch(t *testing.T) {
-	cp := cptest.New(t)
-	a := newApplier()
-	start(t, a, nil, cp.Addr())
-	cp.Next()
-	cp.Push(&switchyardv1.DeltaSnapshotsResponse{Nonce: "p1", Resources: []*switchyardv1.Resource{svc("ns/a", "1")}})
+	cp, a := connected(t)
+	cp.Push(batch("", "p1", svc("ns/a", "1")))
 	if r := cp.Next(); r.GetResponseNonce() != "p1" || r.GetAppliedVersion() != "" || r.GetErrorDetail() != nil || r.GetReport() != nil {
 		t.Fatalf("ACK of part 1 = %v", r)
 	}
 	if len(a.versions()) != 0 {
 		t.Fatalf("a partial part was applied: %v", a.versions())
 	}
-	cp.Push(&switchyardv1.DeltaSnapshotsResponse{Nonce: "p2", Resources: []*switchyardv1.Resource{svc("ns/b", "1")}})
+	cp.Push(batch("", "p2", svc("ns/b", "1")))
 	if r := cp.Next(); r.GetResponseNonce() != "p2" || r.GetAppliedVersion() != "" {
 		t.Fatalf("ACK of part 2 = %v", r)
 	}
-	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s1", Nonce: "p3", Resources: []*switchyardv1.Resource{svc("ns/c", "1")}})
+	cp.Push(batch("s1", "p3", svc("ns/c", "1")))
 	if r := cp.Next(); r.GetResponseNonce() != "p3" || r.GetAppliedVersion() != "s1" {
 		t.Fatalf("ACK of last part = %v", r)
 	}
-	if diff := cmp.Diff(map[string]string{"ns/a": "1", "ns/b": "1", "ns/c": "1"}, a.versions()); diff != "" {
-		t.Errorf("applied (-want +got):\n%s", diff)
-	}
+	a.wantApplied(t, map[string]string{"ns/a": "1", "ns/b": "1", "ns/c": "1"})
 	a.mu.Lock()
 	n := len(a.applied)
 	a.mu.Unlock()
@@ -207,30 +237,22 @@ func TestSplitBatch(t *testing.T) {
 }
 
 func TestSplitBatchAbandonedOnDisconnect(t *testing.T) {
-	cp := cptest.New(t)
-	a := newApplier()
-	start(t, a, nil, cp.Addr())
-	cp.Next()
-	cp.Push(&switchyardv1.DeltaSnapshotsResponse{Nonce: "p1", Resources: []*switchyardv1.Resource{svc("ns/a", "1")}})
+	cp, a := connected(t)
+	cp.Push(batch("", "p1", svc("ns/a", "1")))
 	cp.Next()
 	cp.EndStream(status.Error(codes.Aborted, "replaced by a newer stream"))
 	again := cp.Next()
 	if again.Stream != 2 || len(again.GetInitialResourceVersions()) != 0 {
 		t.Fatalf("reconnect request = %v", again)
 	}
-	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s1", Nonce: "n2", Resources: []*switchyardv1.Resource{svc("ns/b", "1")}})
+	cp.Push(batch("s1", "n2", svc("ns/b", "1")))
 	cp.Next()
-	if diff := cmp.Diff(map[string]string{"ns/b": "1"}, a.versions()); diff != "" {
-		t.Errorf("applied (-want +got):\n%s", diff)
-	}
+	a.wantApplied(t, map[string]string{"ns/b": "1"})
 }
 
 func TestReconnectSendsInitialVersions(t *testing.T) {
-	cp := cptest.New(t)
-	a := newApplier()
-	start(t, a, nil, cp.Addr())
-	cp.Next()
-	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s1", Nonce: "n1", Resources: []*switchyardv1.Resource{svc("ns/a", "1"), svc("ns/b", "1")}})
+	cp, a := connected(t)
+	cp.Push(batch("s1", "n1", svc("ns/a", "1"), svc("ns/b", "1")))
 	cp.Next()
 	cp.EndStream(status.Error(codes.Aborted, "replaced by a newer stream"))
 	again := cp.Next()
@@ -242,12 +264,8 @@ func TestReconnectSendsInitialVersions(t *testing.T) {
 	}
 	// The server sends only the difference; the agent merges it.
 	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s2", Nonce: "n2", Resources: []*switchyardv1.Resource{svc("ns/b", "2")}, RemovedResources: []string{"ns/a"}})
-	if r := cp.Next(); r.GetAppliedVersion() != "s2" {
-		t.Fatalf("ACK = %v", r)
-	}
-	if diff := cmp.Diff(map[string]string{"ns/b": "2"}, a.versions()); diff != "" {
-		t.Errorf("applied (-want +got):\n%s", diff)
-	}
+	wantACK(t, cp, "s2")
+	a.wantApplied(t, map[string]string{"ns/b": "2"})
 }
 
 func TestFailover(t *testing.T) {
@@ -265,10 +283,8 @@ func TestFailover(t *testing.T) {
 	if r.GetNode().GetName() != "node-a" {
 		t.Fatalf("first request on the second address = %v", r)
 	}
-	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s1", Nonce: "n1", Resources: []*switchyardv1.Resource{svc("ns/a", "1")}})
-	if r := cp.Next(); r.GetAppliedVersion() != "s1" {
-		t.Fatalf("ACK = %v", r)
-	}
+	cp.Push(batch("s1", "n1", svc("ns/a", "1")))
+	wantACK(t, cp, "s1")
 }
 
 func TestBackoffWaitsOnClockWhileControlPlaneGone(t *testing.T) {
@@ -277,7 +293,7 @@ func TestBackoffWaitsOnClockWhileControlPlaneGone(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	start(t, a, clk, cp.Addr())
 	cp.Next()
-	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s1", Nonce: "n1", Resources: []*switchyardv1.Resource{svc("ns/a", "1")}})
+	cp.Push(batch("s1", "n1", svc("ns/a", "1")))
 	cp.Next()
 	cp.Stop()
 	// 30 s of fake time without a control plane: each attempt waits on the
@@ -289,9 +305,7 @@ func TestBackoffWaitsOnClockWhileControlPlaneGone(t *testing.T) {
 	if streams := cp.Streams(); streams != 1 {
 		t.Errorf("streams = %d, want 1", streams)
 	}
-	if diff := cmp.Diff(map[string]string{"ns/a": "1"}, a.versions()); diff != "" {
-		t.Errorf("applied (-want +got):\n%s", diff)
-	}
+	a.wantApplied(t, map[string]string{"ns/a": "1"})
 	cp.Restart()
 	var again cptest.Request
 	for again.DeltaSnapshotsRequest == nil {
@@ -319,25 +333,18 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 func TestInvalidPartAbandonsBatch(t *testing.T) {
-	cp := cptest.New(t)
-	a := newApplier()
-	start(t, a, nil, cp.Addr())
+	cp, a := connected(t)
+	cp.Push(batch("", "p1", svc("ns/a", "1")))
 	cp.Next()
-	cp.Push(&switchyardv1.DeltaSnapshotsResponse{Nonce: "p1", Resources: []*switchyardv1.Resource{svc("ns/a", "1")}})
-	cp.Next()
-	cp.Push(&switchyardv1.DeltaSnapshotsResponse{Nonce: "p2", Resources: []*switchyardv1.Resource{{Name: "ns/b", Version: "1"}}})
+	cp.Push(batch("", "p2", &switchyardv1.Resource{Name: "ns/b", Version: "1"}))
 	nack := cp.Next()
 	if nack.GetResponseNonce() != "p2" || codes.Code(nack.GetErrorDetail().GetCode()) != codes.InvalidArgument {
 		t.Fatalf("want NACK of p2, got %v", nack)
 	}
 	// The next complete batch does not carry the abandoned part.
-	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s1", Nonce: "n3", Resources: []*switchyardv1.Resource{svc("ns/c", "1")}})
-	if r := cp.Next(); r.GetAppliedVersion() != "s1" {
-		t.Fatalf("ACK = %v", r)
-	}
-	if diff := cmp.Diff(map[string]string{"ns/c": "1"}, a.versions()); diff != "" {
-		t.Errorf("applied (-want +got):\n%s", diff)
-	}
+	cp.Push(batch("s1", "n3", svc("ns/c", "1")))
+	wantACK(t, cp, "s1")
+	a.wantApplied(t, map[string]string{"ns/c": "1"})
 }
 
 // TestReportRefresh: a Refresh signal resends the current report with the
@@ -356,12 +363,12 @@ func TestReportRefresh(t *testing.T) {
 		}
 	}, cp.Addr())
 	cp.Next()
-	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s1", Nonce: "n1", Resources: []*switchyardv1.Resource{svc("ns/a", "1")}})
+	cp.Push(batch("s1", "n1", svc("ns/a", "1")))
 	if ack := cp.Next(); !ack.GetReport().GetDatapath().GetHealthy() {
 		t.Fatalf("ACK report datapath = %v, want healthy", ack.GetReport().GetDatapath())
 	}
 	a.setFail(errors.New("no"))
-	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s2", Nonce: "n2", Resources: []*switchyardv1.Resource{svc("ns/a", "2")}})
+	cp.Push(batch("s2", "n2", svc("ns/a", "2")))
 	if nack := cp.Next(); nack.GetErrorDetail() == nil {
 		t.Fatalf("want a NACK, got %v", nack)
 	}

@@ -2,12 +2,10 @@ package discovery_test
 
 import (
 	"context"
-	"log/slog"
 	"net"
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
@@ -56,35 +54,16 @@ type learner struct {
 func startLearner(t *testing.T, a discovery.Applier, configured, learnt []string) *learner {
 	t.Helper()
 	l := &learner{}
-	c, err := discovery.New(discovery.Config{
-		Addresses:         configured,
-		Learnt:            learnt,
-		Node:              &switchyardv1.Node{Name: "node-a", AgentVersion: "test"},
-		DialOptions:       l.configured.options(),
-		LearntDialOptions: l.learnt.options(),
-		OnLearnt: func(addrs []string) {
+	l.c = startWith(t, a, nil, func(c *discovery.Config) {
+		c.Learnt = learnt
+		c.DialOptions = l.configured.options()
+		c.LearntDialOptions = l.learnt.options()
+		c.OnLearnt = func(addrs []string) {
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			l.onLearn = append(l.onLearn, addrs)
-		},
-		Backoff: discovery.Backoff{Initial: 10 * time.Millisecond, Max: 40 * time.Millisecond},
-		Applier: a,
-		Logger:  slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Rand:    func() float64 { return 0.5 },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.c = c
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
 		}
-	})
+	}, configured...)
 	return l
 }
 
@@ -118,11 +97,8 @@ func TestLearntAddressesMidStream(t *testing.T) {
 	configured, replica := cptest.New(t), cptest.New(t)
 	l := startLearner(t, newApplier(), []string{configured.Addr()}, nil)
 	configured.Next()
-	configured.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s1", Nonce: "n1",
-		Resources: []*switchyardv1.Resource{nodeConfig("1", replica.Addr(), ""), svc("ns/a", "1")}})
-	if r := configured.Next(); r.GetAppliedVersion() != "s1" {
-		t.Fatalf("ACK = %v", r)
-	}
+	configured.Push(batch("s1", "n1", nodeConfig("1", replica.Addr(), ""), svc("ns/a", "1")))
+	wantACK(t, configured, "s1")
 	if diff := cmp.Diff([][]string{{replica.Addr()}}, l.calls()); diff != "" {
 		t.Errorf("OnLearnt calls (-want +got):\n%s", diff)
 	}
@@ -130,12 +106,12 @@ func TestLearntAddressesMidStream(t *testing.T) {
 		t.Errorf("Targets (-want +got):\n%s", diff)
 	}
 	// The same stream goes on: no reconnect for a new list.
-	configured.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s2", Nonce: "n2", Resources: []*switchyardv1.Resource{svc("ns/a", "2")}})
+	configured.Push(batch("s2", "n2", svc("ns/a", "2")))
 	if r := configured.Next(); r.Stream != 1 || r.GetAppliedVersion() != "s2" {
 		t.Fatalf("ACK on the first stream = %v", r)
 	}
 	// An empty list (nothing advertised) keeps what was learnt.
-	configured.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s3", Nonce: "n3", Resources: []*switchyardv1.Resource{nodeConfig("2")}})
+	configured.Push(batch("s3", "n3", nodeConfig("2")))
 	configured.Next()
 	if diff := cmp.Diff([]string{replica.Addr(), configured.Addr()}, l.c.Targets()); diff != "" {
 		t.Errorf("Targets after an empty list (-want +got):\n%s", diff)
@@ -201,7 +177,7 @@ func TestNackLearnsNothing(t *testing.T) {
 	a.setFail(status.Error(codes.Internal, "iptables-restore failed"))
 	l := startLearner(t, a, []string{cp.Addr()}, nil)
 	cp.Next()
-	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s1", Nonce: "n1", Resources: []*switchyardv1.Resource{nodeConfig("1", "10.0.0.9:18000")}})
+	cp.Push(batch("s1", "n1", nodeConfig("1", "10.0.0.9:18000")))
 	if r := cp.Next(); r.GetErrorDetail() == nil {
 		t.Fatalf("want a NACK, got %v", r)
 	}
