@@ -34,15 +34,15 @@ func newlyApplied(prev, acked, desired NodeView, taken Changes) iter.Seq[string]
 		// Equal system versions are equal content: an ACK of the newest
 		// view (the usual case) holds every name at its desired version.
 		current := desired.Version() == acked.Version()
-		check := func(v View) bool {
-			name, version := v.Name(), v.Version()
+		check := func(v *View) bool {
+			name, version := v.Name, v.Version
 			if !current {
-				if d, ok := desired.Get(name); !ok || d.Version() != version {
+				if d, ok := desired.Get(name); !ok || d.Version != version {
 					return true // not (or no longer) what the node must have
 				}
 			}
 			if prev != nil {
-				if p, ok := prev.Get(name); ok && p.Version() == version {
+				if p, ok := prev.Get(name); ok && p.Version == version {
 					return true // the node had it already
 				}
 			}

@@ -37,7 +37,7 @@ func (a *applied) Applied(gen uint64, names iter.Seq[string]) {
 // view brought to the node at their desired version, with the generation
 // of the view the stream took; each step is the stream's Take then ACK.
 func TestApplyObserver(t *testing.T) {
-	svc := func(name string, port uint32) cache.View {
+	svc := func(name string, port uint32) *cache.View {
 		return cachetest.MustView(t, cachetest.Service("ns", name, "10.96.0.1", port))
 	}
 	base := cachetest.NewNodeView(svc("a", 1), svc("b", 1), svc("c", 1))
@@ -180,11 +180,11 @@ func BenchmarkAcked(b *testing.B) {
 					opts = append(opts, cache.WithApplyObserver(tr))
 				}
 				c := cache.New(opts...)
-				views := [2][]cache.View{cachetest.Services(b, "ns", 10000, 0), cachetest.Services(b, "ns", 10000, 1)}
+				views := [2][]*cache.View{cachetest.Services(b, "ns", 10000, 0), cachetest.Services(b, "ns", 10000, 1)}
 				nvs := [2]*cachetest.NodeView{cachetest.NewNodeView(views[0]...), cachetest.NewNodeView(views[0]...).With(views[1][:n]...)}
 				var names []string
 				for _, v := range views[0][:n] {
-					names = append(names, v.Name())
+					names = append(names, v.Name)
 				}
 				c.Publish("n1", nvs[0], nil)
 				w := c.Watch("n1", agent("n1"), "delta")

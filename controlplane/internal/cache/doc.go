@@ -21,8 +21,11 @@
 //   - At most one watch per node: a new one replaces the previous, whose Done
 //     channel closes so its stream can end.
 //   - NodeViews and Views are immutable once published; the cache and the
-//     servers keep references to them without copying, and Encoded bytes are
-//     written to the wire verbatim (see Raw).
+//     servers keep references to them without copying, and a View's Bytes
+//     are written to the wire verbatim (see View.Raw and View.Framed).
+//   - A View is the compute side's encoding, wrapped once by NewView; the
+//     cache never encodes a resource itself. Decode is for readers that
+//     need the messages (the admin service), never for sending.
 //   - With an ApplyObserver (package fleetlatency), each ACK after a
 //     stream's first tells it the names the acknowledged view brought to
 //     the node at their desired version. What the cache keeps for it is

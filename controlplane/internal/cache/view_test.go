@@ -34,11 +34,11 @@ func TestRawRoundTrip(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			v := cachetest.MustView(t, tt.res)
 			want := proto.Clone(tt.res).(*switchyardv1.Resource)
-			want.Version = v.Version()
+			want.Version = v.Version
 
 			resp := &switchyardv1.DeltaSnapshotsResponse{
 				SystemVersion: "s1",
-				Resources:     []*switchyardv1.Resource{cache.Raw(v), cache.Raw(v)},
+				Resources:     []*switchyardv1.Resource{v.Raw(), v.Raw()},
 				Nonce:         "1",
 			}
 			b, err := proto.Marshal(resp)
@@ -60,7 +60,7 @@ func TestRawRoundTrip(t *testing.T) {
 			if n := len(got.GetResources()[0].ProtoReflect().GetUnknown()); n != 0 {
 				t.Errorf("parsed resource has %d unknown bytes, want 0", n)
 			}
-			if got, want := proto.Size(cache.Raw(v)), len(v.Encoded()); got != want {
+			if got, want := proto.Size(v.Raw()), len(v.Bytes); got != want {
 				t.Errorf("proto.Size(Raw) = %d, want %d", got, want)
 			}
 		})

@@ -21,7 +21,7 @@ func TestTables(t *testing.T) {
 	addr, _ := serveFleet(t, c)
 	names := map[string]string{
 		f.a1.Version(): "A1", f.a2.Version(): "A2", f.b.Version(): "B", f.c.Version(): "C",
-		f.web.Version(): "WEB", f.dbV2.Version(): "DB2",
+		f.web.Version: "WEB", f.dbV2.Version: "DB2",
 	}
 	unseen := "not compared: the NodeConfig and services removed from the desired view (AdminService has no RPC for the acknowledged view's content)"
 	tests := []struct {
@@ -173,7 +173,7 @@ func TestDiffJSON(t *testing.T) {
 	}{{
 		node: "node-a", code: 1,
 		want: map[string]any{"node": "node-a", "desiredVersion": f.a2.Version(), "ackedVersion": f.a1.Version(), "inSync": false,
-			"servicesNotAcked": []any{map[string]any{"name": "shop/db", "desiredVersion": f.dbV2.Version()}},
+			"servicesNotAcked": []any{map[string]any{"name": "shop/db", "desiredVersion": f.dbV2.Version}},
 			"notCompared":      "not compared: the NodeConfig and services removed from the desired view (AdminService has no RPC for the acknowledged view's content)"},
 	}, {
 		node: "node-c",

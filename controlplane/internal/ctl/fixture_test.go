@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 // shop/web (10.96.0.10:80, port "http") has two endpoints on every node.
 type fleet struct {
 	a1, a2, b, c *cachetest.NodeView
-	web, dbV2    *cachetest.View
+	web, dbV2    *cache.View
 }
 
 const settingsHash = "0123456789abcdef"

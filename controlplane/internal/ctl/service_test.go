@@ -58,7 +58,7 @@ func serviceFleet(t *testing.T) (string, switchyardv1.AdminServiceClient, map[st
 	addr, conn := servertest.Serve(t, func(g *grpc.Server) {
 		switchyardv1.RegisterAdminServiceServer(g, admin.New(c, apiUp{}, flagSettings{}).WithLatency(tr))
 	}, nil)
-	names := map[string]string{web1.Version(): "WEB1", web2.Version(): "WEB2", db.Version(): "DB"}
+	names := map[string]string{web1.Version: "WEB1", web2.Version: "WEB2", db.Version: "DB"}
 	return addr, switchyardv1.NewAdminServiceClient(conn), names
 }
 

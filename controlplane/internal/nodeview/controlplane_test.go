@@ -124,7 +124,7 @@ func TestNodeConfigAdvertisesControlPlanes(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ix := NewIndex(cpState(), tc.opts)
 			for _, node := range []string{"n1", "n2", "unknown"} {
-				got := ix.Node(node).Config().Config.GetControlPlaneAddresses()
+				got := configOf(t, ix.Node(node).Config()).GetControlPlaneAddresses()
 				if diff := cmp.Diff(tc.want, got); diff != "" {
 					t.Errorf("%s: control_plane_addresses (-want +got):\n%s", node, diff)
 				}
@@ -232,7 +232,7 @@ func TestControlPlanesReplicasAgree(t *testing.T) {
 	want := []string{"192.168.0.1:18000", "192.168.0.2:18000", "[fd00::1]:18000", "[fd00::2]:18000"}
 	for _, n := range nodes {
 		a, b := early.Node(n), late.Node(n)
-		if diff := cmp.Diff(want, b.Config().Config.GetControlPlaneAddresses()); diff != "" {
+		if diff := cmp.Diff(want, configOf(t, b.Config()).GetControlPlaneAddresses()); diff != "" {
 			t.Errorf("%s: control_plane_addresses (-want +got):\n%s", n, diff)
 		}
 		if a.Config().Version != b.Config().Version || a.Version() != b.Version() {

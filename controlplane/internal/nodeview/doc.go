@@ -79,6 +79,14 @@
 // to its own views and NodeConfig, prepared once per Index: never a copy
 // of the shared views.
 //
+// Encoding: this is the one place a resource becomes bytes. Each View is
+// encoded once, straight into the deterministic wire form of its Resource,
+// and handed on as it is: a View is the cache.View the servers send (plus
+// its share of a system version) and a NodeView the cache.NodeView the
+// watch publishes, with no adapter and no second encoding. A View keeps
+// only its bytes, not the message they were built from: readers that need
+// the body (the admin service, tests) decode them.
+//
 // Immutability: Views, NodeViews and Indexes never change once built.
 // Update builds a new Index that reuses every unchanged part of the old
 // one by pointer and copies on write the parts it edits, so readers may

@@ -7,6 +7,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -15,8 +16,8 @@ import (
 func TestFramedIsBytesAsAResponseField(t *testing.T) {
 	v := newServiceResource("ns/web", &switchyardv1.ServiceView{ClusterIps: []string{"10.96.0.10"}})
 	num, typ, n := protowire.ConsumeTag(v.Framed())
-	if num != ResponseResourcesField || typ != protowire.BytesType {
-		t.Fatalf("framed tag = %d/%d, want %d/bytes", num, typ, ResponseResourcesField)
+	if num != cache.ResourcesField || typ != protowire.BytesType {
+		t.Fatalf("framed tag = %d/%d, want %d/bytes", num, typ, cache.ResourcesField)
 	}
 	body, m := protowire.ConsumeBytes(v.Framed()[n:])
 	if m < 0 || n+m != len(v.Framed()) || !bytes.Equal(body, v.Bytes) {

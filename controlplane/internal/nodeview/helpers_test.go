@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -188,11 +189,38 @@ func wantTerminating(e *switchyardv1.Endpoint) {
 
 func eps(e ...*switchyardv1.Endpoint) []*switchyardv1.Endpoint { return e }
 
-// mustView fails the test when v is nil.
+// mustView fails the test when v is nil or not a service view, and
+// returns the ServiceView it encodes.
 func mustView(t *testing.T, v *View) *switchyardv1.ServiceView {
 	t.Helper()
-	if v == nil || v.Service == nil {
+	sv := serviceOf(t, v)
+	if sv == nil {
 		t.Fatalf("no service view")
 	}
-	return v.Service
+	return sv
+}
+
+// decode parses what a view encodes: views keep their bytes only.
+func decode(t testing.TB, v *View) *switchyardv1.Resource {
+	t.Helper()
+	if v == nil {
+		return nil
+	}
+	r, err := cache.Decode(&v.View)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// serviceOf is the ServiceView v encodes; nil for none.
+func serviceOf(t testing.TB, v *View) *switchyardv1.ServiceView {
+	t.Helper()
+	return decode(t, v).GetService()
+}
+
+// configOf is the NodeConfig v encodes; nil for none.
+func configOf(t testing.TB, v *View) *switchyardv1.NodeConfig {
+	t.Helper()
+	return decode(t, v).GetNodeConfig()
 }

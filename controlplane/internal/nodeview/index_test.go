@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -64,12 +65,12 @@ func TestNodeViewContents(t *testing.T) {
 				t.Errorf("Overrides (-want +got):\n%s", diff)
 			}
 			for _, name := range tc.wantNames {
-				if v := nv.Get(name); v == nil || v.Name != name {
-					t.Errorf("Get(%q) = %v", name, v)
+				if v, ok := nv.Get(name); !ok || v == nil || v.Name != name {
+					t.Errorf("Get(%q) = %v, %v", name, v, ok)
 				}
 			}
-			if v := nv.Get("ns/missing"); v != nil {
-				t.Errorf("Get(missing) = %v, want nil", v)
+			if v, ok := nv.Get("ns/missing"); ok || v != nil {
+				t.Errorf("Get(missing) = %v, %v, want nil, false", v, ok)
 			}
 			if got, want := nv.Version(), SystemVersion(nv.Pairs()); got != want {
 				t.Errorf("Version = %s, SystemVersion of its pairs = %s", got, want)
@@ -101,7 +102,7 @@ func TestNodeViewSharing(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			va, vb := tc.a.Get(tc.svc), tc.b.Get(tc.svc)
+			va, vb := tc.a.get(tc.svc), tc.b.get(tc.svc)
 			if (va == vb) != tc.same {
 				t.Errorf("%s on %s and %s: same pointer = %v, want %v", tc.svc, tc.a.Name(), tc.b.Name(), va == vb, tc.same)
 			}
@@ -113,7 +114,7 @@ func TestNodeViewSharing(t *testing.T) {
 	if n1.shared != n2.shared {
 		t.Error("node views do not share the default set")
 	}
-	if ix.Service(model.ServiceKey{Namespace: "ns", Name: "plain"}).Default != n1.Get("ns/plain") {
+	if ix.Service(model.ServiceKey{Namespace: "ns", Name: "plain"}).Default != n1.get("ns/plain") {
 		t.Error("Index.Service default is not the view handed to nodes")
 	}
 }
@@ -165,11 +166,11 @@ func TestNodeConfig(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got := NewIndex(st, tc.opts).Node(tc.node).Config()
 			// The settings hash has its own test (TestSettingsHash).
-			if diff := cmp.Diff(tc.want, got.Config, protocmp.Transform(),
+			if diff := cmp.Diff(tc.want, configOf(t, got), protocmp.Transform(),
 				protocmp.IgnoreFields(&switchyardv1.NodeConfig{}, "settings_hash")); diff != "" {
 				t.Errorf("NodeConfig (-want +got):\n%s", diff)
 			}
-			if got.Service != nil {
+			if serviceOf(t, got) != nil {
 				t.Error("config view also has a service body")
 			}
 		})
@@ -181,7 +182,7 @@ func TestRangeStopsEarly(t *testing.T) {
 	for stopAt := 1; stopAt <= nv.Len(); stopAt++ {
 		t.Run(strings.Repeat("x", stopAt), func(t *testing.T) {
 			n := 0
-			nv.Range(func(*View) bool { n++; return n < stopAt })
+			nv.Range(func(*cache.View) bool { n++; return n < stopAt })
 			if n != stopAt {
 				t.Errorf("Range visited %d, want %d", n, stopAt)
 			}
@@ -284,7 +285,7 @@ func TestSharingProperty(t *testing.T) {
 			_, usesLocal := policies(svc)
 			def := ix.Service(k).Default
 			for _, n := range w.universe() {
-				v := ix.Node(n).Get(def.Name)
+				v := ix.Node(n).get(def.Name)
 				if v != def && (!usesLocal || !hosts[n]) {
 					t.Errorf("seed %d: %s on %s has a view of its own (local policy %v, hosts %v)", seed, def.Name, n, usesLocal, hosts)
 				}

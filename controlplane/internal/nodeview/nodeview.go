@@ -4,6 +4,8 @@ import (
 	"iter"
 	"slices"
 	"strings"
+
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 )
 
 // NodeView is everything one node must program: every service's view and
@@ -17,7 +19,8 @@ import (
 // computed once per Index, adjusted by the node's own views and config.
 //
 // A NodeView is immutable: an Index derived by Update never changes the
-// NodeViews of the Index it came from.
+// NodeViews of the Index it came from. It is the cache.NodeView published
+// for the node, as it is: no adapter, no copy.
 type NodeView struct {
 	name    string
 	zone    string
@@ -27,6 +30,8 @@ type NodeView struct {
 	config  *View
 	version string
 }
+
+var _ cache.NodeView = (*NodeView)(nil)
 
 // Name returns the node name.
 func (nv *NodeView) Name() string { return nv.name }
@@ -47,8 +52,16 @@ func (nv *NodeView) Len() int { return len(nv.shared.views) + 1 }
 // Config returns the node's NodeConfig resource.
 func (nv *NodeView) Config() *View { return nv.config }
 
-// Get returns the resource of that name, or nil.
-func (nv *NodeView) Get(name string) *View {
+// Get returns the resource of that name.
+func (nv *NodeView) Get(name string) (*cache.View, bool) {
+	if v := nv.get(name); v != nil {
+		return &v.View, true
+	}
+	return nil, false
+}
+
+// get returns the resource of that name, or nil.
+func (nv *NodeView) get(name string) *View {
 	if name == nv.config.Name {
 		return nv.config
 	}
@@ -93,7 +106,7 @@ func (nv *NodeView) Overrides() []string {
 // Range calls f for every resource in name order until f returns false.
 // It walks the defaults, the zone layer and the node's own views side by
 // side, all three being in name order.
-func (nv *NodeView) Range(f func(*View) bool) {
+func (nv *NodeView) Range(f func(*cache.View) bool) {
 	var zone []*View
 	if nv.layer != nil {
 		zone = nv.layer.views
@@ -102,7 +115,7 @@ func (nv *NodeView) Range(f func(*View) bool) {
 	pending := true // the config is still to be placed
 	for _, v := range nv.shared.views {
 		if pending && nv.config.Name < v.Name {
-			if !f(nv.config) {
+			if !f(&nv.config.View) {
 				return
 			}
 			pending = false
@@ -115,12 +128,12 @@ func (nv *NodeView) Range(f func(*View) bool) {
 		if len(own) > 0 && own[0].Name == v.Name {
 			v, own = own[0], own[1:]
 		}
-		if !f(v) {
+		if !f(&v.View) {
 			return
 		}
 	}
 	if pending {
-		f(nv.config)
+		f(&nv.config.View)
 	}
 }
 
@@ -135,11 +148,11 @@ func skipBefore(views []*View, name string) []*View {
 }
 
 // All returns an iterator over the resources in name order.
-func (nv *NodeView) All() iter.Seq[*View] { return nv.Range }
+func (nv *NodeView) All() iter.Seq[*cache.View] { return nv.Range }
 
 // Pairs returns an iterator over the (name, version) pairs in name order.
 func (nv *NodeView) Pairs() iter.Seq2[string, string] {
 	return func(yield func(string, string) bool) {
-		nv.Range(func(v *View) bool { return yield(v.Name, v.Version) })
+		nv.Range(func(v *cache.View) bool { return yield(v.Name, v.Version) })
 	}
 }

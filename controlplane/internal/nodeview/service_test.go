@@ -66,7 +66,7 @@ func TestServiceViewAllFields(t *testing.T) {
 		LastChangeTriggerTime:         timestamppb.New(t0.Add(time.Minute)),
 	}
 	v := Service(svc, bySlice, nil).Default
-	if diff := cmp.Diff(want, v.Service, protocmp.Transform()); diff != "" {
+	if diff := cmp.Diff(want, serviceOf(t, v), protocmp.Transform()); diff != "" {
 		t.Errorf("view (-want +got):\n%s", diff)
 	}
 	if v.Name != "shop/front" {
@@ -147,7 +147,7 @@ func TestServiceViewFields(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			v := Service(tc.svc, nil, nil).Default
-			if diff := cmp.Diff(tc.want, v.Service, protocmp.Transform()); diff != "" {
+			if diff := cmp.Diff(tc.want, serviceOf(t, v), protocmp.Transform()); diff != "" {
 				t.Errorf("view (-want +got):\n%s", diff)
 			}
 			if v.Name != tc.want.Namespace+"/"+tc.want.Name {
@@ -289,7 +289,7 @@ func TestServiceViewsFor(t *testing.T) {
 	// The hosting node's view was computed with its zone: its cluster set
 	// follows zone a's hints.
 	want := eps(wantEP("10.0.0.1", "n1", "a", pt("http", 8080), isLocal))
-	if diff := cmp.Diff(want, sv.ByNode["n1"].Service.GetClusterEndpoints(), protocmp.Transform()); diff != "" {
+	if diff := cmp.Diff(want, serviceOf(t, sv.ByNode["n1"]).GetClusterEndpoints(), protocmp.Transform()); diff != "" {
 		t.Errorf("n1 cluster endpoints (-want +got):\n%s", diff)
 	}
 	// Zones whose views are equal share one View.

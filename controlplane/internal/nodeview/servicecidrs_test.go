@@ -57,7 +57,7 @@ func TestNodeConfigCarriesRangesAndNodePorts(t *testing.T) {
 	opts := Options{Defaults: Defaults{NodePortAddresses: []string{"primary", "192.168.0.0/16"}}}
 	ix := NewIndex(st, opts)
 	for _, node := range []string{"n1", "n2", "unknown"} {
-		nc := ix.Node(node).Config().Config
+		nc := configOf(t, ix.Node(node).Config())
 		if diff := cmp.Diff([]string{"10.96.0.0/16", "fd00:10:96::/112"}, nc.GetServiceCidrs()); diff != "" {
 			t.Errorf("%s: service_cidrs (-want +got):\n%s", node, diff)
 		}
@@ -65,7 +65,7 @@ func TestNodeConfigCarriesRangesAndNodePorts(t *testing.T) {
 			t.Errorf("%s: node_port_addresses (-want +got):\n%s", node, diff)
 		}
 	}
-	if got := NewIndex(smallState(), Options{}).Node("n1").Config().Config; len(got.GetServiceCidrs())+len(got.GetNodePortAddresses()) != 0 {
+	if got := configOf(t, NewIndex(smallState(), Options{}).Node("n1").Config()); len(got.GetServiceCidrs())+len(got.GetNodePortAddresses()) != 0 {
 		t.Errorf("without ServiceCIDRs or node port addresses: %v %v", got.GetServiceCidrs(), got.GetNodePortAddresses())
 	}
 }
@@ -130,7 +130,7 @@ func TestUpdateServiceCIDRs(t *testing.T) {
 				if changed := was.Version != now.Version; changed != tc.want.AllConfigs {
 					t.Errorf("%s: config version changed = %v, want %v", n, changed, tc.want.AllConfigs)
 				}
-				if diff := cmp.Diff(serviceCIDRs(st), now.Config.GetServiceCidrs()); diff != "" {
+				if diff := cmp.Diff(serviceCIDRs(st), configOf(t, now).GetServiceCidrs()); diff != "" {
 					t.Errorf("%s: service_cidrs (-want +got):\n%s", n, diff)
 				}
 			}

@@ -75,13 +75,13 @@ func TestWithDefaults(t *testing.T) {
 		if got.Version() != want.Version() {
 			t.Errorf("%s: version %s after WithDefaults, %s from a fresh Index", node, got.Version(), want.Version())
 		}
-		if m := got.Config().Config.GetMode(); m != nft.Mode {
+		if m := configOf(t, got.Config()).GetMode(); m != nft.Mode {
 			t.Errorf("%s: mode %v, want %v", node, m, nft.Mode)
 		}
-		if old := ix.Node(node).Config().Config.GetMode(); old != iptables.Mode {
+		if old := configOf(t, ix.Node(node).Config()).GetMode(); old != iptables.Mode {
 			t.Errorf("%s: the old Index changed: mode %v", node, old)
 		}
-		if got.Get("ns/web") != ix.Node(node).Get("ns/web") {
+		if got.get("ns/web") != ix.Node(node).get("ns/web") {
 			t.Errorf("%s: service view not shared with the old Index", node)
 		}
 	}
@@ -108,10 +108,10 @@ func TestWithSettingsPerNode(t *testing.T) {
 	if all || len(changed) != 1 || changed[0] != "n2" {
 		t.Fatalf("WithSettings: all %t, changed %v; want only n2 (n3's settings are the cluster's)", all, changed)
 	}
-	if m := next.Node("n2").Config().Config.GetMode(); m != nft.Mode {
+	if m := configOf(t, next.Node("n2").Config()).GetMode(); m != nft.Mode {
 		t.Errorf("n2 mode %v", m)
 	}
-	if h, own := next.NodeSettingsHash("n2"); !own || h != SettingsHash(nft) || next.Node("n2").Config().Config.GetSettingsHash() != h {
+	if h, own := next.NodeSettingsHash("n2"); !own || h != SettingsHash(nft) || configOf(t, next.Node("n2").Config()).GetSettingsHash() != h {
 		t.Errorf("n2 settings hash %s (own %t), want %s in its NodeConfig", h, own, SettingsHash(nft))
 	}
 	for _, n := range []string{"n1", "n3"} {
@@ -124,11 +124,11 @@ func TestWithSettingsPerNode(t *testing.T) {
 	}
 	st.Nodes = nodesOf("n1@a", "n2@a", "n3@a")
 	after, _ := next.Update(st, nil, []string{"n2"})
-	if m := after.Node("n2").Config().Config.GetMode(); m != nft.Mode {
+	if m := configOf(t, after.Node("n2").Config()).GetMode(); m != nft.Mode {
 		t.Errorf("n2 lost its settings in an Update: mode %v", m)
 	}
 	back, all, changed := after.WithSettings(Settings{Defaults: iptables})
-	if all || len(changed) != 1 || changed[0] != "n2" || back.Node("n2").Config().Config.GetMode() != iptables.Mode {
+	if all || len(changed) != 1 || changed[0] != "n2" || configOf(t, back.Node("n2").Config()).GetMode() != iptables.Mode {
 		t.Errorf("taking n2's settings back: all %t changed %v", all, changed)
 	}
 	if got, want := back.Node("n2").Version(), NewIndex(st, Options{Defaults: iptables}).Node("n2").Version(); got != want {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
 )
 
@@ -111,7 +112,7 @@ func BenchmarkSpliceDefaults(b *testing.B) {
 			svcs := make([]*ServiceViews, n)
 			for i := range svcs {
 				k := model.ServiceKey{Namespace: "ns", Name: fmt.Sprintf("svc-%06d", i)}
-				svcs[i] = &ServiceViews{Key: k, Default: &View{Name: k.String()}}
+				svcs[i] = &ServiceViews{Key: k, Default: &View{View: cache.View{Name: k.String()}}}
 			}
 			mid := svcs[n/2]
 			edits := []svcEdit{{name: mid.Default.Name, key: mid.Key, old: mid, new: mid}}

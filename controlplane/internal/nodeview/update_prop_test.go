@@ -304,7 +304,7 @@ func checkSameIndex(t *testing.T, where string, want, got *Index, nodes []string
 			t.Fatalf("%s: node %s zone: NewIndex %q, Update %q", where, n, a.Zone(), b.Zone())
 		}
 		for name := range collectPairs(a) {
-			if b.Get(name) == nil || b.Get(name).Version != a.Get(name).Version {
+			if b.get(name) == nil || b.get(name).Version != a.get(name).Version {
 				t.Fatalf("%s: node %s Get(%s) differs", where, n, name)
 			}
 		}

@@ -298,7 +298,7 @@ func TestUpdateNilState(t *testing.T) {
 	if diff := cmp.Diff([]string{"ns/lb", "ns/plain"}, ch.Removed); diff != "" {
 		t.Errorf("Removed (-want +got):\n%s", diff)
 	}
-	if nv := next.Node("n1"); nv.Zone() != "" || len(nv.Config().Config.GetNodeIps()) != 0 {
+	if nv := next.Node("n1"); nv.Zone() != "" || len(configOf(t, nv.Config()).GetNodeIps()) != 0 {
 		t.Errorf("n1 still known: zone %q", nv.Zone())
 	}
 }

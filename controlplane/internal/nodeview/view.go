@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -26,47 +27,23 @@ const (
 )
 
 // View is one resource of a node's view, built, hashed and serialized once
-// and then shared, read-only, by every node that receives it.
-//
-// Exactly one of Service and Config is set. Callers must not modify a View
-// or the messages it points to.
+// and then shared, read-only, by every node that receives it: the
+// cache.View the servers send (Name, Version, Bytes, framed once by
+// cache.NewView) and its share of a system version. It keeps no message:
+// Bytes is its one representation, and readers that need the body decode
+// it (cache.Decode). Callers must not modify a View.
 type View struct {
-	// Name is the resource name: "namespace/name" for a service view, the
-	// node name for a NodeConfig.
-	Name string
-	// Version is the content hash of the body: the first 8 bytes, in hex,
-	// of the SHA-256 of its deterministic protobuf encoding. It is the same
-	// in every process for the same content.
-	Version string
-	Service *switchyardv1.ServiceView
-	Config  *switchyardv1.NodeConfig
-	// Bytes is the deterministic encoding of the switchyardv1.Resource
-	// {Name, Version, body}: the exact bytes to put on the wire.
-	Bytes []byte
-
-	// raw is Bytes as a Resource for marshalling (cache.Raw), built once:
-	// 10k resources in every node's first response were 10k new messages
-	// per node.
-	raw *switchyardv1.Resource
-	// framed is Bytes with the response field's tag and length in front;
-	// Bytes is its tail.
-	framed []byte
+	// View's Name is the resource name: "namespace/name" for a service
+	// view, the node name for a NodeConfig. Its Version is the content
+	// hash of the body: the first 8 bytes, in hex, of the SHA-256 of its
+	// deterministic protobuf encoding, the same in every process for the
+	// same content. Its Bytes are the deterministic encoding of the
+	// switchyardv1.Resource {Name, Version, body}: the exact bytes to put
+	// on the wire.
+	cache.View
 
 	// pair is this (Name, Version)'s contribution to a system version.
 	pair setDigest
-}
-
-// Resource returns the view as a Resource message. The message is new but
-// its body is shared: do not modify it.
-func (v *View) Resource() *switchyardv1.Resource {
-	r := &switchyardv1.Resource{Name: v.Name, Version: v.Version}
-	switch {
-	case v.Service != nil:
-		r.Body = &switchyardv1.Resource_Service{Service: v.Service}
-	case v.Config != nil:
-		r.Body = &switchyardv1.Resource_NodeConfig{NodeConfig: v.Config}
-	}
-	return r
 }
 
 // marshal is the one encoding used for hashing: deterministic, so equal
@@ -74,25 +51,22 @@ func (v *View) Resource() *switchyardv1.Resource {
 // so the cached size is safe to use.
 var marshal = proto.MarshalOptions{Deterministic: true, UseCachedSize: true}
 
-// newServiceResource hashes and frames a service view.
+// newServiceResource hashes and encodes a service view.
 func newServiceResource(name string, sv *switchyardv1.ServiceView) *View {
-	v := newView(name, sv, resourceFieldService)
-	v.Service = sv
-	return v
+	return newView(name, sv, resourceFieldService)
 }
 
-// newConfigResource hashes and frames a node config.
+// newConfigResource hashes and encodes a node config.
 func newConfigResource(name string, nc *switchyardv1.NodeConfig) *View {
-	v := newView(name, nc, resourceFieldNodeConfig)
-	v.Config = nc
-	return v
+	return newView(name, nc, resourceFieldNodeConfig)
 }
 
 // newView encodes body once, straight into the Resource framing that goes
 // on the wire: name, a version placeholder, the body; then hashes the body
 // and writes the version in place. The result is exactly what a
 // deterministic marshal of the Resource gives, since that marshals fields
-// in number order.
+// in number order. This is the one place a resource becomes bytes; body
+// is not kept.
 func newView(name string, body proto.Message, field protowire.Number) *View {
 	const versionLen = 2 * versionBytes
 	size := marshal.Size(body)
@@ -124,34 +98,8 @@ func newView(name string, body proto.Message, field protowire.Number) *View {
 	sum := sha256.Sum256(out[bodyAt:])
 	hex.Encode(out[versionAt:versionAt+versionLen], sum[:versionBytes])
 	version := string(out[versionAt : versionAt+versionLen])
-	framed := protowire.AppendTag(make([]byte, 0, protowire.SizeTag(ResponseResourcesField)+
-		protowire.SizeBytes(len(out))), ResponseResourcesField, protowire.BytesType)
-	framed = protowire.AppendBytes(framed, out)
-	out = framed[len(framed)-len(out):]
-	raw := &switchyardv1.Resource{}
-	raw.ProtoReflect().SetUnknown(out)
-	return &View{
-		Name:    name,
-		Version: version,
-		Bytes:   out,
-		framed:  framed,
-		raw:     raw,
-		pair:    pairDigest(name, version),
-	}
+	return &View{View: cache.NewView(name, version, out), pair: pairDigest(name, version)}
 }
-
-// ResponseResourcesField is the field number both discovery responses
-// (DeltaSnapshotsResponse, StreamSnapshotsResponse) carry resources in.
-const ResponseResourcesField protowire.Number = 2
-
-// Framed returns Bytes behind the tag and length of field
-// ResponseResourcesField: the exact bytes of this resource inside a
-// response, handed to the transport as one buffer (package server/wire).
-func (v *View) Framed() []byte { return v.framed }
-
-// Raw returns the view's bytes as a Resource that marshals to exactly
-// them (see cache.Raw); shared, so only for marshalling.
-func (v *View) Raw() *switchyardv1.Resource { return v.raw }
 
 // setDigest is an order-independent digest of a set of (name, version)
 // pairs: the lane-wise sum, modulo 2^64, of a SHA-256 of each pair. Adding

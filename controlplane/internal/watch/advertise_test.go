@@ -31,7 +31,7 @@ func (r *recorder) config(t *testing.T, node string) *switchyardv1.NodeConfig {
 		return nil
 	}
 	res := &switchyardv1.Resource{}
-	if err := proto.Unmarshal(v.Encoded(), res); err != nil {
+	if err := proto.Unmarshal(v.Bytes, res); err != nil {
 		t.Fatalf("decode %s: %v", node, err)
 	}
 	return res.GetNodeConfig()

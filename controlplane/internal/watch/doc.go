@@ -22,6 +22,8 @@
 //     they are cached, to keep the control plane's memory down.
 //   - Only nodes whose view may have changed are published, with the names
 //     that may have changed, so streams diff only those.
+//   - A node's *nodeview.NodeView is published as it is (it is a
+//     cache.NodeView): no adapter, no copy, no second encoding.
 //   - A Publisher that is also a ServiceObserver (ObservedPublisher) hears
 //     which services each update changed or removed before any of the
 //     update's views is published (the fleet's programming latency counts

@@ -3,14 +3,13 @@ package watch
 import (
 	"slices"
 
-	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
-
 	cpcache "github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/nodeview"
 )
 
-// Publisher is where node views go: the stream cache.
+// Publisher is where node views go: the stream cache. A *nodeview.NodeView
+// is published as it is: it is a cache.NodeView.
 type Publisher interface {
 	Publish(node string, nv cpcache.NodeView, changed []string)
 	Remove(node string)
@@ -53,7 +52,7 @@ func newPublisher(to Publisher) publisher {
 // all publishes every known node's view with unknown changes.
 func (p publisher) all(ix *nodeview.Index, st *model.State) {
 	for name := range st.Nodes {
-		p.to.Publish(name, nodeView{ix.Node(name)}, nil)
+		p.to.Publish(name, ix.Node(name), nil)
 	}
 }
 
@@ -75,7 +74,7 @@ func (p publisher) changed(ix *nodeview.Index, st *model.State, ch nodeview.Chan
 		if len(names) == 0 {
 			continue
 		}
-		p.to.Publish(name, nodeView{ix.Node(name)}, names)
+		p.to.Publish(name, ix.Node(name), names)
 	}
 }
 
@@ -108,37 +107,3 @@ func changedServices(ch nodeview.Changes, st *model.State) []string {
 	slices.Sort(out)
 	return slices.Compact(out)
 }
-
-// nodeView adapts a *nodeview.NodeView to the cache's interface.
-type nodeView struct{ nv *nodeview.NodeView }
-
-var _ cpcache.NodeView = nodeView{}
-
-func (a nodeView) Version() string { return a.nv.Version() }
-func (a nodeView) Len() int        { return a.nv.Len() }
-
-func (a nodeView) Get(name string) (cpcache.View, bool) {
-	v := a.nv.Get(name)
-	if v == nil {
-		return nil, false
-	}
-	return view{v}, true
-}
-
-func (a nodeView) Range(fn func(cpcache.View) bool) {
-	a.nv.Range(func(v *nodeview.View) bool { return fn(view{v}) })
-}
-
-// view adapts a *nodeview.View; a one-pointer struct, so boxing it in an
-// interface does not allocate.
-type view struct{ v *nodeview.View }
-
-func (v view) Name() string    { return v.v.Name }
-func (v view) Version() string { return v.v.Version }
-func (v view) Encoded() []byte { return v.v.Bytes }
-
-// Raw hands out the view's one Raw resource (cache.Raw uses it).
-func (v view) Raw() *switchyardv1.Resource { return v.v.Raw() }
-
-// Framed hands out the view's bytes as a response field (cache.FramedView).
-func (v view) Framed() []byte { return v.v.Framed() }

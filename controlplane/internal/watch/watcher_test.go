@@ -57,7 +57,7 @@ func (r *recorder) service(t *testing.T, node, name string) *switchyardv1.Servic
 		return nil
 	}
 	res := &switchyardv1.Resource{}
-	if err := proto.Unmarshal(v.Encoded(), res); err != nil {
+	if err := proto.Unmarshal(v.Bytes, res); err != nil {
 		t.Fatalf("decode %s: %v", name, err)
 	}
 	return res.GetService()

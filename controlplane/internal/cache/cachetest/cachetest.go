@@ -13,17 +13,13 @@ import (
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
-// View is an immutable cache.View.
-type View struct {
-	name, version string
-	encoded       []byte
-}
+// marshal is the test encoding of a Resource: deterministic, as the
+// compute side's, so equal resources give equal bytes.
+var marshal = proto.MarshalOptions{Deterministic: true}
 
-var _ cache.View = (*View)(nil)
-
-// NewView encodes r once. An empty r.Version is filled with the content
-// hash of its body; r itself is not modified.
-func NewView(r *switchyardv1.Resource) (*View, error) {
+// NewView encodes r once into a cache.View. An empty r.Version is filled
+// with the content hash of its body; r itself is not modified.
+func NewView(r *switchyardv1.Resource) (*cache.View, error) {
 	r = proto.Clone(r).(*switchyardv1.Resource)
 	if r.GetVersion() == "" {
 		v, err := contentVersion(r)
@@ -32,15 +28,16 @@ func NewView(r *switchyardv1.Resource) (*View, error) {
 		}
 		r.Version = v
 	}
-	b, err := cache.Encode(r)
+	b, err := marshal.Marshal(r)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("encode resource %q: %w", r.GetName(), err)
 	}
-	return &View{name: r.GetName(), version: r.GetVersion(), encoded: b}, nil
+	v := cache.NewView(r.GetName(), r.GetVersion(), b)
+	return &v, nil
 }
 
 // MustView is NewView for literals in tests; it fails tb on an error.
-func MustView(tb testing.TB, r *switchyardv1.Resource) *View {
+func MustView(tb testing.TB, r *switchyardv1.Resource) *cache.View {
 	tb.Helper()
 	v, err := NewView(r)
 	if err != nil {
@@ -49,49 +46,44 @@ func MustView(tb testing.TB, r *switchyardv1.Resource) *View {
 	return v
 }
 
-func (v *View) Name() string    { return v.name }
-func (v *View) Version() string { return v.version }
-func (v *View) Encoded() []byte { return v.encoded }
-func (v *View) String() string  { return v.name + "@" + v.version }
-
 // NodeView is an immutable cache.NodeView.
 type NodeView struct {
 	version string
-	views   []cache.View // sorted by name
-	byName  map[string]cache.View
+	views   []*cache.View // sorted by name
+	byName  map[string]*cache.View
 }
 
 var _ cache.NodeView = (*NodeView)(nil)
 
 // NewNodeView builds a node view; a later view of the same name wins.
-func NewNodeView(views ...cache.View) *NodeView {
-	byName := make(map[string]cache.View, len(views))
+func NewNodeView(views ...*cache.View) *NodeView {
+	byName := make(map[string]*cache.View, len(views))
 	for _, v := range views {
-		byName[v.Name()] = v
+		byName[v.Name] = v
 	}
-	sorted := make([]cache.View, 0, len(byName))
+	sorted := make([]*cache.View, 0, len(byName))
 	for _, v := range byName {
 		sorted = append(sorted, v)
 	}
-	slices.SortFunc(sorted, func(a, b cache.View) int { return strings.Compare(a.Name(), b.Name()) })
+	slices.SortFunc(sorted, func(a, b *cache.View) int { return strings.Compare(a.Name, b.Name) })
 	nv := &NodeView{views: sorted, byName: byName}
 	nv.version = systemVersion(nv)
 	return nv
 }
 
 // With returns a copy of nv with views added or replaced.
-func (nv *NodeView) With(views ...cache.View) *NodeView {
+func (nv *NodeView) With(views ...*cache.View) *NodeView {
 	byName := maps.Clone(nv.byName)
 	sorted := slices.Clone(nv.views)
 	added := false
 	for _, v := range views {
-		if _, ok := byName[v.Name()]; !ok {
+		if _, ok := byName[v.Name]; !ok {
 			added = true
 			sorted = append(sorted, v)
-		} else if i, found := slices.BinarySearchFunc(sorted, v.Name(), byNameCmp); found && !added {
+		} else if i, found := slices.BinarySearchFunc(sorted, v.Name, byNameCmp); found && !added {
 			sorted[i] = v
 		}
-		byName[v.Name()] = v
+		byName[v.Name] = v
 	}
 	if added {
 		return NewNodeView(slices.Collect(maps.Values(byName))...)
@@ -101,13 +93,13 @@ func (nv *NodeView) With(views ...cache.View) *NodeView {
 	return out
 }
 
-func byNameCmp(v cache.View, name string) int { return strings.Compare(v.Name(), name) }
+func byNameCmp(v *cache.View, name string) int { return strings.Compare(v.Name, name) }
 
 // Without returns a copy of nv without the named views.
 func (nv *NodeView) Without(names ...string) *NodeView {
-	keep := make([]cache.View, 0, len(nv.views))
+	keep := make([]*cache.View, 0, len(nv.views))
 	for _, v := range nv.views {
-		if !slices.Contains(names, v.Name()) {
+		if !slices.Contains(names, v.Name) {
 			keep = append(keep, v)
 		}
 	}
@@ -117,12 +109,12 @@ func (nv *NodeView) Without(names ...string) *NodeView {
 func (nv *NodeView) Version() string { return nv.version }
 func (nv *NodeView) Len() int        { return len(nv.views) }
 
-func (nv *NodeView) Get(name string) (cache.View, bool) {
+func (nv *NodeView) Get(name string) (*cache.View, bool) {
 	v, ok := nv.byName[name]
 	return v, ok
 }
 
-func (nv *NodeView) Range(fn func(cache.View) bool) {
+func (nv *NodeView) Range(fn func(*cache.View) bool) {
 	for _, v := range nv.views {
 		if !fn(v) {
 			return
@@ -134,7 +126,7 @@ func (nv *NodeView) Range(fn func(cache.View) bool) {
 func Resources(nv cache.NodeView) ([]*switchyardv1.Resource, error) {
 	var out []*switchyardv1.Resource
 	var err error
-	nv.Range(func(v cache.View) bool {
+	nv.Range(func(v *cache.View) bool {
 		var r *switchyardv1.Resource
 		r, err = cache.Decode(v)
 		out = append(out, r)
@@ -174,9 +166,9 @@ func NodeConfig(node, zone string) *switchyardv1.Resource {
 
 // Services returns n service views "ns/svc-000".."ns/svc-<n-1>", each with
 // generation gen in its port so that a new gen changes every version.
-func Services(tb testing.TB, namespace string, n int, gen uint32) []cache.View {
+func Services(tb testing.TB, namespace string, n int, gen uint32) []*cache.View {
 	tb.Helper()
-	out := make([]cache.View, n)
+	out := make([]*cache.View, n)
 	for i := range n {
 		ip := fmt.Sprintf("10.96.%d.%d", i/250, i%250+1)
 		out[i] = MustView(tb, Service(namespace, fmt.Sprintf("svc-%03d", i), ip, 1000+gen))

@@ -21,10 +21,10 @@ const versionBytes = 16
 // systemVersion hashes a node view's (name, version) pairs in name order.
 func systemVersion(nv cache.NodeView) string {
 	h := sha256.New()
-	nv.Range(func(v cache.View) bool {
+	nv.Range(func(v *cache.View) bool {
 		// Length prefixes keep the encoding unambiguous.
-		writeString(h, v.Name())
-		writeString(h, v.Version())
+		writeString(h, v.Name)
+		writeString(h, v.Version)
 		return true
 	})
 	return hex.EncodeToString(h.Sum(nil)[:versionBytes])
@@ -38,7 +38,7 @@ func writeString(h hash.Hash, s string) {
 
 // contentVersion hashes the deterministic encoding of a resource's body.
 func contentVersion(r *switchyardv1.Resource) (string, error) {
-	b, err := cache.Encode(&switchyardv1.Resource{Body: r.GetBody()})
+	b, err := marshal.Marshal(&switchyardv1.Resource{Body: r.GetBody()})
 	if err != nil {
 		return "", fmt.Errorf("version of %q: %w", r.GetName(), err)
 	}

@@ -93,16 +93,18 @@ func (s *Server) ListNodes(context.Context, *switchyardv1.ListNodesRequest) (*sw
 	resp := &switchyardv1.ListNodesResponse{Nodes: make([]*switchyardv1.NodeStatus, 0, len(snaps)),
 		Api: s.apiWatch(), Settings: s.settingsStatus()}
 	for _, sn := range snaps {
-		resp.Nodes = append(resp.Nodes, s.settingsOf(nodeStatus(sn), sn.View))
+		cfg := nodeConfig(sn.View, sn.Status.Name)
+		resp.Nodes = append(resp.Nodes, s.settingsOf(nodeStatus(sn, cfg), cfg))
 	}
 	return resp, nil
 }
 
-func nodeStatus(sn cache.NodeSnapshot) *switchyardv1.NodeStatus {
+// nodeStatus is sn's status; cfg is its desired NodeConfig (nil: none).
+func nodeStatus(sn cache.NodeSnapshot, cfg *switchyardv1.NodeConfig) *switchyardv1.NodeStatus {
 	st := sn.Status
 	out := &switchyardv1.NodeStatus{
 		Name:                   st.Name,
-		Zone:                   zone(sn.View, st.Name),
+		Zone:                   cfg.GetZone(),
 		Connected:              st.Connected,
 		Agent:                  st.Agent,
 		ConnectedSince:         timestamp(st.ConnectedSince),
@@ -125,20 +127,27 @@ func nodeStatus(sn cache.NodeSnapshot) *switchyardv1.NodeStatus {
 	return out
 }
 
-// zone reads the node's zone from its NodeConfig resource, named after it.
-func zone(nv cache.NodeView, node string) string {
+// nodeConfig decodes the node's NodeConfig resource, named after it: nil
+// when the view has no readable resource of that name, empty when that
+// resource is not a NodeConfig. Views keep their bytes only (the one form
+// they are sent in), so the admin service, which needs the message,
+// decodes it: once per node and call.
+func nodeConfig(nv cache.NodeView, node string) *switchyardv1.NodeConfig {
 	if nv == nil {
-		return ""
+		return nil
 	}
 	v, ok := nv.Get(node)
 	if !ok {
-		return ""
+		return nil
 	}
 	r, err := cache.Decode(v)
 	if err != nil {
-		return ""
+		return nil
 	}
-	return r.GetNodeConfig().GetZone()
+	if nc := r.GetNodeConfig(); nc != nil {
+		return nc
+	}
+	return &switchyardv1.NodeConfig{}
 }
 
 func timestamp(t time.Time) *timestamppb.Timestamp {
@@ -170,8 +179,8 @@ func (s *Server) GetNodeView(_ context.Context, req *switchyardv1.GetNodeViewReq
 		Resources:       make([]*switchyardv1.Resource, 0, nv.Len()),
 		ViewsMayBeStale: s.api != nil && !s.api.Outage().IsZero(),
 	}
-	nv.Range(func(v cache.View) bool {
-		resp.Resources = append(resp.Resources, cache.Raw(v))
+	nv.Range(func(v *cache.View) bool {
+		resp.Resources = append(resp.Resources, v.Raw())
 		return true
 	})
 	return resp, nil
@@ -197,22 +206,22 @@ func (s *Server) GetService(_ context.Context, req *switchyardv1.GetServiceReque
 		if !ok {
 			continue
 		}
-		sv, ok := decoded[v.Version()]
+		sv, ok := decoded[v.Version]
 		if !ok {
 			r, err := cache.Decode(v)
 			if err != nil {
 				return nil, status.Errorf(codes.Internal, "node %q: %v", sn.Status.Name, err)
 			}
 			sv = r.GetService()
-			decoded[v.Version()] = sv
+			decoded[v.Version] = sv
 		}
-		acked := ackedAt(sn.Acked, name, v.Version())
+		acked := ackedAt(sn.Acked, name, v.Version)
 		if acked {
 			resp.AppliedNodes++
 		}
 		resp.Nodes = append(resp.Nodes, &switchyardv1.ServiceNodeStatus{
 			NodeName:       sn.Status.Name,
-			DesiredVersion: v.Version(),
+			DesiredVersion: v.Version,
 			Acked:          acked,
 			View:           sv,
 		})
@@ -231,5 +240,5 @@ func ackedAt(acked cache.NodeView, name, version string) bool {
 		return false
 	}
 	v, ok := acked.Get(name)
-	return ok && v.Version() == version
+	return ok && v.Version == version
 }

@@ -37,8 +37,8 @@ func serve(t *testing.T, c *cache.Cache) switchyardv1.AdminServiceClient {
 // changed; node-b known, never connected; node-x connected but unknown.
 type fixture struct {
 	now          time.Time
-	webV1, webV2 *cachetest.View
-	db           *cachetest.View
+	webV1, webV2 *cache.View
+	db           *cache.View
 	a1, a2, b    *cachetest.NodeView
 	agentA       *switchyardv1.Node
 	nack         *spb.Status
@@ -140,7 +140,7 @@ func TestGetNodeView(t *testing.T) {
 func TestGetService(t *testing.T) {
 	c, f := setup(t)
 	client := serve(t, c)
-	decode := func(v cache.View) *switchyardv1.ServiceView {
+	decode := func(v *cache.View) *switchyardv1.ServiceView {
 		r, err := cache.Decode(v)
 		if err != nil {
 			t.Fatal(err)
@@ -157,14 +157,14 @@ func TestGetService(t *testing.T) {
 		{
 			name: "changed on node-a, not yet acked there", namespace: "default", svc: "web",
 			want: &switchyardv1.GetServiceResponse{Nodes: []*switchyardv1.ServiceNodeStatus{
-				{NodeName: "node-a", DesiredVersion: f.webV2.Version(), Acked: false, View: decode(f.webV2)},
-				{NodeName: "node-b", DesiredVersion: f.webV2.Version(), Acked: false, View: decode(f.webV2)},
+				{NodeName: "node-a", DesiredVersion: f.webV2.Version, Acked: false, View: decode(f.webV2)},
+				{NodeName: "node-b", DesiredVersion: f.webV2.Version, Acked: false, View: decode(f.webV2)},
 			}, TotalNodes: 2, Summary: "live on 0 of 2 nodes"},
 		},
 		{
 			name: "unchanged and acked", namespace: "default", svc: "db",
 			want: &switchyardv1.GetServiceResponse{Nodes: []*switchyardv1.ServiceNodeStatus{
-				{NodeName: "node-a", DesiredVersion: f.db.Version(), Acked: true, View: decode(f.db)},
+				{NodeName: "node-a", DesiredVersion: f.db.Version, Acked: true, View: decode(f.db)},
 			}, AppliedNodes: 1, TotalNodes: 1, Summary: "live on 1 of 1 node"},
 		},
 		{name: "on no node", namespace: "default", svc: "gone", code: codes.NotFound},

@@ -109,7 +109,7 @@ func (s *Server) snapshot(node string) (cache.NodeSnapshot, bool) {
 func stateOf(nv cache.NodeView) (*dataplane.State, error) {
 	st := &dataplane.State{Services: make(map[string]*switchyardv1.ServiceView, nv.Len())}
 	var err error
-	nv.Range(func(v cache.View) bool {
+	nv.Range(func(v *cache.View) bool {
 		var r *switchyardv1.Resource
 		if r, err = cache.Decode(v); err != nil {
 			return false

@@ -3,7 +3,6 @@ package admin
 import (
 	"context"
 
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/rollout"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -33,20 +32,12 @@ func (s *Server) GetRollout(context.Context, *switchyardv1.GetRolloutRequest) (*
 }
 
 // settingsOf fills in the settings this replica sends the node: the hash
-// its desired NodeConfig carries and where they come from.
-func (s *Server) settingsOf(ns *switchyardv1.NodeStatus, nv cache.NodeView) *switchyardv1.NodeStatus {
-	if nv == nil {
+// its desired NodeConfig, cfg, carries and where they come from.
+func (s *Server) settingsOf(ns *switchyardv1.NodeStatus, cfg *switchyardv1.NodeConfig) *switchyardv1.NodeStatus {
+	if cfg == nil {
 		return ns
 	}
-	v, ok := nv.Get(ns.GetName())
-	if !ok {
-		return ns
-	}
-	r, err := cache.Decode(v)
-	if err != nil {
-		return ns
-	}
-	ns.DesiredSettingsHash = r.GetNodeConfig().GetSettingsHash()
+	ns.DesiredSettingsHash = cfg.GetSettingsHash()
 	ns.SettingsSource = "cluster"
 	if s.rollout != nil {
 		if src := s.rollout.NodeSource(ns.GetName()); src != "" {

@@ -146,13 +146,13 @@ func newFleetBed(t *testing.T) *fleetBed {
 
 // change records v's service as changed now and publishes it to every
 // node, as the watch does.
-func (tb *fleetBed) change(v cache.View) {
+func (tb *fleetBed) change(v *cache.View) {
 	tb.clock.Step(time.Minute)
 	tb.changed = tb.clock.Now()
-	tb.tracker.ServicesChanged([]string{v.Name()}, nil)
+	tb.tracker.ServicesChanged([]string{v.Name}, nil)
 	for node, nv := range tb.views {
 		tb.views[node] = nv.With(v)
-		tb.cache.Publish(node, tb.views[node], []string{v.Name()})
+		tb.cache.Publish(node, tb.views[node], []string{v.Name})
 	}
 }
 

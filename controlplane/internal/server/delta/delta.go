@@ -87,12 +87,12 @@ func (a applied) version(name string) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	return v.Version(), true
+	return v.Version, true
 }
 
 func (a applied) names(fn func(string)) {
-	a.nv.Range(func(v cache.View) bool {
-		fn(v.Name())
+	a.nv.Range(func(v *cache.View) bool {
+		fn(v.Name)
 		return true
 	})
 }
@@ -110,7 +110,7 @@ var _ stream.Variant[*response] = (*variant)(nil)
 // Plan diffs nv against the agent's state over the changed names. The first
 // batch is never empty, so the agent learns the system version it is at.
 func (v *variant) Plan(nv cache.NodeView, changes cache.Changes, first bool) stream.Batch {
-	var res []cache.View
+	var res []*cache.View
 	var removed []string
 	if changes.All {
 		res, removed = v.diffAll(nv)
@@ -132,10 +132,10 @@ func (v *variant) Plan(nv cache.NodeView, changes cache.Changes, first bool) str
 	return stream.Batch{Parts: stream.Pack(res, removed, v.limit, envelope)}
 }
 
-func (v *variant) diffAll(nv cache.NodeView) ([]cache.View, []string) {
-	var res []cache.View
-	nv.Range(func(r cache.View) bool {
-		if have, ok := v.known.version(r.Name()); !ok || have != r.Version() {
+func (v *variant) diffAll(nv cache.NodeView) ([]*cache.View, []string) {
+	var res []*cache.View
+	nv.Range(func(r *cache.View) bool {
+		if have, ok := v.known.version(r.Name); !ok || have != r.Version {
 			res = append(res, r)
 		}
 		return true
@@ -151,14 +151,14 @@ func (v *variant) diffAll(nv cache.NodeView) ([]cache.View, []string) {
 }
 
 // diffNames diffs the given names, which are sorted.
-func (v *variant) diffNames(nv cache.NodeView, names []string) ([]cache.View, []string) {
-	var res []cache.View
+func (v *variant) diffNames(nv cache.NodeView, names []string) ([]*cache.View, []string) {
+	var res []*cache.View
 	var removed []string
 	for _, name := range names {
 		have, known := v.known.version(name)
 		r, ok := nv.Get(name)
 		switch {
-		case ok && (!known || have != r.Version()):
+		case ok && (!known || have != r.Version):
 			res = append(res, r)
 		case !ok && known:
 			removed = append(removed, name)
@@ -174,8 +174,8 @@ func (v *variant) resumed(nv cache.NodeView) int {
 		return 0
 	}
 	n := 0
-	nv.Range(func(r cache.View) bool {
-		if have, ok := v.known.version(r.Name()); ok && have == r.Version() {
+	nv.Range(func(r *cache.View) bool {
+		if have, ok := v.known.version(r.Name); ok && have == r.Version {
 			n++
 		}
 		return true
@@ -192,7 +192,7 @@ func (v *variant) Applied(target cache.NodeView) {
 func (v *variant) Response(p stream.Part, version, nonce string) *response {
 	res := make([]*switchyardv1.Resource, len(p.Resources))
 	for i, r := range p.Resources {
-		res[i] = cache.Raw(r)
+		res[i] = r.Raw()
 	}
 	return &response{
 		SystemVersion:    version,

@@ -37,24 +37,24 @@ func summarize(parts ...*switchyardv1.DeltaSnapshotsResponse) summary {
 	return s
 }
 
-func refs(views ...cache.View) []string {
+func refs(views ...*cache.View) []string {
 	var out []string
 	for _, v := range views {
-		out = append(out, v.Name()+"@"+v.Version())
+		out = append(out, v.Name+"@"+v.Version)
 	}
 	return out
 }
 
 func versions(nv cache.NodeView) map[string]string {
 	m := map[string]string{}
-	nv.Range(func(v cache.View) bool {
-		m[v.Name()] = v.Version()
+	nv.Range(func(v *cache.View) bool {
+		m[v.Name] = v.Version
 		return true
 	})
 	return m
 }
 
-func svc(t *testing.T, i int, gen uint32) cache.View {
+func svc(t *testing.T, i int, gen uint32) *cache.View {
 	return cachetest.MustView(t, cachetest.Service("ns", fmt.Sprintf("svc-%03d", i), fmt.Sprintf("10.96.0.%d", i+1), 1000+gen))
 }
 
@@ -102,7 +102,7 @@ func TestAck(t *testing.T) {
 
 	changed := svc(t, 1, 7)
 	nv2 := nv1.With(changed)
-	c.Publish("n1", nv2, []string{changed.Name()})
+	c.Publish("n1", nv2, []string{changed.Name})
 	r2 := cl.recv()
 	if diff := cmp.Diff(summary{Version: nv2.Version(), Resources: refs(changed)}, summarize(r2)); diff != "" {
 		t.Errorf("delta (-want +got):\n%s", diff)
@@ -125,7 +125,7 @@ func TestNackHoldsUntilContentChanges(t *testing.T) {
 
 	bad := svc(t, 1, 99)
 	nv2 := nv1.With(bad)
-	c.Publish("n1", nv2, []string{bad.Name()})
+	c.Publish("n1", nv2, []string{bad.Name})
 	r2 := cl.recv()
 	cl.nack(r2.GetNonce(), "bad port")
 	eventually(t, "NACK recorded", func() bool {
@@ -142,7 +142,7 @@ func TestNackHoldsUntilContentChanges(t *testing.T) {
 	// an identical rebuild): the server takes the change and holds.
 	c.Publish("n1", nv2, nil)
 	eventually(t, "wakeup taken", func() bool { return !h.status("n1").Pending.DirtyAll })
-	c.Publish("n1", nv1.With(svc(t, 1, 99)), []string{bad.Name()})
+	c.Publish("n1", nv1.With(svc(t, 1, 99)), []string{bad.Name})
 	eventually(t, "wakeup taken", func() bool { return h.status("n1").Pending.DirtyNames == 0 })
 	if got := h.obs.responses.Load(); got != sent {
 		t.Fatalf("rejected content was resent: %d responses, want %d", got, sent)
@@ -152,7 +152,7 @@ func TestNackHoldsUntilContentChanges(t *testing.T) {
 	// the agent does not have.
 	other := svc(t, 2, 5)
 	nv3 := nv2.With(other)
-	c.Publish("n1", nv3, []string{other.Name()})
+	c.Publish("n1", nv3, []string{other.Name})
 	r3 := cl.recv()
 	if diff := cmp.Diff(summary{Version: nv3.Version(), Resources: refs(bad, other)}, summarize(r3)); diff != "" {
 		t.Errorf("response after new content (-want +got):\n%s", diff)
@@ -177,7 +177,7 @@ func TestNackRetried(t *testing.T) {
 
 	bad := svc(t, 1, 99)
 	nv2 := nv1.With(bad)
-	c.Publish("n1", nv2, []string{bad.Name()})
+	c.Publish("n1", nv2, []string{bad.Name})
 	r := cl.recv()
 	nonces := map[string]bool{r.GetNonce(): true}
 	for i, want := range []time.Duration{base, 2 * base, 4 * base, 4 * base} {
@@ -238,7 +238,7 @@ func TestStaleNonceIgnored(t *testing.T) {
 }
 
 func TestInitialResourceVersions(t *testing.T) {
-	views := []cache.View{svc(t, 0, 0), svc(t, 1, 0), svc(t, 2, 0), svc(t, 3, 0)}
+	views := []*cache.View{svc(t, 0, 0), svc(t, 1, 0), svc(t, 2, 0), svc(t, 3, 0)}
 	nv := cachetest.NewNodeView(views...)
 	tests := []struct {
 		name    string
@@ -257,9 +257,9 @@ func TestInitialResourceVersions(t *testing.T) {
 		{
 			name: "only the difference",
 			initial: map[string]string{
-				"ns/svc-000": views[0].Version(),
+				"ns/svc-000": views[0].Version,
 				"ns/svc-001": "stale",
-				"ns/svc-003": views[3].Version(),
+				"ns/svc-003": views[3].Version,
 				"ns/old":     "x",
 			},
 			want: summary{Version: nv.Version(), Resources: refs(views[1], views[2]), Removed: []string{"ns/old"}},
@@ -338,13 +338,13 @@ func TestCoalescesBursts(t *testing.T) {
 	h := start(t, c, stream.Options{CoalesceWindow: 200 * time.Millisecond, Clock: clk})
 	cl := h.openAcked(t, "n1", nv)
 
-	burst := make([]cache.View, 20)
+	burst := make([]*cache.View, 20)
 	for i := range burst {
 		burst[i] = svc(t, i%3, uint32(i+1))
 	}
 	for _, v := range burst {
 		nv = nv.With(v)
-		c.Publish("n1", nv, []string{v.Name()})
+		c.Publish("n1", nv, []string{v.Name})
 	}
 	eventually(t, "the coalesce timer", clk.HasWaiters)
 	clk.Step(200 * time.Millisecond)
@@ -376,7 +376,7 @@ func TestLoneChangeGoesOutAtOnce(t *testing.T) {
 	clk.Step(time.Second) // idle for longer than the window
 	lone := svc(t, 0, 1)
 	nv = nv.With(lone)
-	c.Publish("n1", nv, []string{lone.Name()})
+	c.Publish("n1", nv, []string{lone.Name})
 	r := cl.recv() // the fake clock does not move: no timer was involved
 	if diff := cmp.Diff(refs(lone), summarize(r).Resources); diff != "" {
 		t.Errorf("lone change (-want +got):\n%s", diff)
@@ -386,7 +386,7 @@ func TestLoneChangeGoesOutAtOnce(t *testing.T) {
 
 	next := svc(t, 1, 1)
 	nv = nv.With(next)
-	c.Publish("n1", nv, []string{next.Name()})
+	c.Publish("n1", nv, []string{next.Name})
 	eventually(t, "the coalesce timer", clk.HasWaiters)
 	select {
 	case r := <-cl.resps:

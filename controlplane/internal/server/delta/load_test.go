@@ -20,7 +20,7 @@ import (
 )
 
 // bigService is a service view of about 300 encoded bytes.
-func bigService(t *testing.T, i int, gen uint32) cache.View {
+func bigService(t *testing.T, i int, gen uint32) *cache.View {
 	r := cachetest.Service("ns", fmt.Sprintf("svc-%03d", i), fmt.Sprintf("10.96.%d.%d", i/250, i%250+1), 1000+gen)
 	for e := range 6 {
 		r.GetService().ClusterEndpoints = append(r.GetService().ClusterEndpoints, &switchyardv1.Endpoint{
@@ -167,10 +167,10 @@ func TestStuckReaderStaysBounded(t *testing.T) {
 }
 
 // generations builds n generations of services big views up front.
-func generations(t *testing.T, n, services int) [][]cache.View {
-	gens := make([][]cache.View, n)
+func generations(t *testing.T, n, services int) [][]*cache.View {
+	gens := make([][]*cache.View, n)
 	for g := range gens {
-		gens[g] = make([]cache.View, services)
+		gens[g] = make([]*cache.View, services)
 		for i := range services {
 			gens[g][i] = bigService(t, i, uint32(g))
 		}
@@ -180,14 +180,14 @@ func generations(t *testing.T, n, services int) [][]cache.View {
 
 // churn moves count services, from the from-th change on, to their next
 // generation, and returns the new view and the changed names.
-func churn(nv *cachetest.NodeView, gens [][]cache.View, from, count int) (*cachetest.NodeView, []string) {
+func churn(nv *cachetest.NodeView, gens [][]*cache.View, from, count int) (*cachetest.NodeView, []string) {
 	services := len(gens[0])
-	changed := make([]cache.View, count)
+	changed := make([]*cache.View, count)
 	names := make([]string, count)
 	for j := range changed {
 		k := from + j
 		changed[j] = gens[(k/services+1)%len(gens)][k%services]
-		names[j] = changed[j].Name()
+		names[j] = changed[j].Name
 	}
 	return nv.With(changed...), names
 }

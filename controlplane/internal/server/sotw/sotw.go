@@ -57,8 +57,8 @@ func (v *variant) Plan(nv cache.NodeView, _ cache.Changes, _ bool) stream.Batch 
 	if nv.Version() == v.applied {
 		return stream.Batch{}
 	}
-	all := make([]cache.View, 0, nv.Len())
-	nv.Range(func(r cache.View) bool {
+	all := make([]*cache.View, 0, nv.Len())
+	nv.Range(func(r *cache.View) bool {
 		all = append(all, r)
 		return true
 	})
@@ -82,7 +82,7 @@ func (v *variant) Applied(target cache.NodeView) {
 func (v *variant) Response(p stream.Part, version, nonce string) *response {
 	res := make([]*switchyardv1.Resource, len(p.Resources))
 	for i, r := range p.Resources {
-		res[i] = cache.Raw(r)
+		res[i] = r.Raw()
 	}
 	return &response{
 		VersionInfo:    version,

@@ -126,7 +126,7 @@ func nodeStatus(c *cache.Cache, node string) cache.NodeStatus {
 	return s.Status
 }
 
-func svc(t *testing.T, i int, gen uint32) cache.View {
+func svc(t *testing.T, i int, gen uint32) *cache.View {
 	return cachetest.MustView(t, cachetest.Service("ns", fmt.Sprintf("svc-%d", i), fmt.Sprintf("10.96.0.%d", i+1), 1000+gen))
 }
 
@@ -200,7 +200,7 @@ func TestUpToDateAgentGetsNothingUntilChange(t *testing.T) {
 func TestSplitWholeView(t *testing.T) {
 	const limit = 2048
 	c := cache.New()
-	var views []cache.View
+	var views []*cache.View
 	for i := range 100 {
 		views = append(views, svc(t, i, 0))
 	}

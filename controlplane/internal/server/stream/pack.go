@@ -16,7 +16,7 @@ const (
 
 // Part is one response's share of a batch.
 type Part struct {
-	Resources []cache.View
+	Resources []*cache.View
 	Removed   []string
 }
 
@@ -31,7 +31,7 @@ func (b Batch) Names() []string {
 	var names []string
 	for _, p := range b.Parts {
 		for _, v := range p.Resources {
-			names = append(names, v.Name())
+			names = append(names, v.Name)
 		}
 		names = append(names, p.Removed...)
 	}
@@ -49,7 +49,7 @@ func FieldSize(n int) int {
 // response's other fields. Both response types carry resources and removed
 // names as fields numbered below 16. A single resource larger than the limit
 // gets a part of its own, which exceeds the limit. No input, no parts.
-func Pack(resources []cache.View, removed []string, limit, envelope int) []Part {
+func Pack(resources []*cache.View, removed []string, limit, envelope int) []Part {
 	// Parts are sub-slices of the inputs, not copies: a first batch of 10k
 	// resources is held by every session until it is acknowledged.
 	var parts []Part
@@ -67,7 +67,7 @@ func Pack(resources []cache.View, removed []string, limit, envelope int) []Part 
 		size += n
 	}
 	for ; i < len(resources); i++ {
-		add(FieldSize(len(resources[i].Encoded())))
+		add(FieldSize(len(resources[i].Bytes)))
 	}
 	for ; j < len(removed); j++ {
 		add(FieldSize(len(removed[j])))

@@ -22,30 +22,25 @@ import (
 )
 
 // named is a view of a given encoded size.
-type named struct {
-	name string
-	size int
+func named(name string, size int) *cache.View {
+	return &cache.View{Name: name, Version: "v", Bytes: make([]byte, size)}
 }
-
-func (n named) Name() string    { return n.name }
-func (n named) Version() string { return "v" }
-func (n named) Encoded() []byte { return make([]byte, n.size) }
 
 func TestPack(t *testing.T) {
 	// Each 10-byte view costs 12 bytes on the wire, each 4-byte name 6.
-	v := func(name string) cache.View { return named{name, 10} }
+	v := func(name string) *cache.View { return named(name, 10) }
 	tests := []struct {
 		name      string
-		resources []cache.View
+		resources []*cache.View
 		removed   []string
 		limit     int
 		want      [][]string // names per part; removed names prefixed "-"
 	}{
 		{name: "nothing", limit: 100},
-		{name: "fits", resources: []cache.View{v("a"), v("b")}, removed: []string{"gone"}, limit: 100, want: [][]string{{"a", "b", "-gone"}}},
-		{name: "exact fit", resources: []cache.View{v("a"), v("b")}, limit: 10 + 24, want: [][]string{{"a", "b"}}},
-		{name: "split", resources: []cache.View{v("a"), v("b"), v("c")}, removed: []string{"xxxx", "yyyy"}, limit: 10 + 24, want: [][]string{{"a", "b"}, {"c", "-xxxx", "-yyyy"}}},
-		{name: "oversize alone", resources: []cache.View{v("a"), named{"big", 100}, v("c")}, limit: 10 + 24, want: [][]string{{"a"}, {"big"}, {"c"}}},
+		{name: "fits", resources: []*cache.View{v("a"), v("b")}, removed: []string{"gone"}, limit: 100, want: [][]string{{"a", "b", "-gone"}}},
+		{name: "exact fit", resources: []*cache.View{v("a"), v("b")}, limit: 10 + 24, want: [][]string{{"a", "b"}}},
+		{name: "split", resources: []*cache.View{v("a"), v("b"), v("c")}, removed: []string{"xxxx", "yyyy"}, limit: 10 + 24, want: [][]string{{"a", "b"}, {"c", "-xxxx", "-yyyy"}}},
+		{name: "oversize alone", resources: []*cache.View{v("a"), named("big", 100), v("c")}, limit: 10 + 24, want: [][]string{{"a"}, {"big"}, {"c"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -53,7 +48,7 @@ func TestPack(t *testing.T) {
 			for _, p := range stream.Pack(tt.resources, tt.removed, tt.limit, 10) {
 				var names []string
 				for _, r := range p.Resources {
-					names = append(names, r.Name())
+					names = append(names, r.Name)
 				}
 				for _, r := range p.Removed {
 					names = append(names, "-"+r)
@@ -71,9 +66,9 @@ func TestPack(t *testing.T) {
 func TestFieldSizeMatchesProto(t *testing.T) {
 	for _, n := range []int{0, 1, 127, 128, 16383, 16384, 1 << 21} {
 		v := cachetest.MustView(t, &switchyardv1.Resource{Name: strings.Repeat("x", n)})
-		resp := &switchyardv1.DeltaSnapshotsResponse{Resources: []*switchyardv1.Resource{cache.Raw(v)}, RemovedResources: []string{strings.Repeat("y", n)}}
+		resp := &switchyardv1.DeltaSnapshotsResponse{Resources: []*switchyardv1.Resource{v.Raw()}, RemovedResources: []string{strings.Repeat("y", n)}}
 		want := proto.Size(resp)
-		if got := stream.FieldSize(len(v.Encoded())) + stream.FieldSize(n); got != want {
+		if got := stream.FieldSize(len(v.Bytes)) + stream.FieldSize(n); got != want {
 			t.Errorf("n=%d: FieldSize sum %d, proto.Size %d", n, got, want)
 		}
 	}

@@ -37,12 +37,12 @@ func (c Codec) Unmarshal(data mem.BufferSlice, v any) error {
 
 // Message is a discovery response sent with the views its resources came
 // from, in the same order: a view that keeps its framed bytes
-// (cache.FramedView) goes to the transport as one buffer. It is a
+// (cache.View.Framed) goes to the transport as one buffer. It is a
 // proto.Message (the response), so any other codec marshals it as the
 // response itself.
 type Message struct {
 	proto.Message
-	Views []cache.View
+	Views []*cache.View
 }
 
 // Marshal encodes discovery responses by reference and everything else
@@ -75,13 +75,13 @@ const smallBytes = 16 << 10
 
 // small reports whether views hold fewer than smallBytes; no views say
 // nothing of the response's size, so they are not small.
-func small(views []cache.View) bool {
+func small(views []*cache.View) bool {
 	if len(views) == 0 {
 		return false
 	}
 	n := 0
 	for _, v := range views {
-		if n += len(v.Encoded()); n >= smallBytes {
+		if n += len(v.Bytes); n >= smallBytes {
 			return false
 		}
 	}
@@ -109,11 +109,10 @@ func encodeMessage(m *Message) (mem.BufferSlice, error) {
 	}
 	framed := make([][]byte, len(res))
 	for i, v := range m.Views {
-		fv, ok := v.(cache.FramedView)
-		if !ok || cache.Raw(v) != res[i] {
+		if v.Framed() == nil || v.Raw() != res[i] {
 			return encodeResponse(m.Message, res)
 		}
-		framed[i] = fv.Framed()
+		framed[i] = v.Framed()
 	}
 	if fd := m.ProtoReflect().Descriptor().Fields().ByName(resourcesField); fd == nil || fd.Number() != framedField {
 		return encodeResponse(m.Message, res)
@@ -126,8 +125,8 @@ func encodeMessage(m *Message) (mem.BufferSlice, error) {
 	})
 }
 
-// framedField is the field a cache.FramedView's bytes are framed as.
-const framedField protowire.Number = 2
+// framedField is the field a cache.View's Framed bytes are framed as.
+const framedField = cache.ResourcesField
 
 // resourcesField is the field name both response types give their
 // resources.
@@ -239,7 +238,7 @@ func splitAt(b []byte, n protowire.Number) (int, error) {
 	return off, nil
 }
 
-// resourceBytes returns a resource's encoding: for a cache.Raw resource,
+// resourceBytes returns a resource's encoding: for a raw resource (View.Raw),
 // which carries only unknown fields, those bytes themselves (shared, not
 // copied); otherwise a marshal of it.
 func resourceBytes(r *switchyardv1.Resource) ([]byte, error) {

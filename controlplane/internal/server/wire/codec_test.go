@@ -26,7 +26,7 @@ func rawResources(t *testing.T, n int) []*switchyardv1.Resource {
 				ClusterIps: []string{fmt.Sprintf("10.96.%d.%d", i/256, i%256)},
 			}},
 		})
-		out[i] = cache.Raw(v)
+		out[i] = v.Raw()
 	}
 	return out
 }
@@ -156,29 +156,18 @@ func TestIsRawKnowsEveryField(t *testing.T) {
 	}
 }
 
-// framedView is a cache.FramedView with its shared Raw resource, as
-// nodeview's views are.
-type framedView struct {
-	*cachetest.View
-	raw    *switchyardv1.Resource
-	framed []byte
-}
-
-func (v framedView) Raw() *switchyardv1.Resource { return v.raw }
-func (v framedView) Framed() []byte              { return v.framed }
-
-func framedViews(t *testing.T, n int) ([]cache.View, []*switchyardv1.Resource) {
+// framedViews are views built by cache.NewView, as nodeview's are: framed
+// once, with one shared Raw resource.
+func framedViews(t *testing.T, n int) ([]*cache.View, []*switchyardv1.Resource) {
 	t.Helper()
-	views := make([]cache.View, n)
+	views := make([]*cache.View, n)
 	res := make([]*switchyardv1.Resource, n)
 	for i := range views {
-		cv := cachetest.MustView(t, &switchyardv1.Resource{
+		v := cachetest.MustView(t, &switchyardv1.Resource{
 			Name: fmt.Sprintf("ns/svc-%03d", i),
 			Body: &switchyardv1.Resource_Service{Service: &switchyardv1.ServiceView{ClusterIps: []string{"10.96.0.1"}}},
 		})
-		framed := protowire.AppendBytes(protowire.AppendTag(nil, framedField, protowire.BytesType), cv.Encoded())
-		v := framedView{View: cv, raw: cache.Raw(cv), framed: framed}
-		views[i], res[i] = v, v.raw
+		views[i], res[i] = v, v.Raw()
 	}
 	return views, res
 }

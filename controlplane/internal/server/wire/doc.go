@@ -11,13 +11,13 @@
 // copied only by the transport, frame by frame, as it writes them. The
 // session sends a *Message (the response plus the views it was built
 // from), so a view that keeps its bytes already framed as the response's
-// field (cache.FramedView) is one buffer; a bare response's resources are
+// field (cache.View.Framed) is one buffer; a bare response's resources are
 // two each (tag and length, then the bytes).
 //
 // Invariants:
 //   - The bytes on the wire are exactly gRPC's proto codec's: fields in
 //     number order, each resource framed as a length-delimited field, a
-//     resource that carries only unknown fields (cache.Raw) written as
+//     resource that carries only unknown fields (cache.View.Raw) written as
 //     those bytes.
 //   - The referenced bytes are never written: views are immutable once
 //     published (cache.View), and mem.SliceBuffer's Free does nothing, so
