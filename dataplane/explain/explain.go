@@ -40,6 +40,13 @@ func Explain(st *dataplane.State, mode string, pkt Packet) Verdict {
 	var nodeSkips []string
 	node := serviceport.ReadNode(st.Config, fam, npDefault, func(_, reason string) { nodeSkips = append(nodeSkips, reason) })
 	e := explainer{mode: mode, tr: tr, node: node, pkt: pkt}
+	if tr.nodePortsEverywhereWithoutNodeIPs && len(node.NodeIPs) == 0 {
+		other := dataplane.IPv6
+		if fam == dataplane.IPv6 {
+			other = dataplane.IPv4
+		}
+		e.noNodeIPs = len(serviceport.ReadNode(st.Config, other, npDefault, func(_, _ string) {}).NodeIPs) == 0
+	}
 	if pkt.Protocol == dataplane.SCTP && !tr.sctp {
 		return Verdict{Action: Pass, Why: WhyNotAService, Notes: []string{mode + " mode: SCTP is not proxied (Go has no SCTP sockets)"}}
 	}
@@ -87,6 +94,9 @@ type explainer struct {
 	tr   traits
 	node serviceport.Node
 	pkt  Packet
+	// noNodeIPs: the NodeConfig has no usable node IP of either family
+	// (only worked out for modes with nodePortsEverywhereWithoutNodeIPs).
+	noNodeIPs bool
 }
 
 // fromNode reports whether the packet leaves from the node itself.
@@ -162,6 +172,11 @@ func (e *explainer) outsideRanges() (bool, string) {
 // nodePortAddress reports whether node ports answer on the destination:
 // one of the node's addresses the node port addresses cover.
 func (e *explainer) nodePortAddress() bool {
+	if e.noNodeIPs {
+		// Loopback is the one local address a view without node IPs
+		// names.
+		return e.pkt.Dst.IsLoopback()
+	}
 	return slices.Contains(e.node.NodeIPs, e.pkt.Dst) && e.node.NodePorts.Matches(e.pkt.Dst)
 }
 

@@ -55,6 +55,11 @@ type traits struct {
 	// filter rule matches every local address (-m addrtype --dst-type
 	// LOCAL); the other modes match only the node port addresses.
 	loopbackNodePortsRefused bool
+	// nodePortsEverywhereWithoutNodeIPs: on a node whose NodeConfig has
+	// no node IP of either family, node ports are served on every local
+	// address, loopback included (userspace: its listeners bind the
+	// unspecified address).
+	nodePortsEverywhereWithoutNodeIPs bool
 }
 
 var modeTraits = map[string]traits{
@@ -62,7 +67,7 @@ var modeTraits = map[string]traits{
 	ModeNFTables: {shortCircuit: true, sourceRanges: true, sourceRangesFromNode: true, externalRefusedFromNode: true,
 		guardsServiceRanges: true, sctp: true, nodePortsPrimary: true},
 	ModeIPVS:      {sourceRanges: true, externalRefusedFromNode: true, serviceAddrsLocal: true, sctp: true, drainMeetsNodeFirst: true},
-	ModeUserspace: {refusesInsteadOfDrop: true, externalRefusedFromNode: true, proxies: true},
+	ModeUserspace: {refusesInsteadOfDrop: true, externalRefusedFromNode: true, proxies: true, nodePortsEverywhereWithoutNodeIPs: true},
 }
 
 // traitsOf is a mode's traits; an unknown mode is read as iptables.

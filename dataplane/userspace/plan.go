@@ -116,8 +116,6 @@ func (r *planResult) nodeIPs(cfg *switchyardv1.NodeConfig) map[dataplane.Family]
 	return out
 }
 
-// protocols maps serviceport's protocols to the ones the mode proxies.
-
 // service plans every port of one view: internal traffic (cluster IPs)
 // and external traffic (external and load-balancer IPs, node ports) on
 // the endpoints serviceport decided for each. With none, a frontend gets

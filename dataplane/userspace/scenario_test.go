@@ -90,10 +90,9 @@ func diffListeners(planned, open []Listener) string {
 }
 
 // TestScenarios runs the table on IPv4 and IPv6, then walks the golden
-// inputs against the explainer with Probes, not WideProbes: of the wider
-// probes, a node port addressed to loopback on a node without node IPs
-// is served by this mode's wildcard listener where the explainer says
-// it passes as not a service.
+// inputs against the explainer with the wide probes, as the other modes
+// do (a node port on loopback of a node without node IPs is served by
+// this mode's wildcard listeners, which the explainer knows).
 func TestScenarios(t *testing.T) {
-	scenario.RunAll(t, newTracer, scenario.AgreeOptions{Walk: true})
+	scenario.RunAll(t, newTracer, scenario.AgreeOptions{Probes: scenario.WideProbes, Walk: true})
 }
