@@ -103,12 +103,14 @@
 // With Config.PartialNetlink set, a partial transaction is sent over
 // netlink with github.com/google/nftables instead of nft, skipping nft's
 // cache. The knftables transaction stays the plan and the source of
-// truth: the planners record each operation they write (opLog), and
-// translate (netlink.go, netlink_map.go) maps the recorded objects to
-// netlink messages: non-base chain add/flush/delete, rules of the closed
-// grammar of parseRule (netlink_rule.go: address matches, set lookups,
-// the numgen cascade, meta l4proto, goto/jump/drop/return, affinity
-// update, dnat to an address or through an endpoint map), verdict-map
+// truth: both partial planners find a difference (delta.go) and write
+// it with one emitter, recording each operation (opLog), and translate
+// (netlink.go, netlink_map.go) maps the recorded objects to netlink
+// messages: non-base chain add/flush/delete, rules with a typed form
+// (rule.go: address matches, set lookups, the numgen cascade, meta
+// l4proto, goto/jump/drop/return, affinity update, dnat to an address or
+// through an endpoint map; the form writes both the nft text and the
+// expressions, netlink_rule.go, so no text is read back), verdict-map
 // elements, endpoint ranges, hairpin pairs and affinity sets (created
 // and deleted). The expressions, set attributes and element bytes are the
 // ones nft 1.0.6 generates for the same text; e2e/dataplane/nftables
@@ -137,7 +139,7 @@
 // set) and compared with the applied Ruleset: a missing table, a
 // missing or extra chain (or a base chain on another hook or priority),
 // a chain whose rules differ (per-service rules expression by
-// expression, as parseRule builds them; fixed rules by count and by the
+// expression, as their form builds them; fixed rules by count and by the
 // sets and chains they name: drift_rules.go), a missing, extra or
 // retyped set, and each element missing or extra (drift_elements.go:
 // keys and data as the kernel holds them; endpoint ranges by their

@@ -148,7 +148,7 @@ func compareTable(fam dataplane.Family, table string, want *Ruleset, got *kernel
 			dr.Add(dataplane.DriftChain, where+" "+n+": missing")
 		case k.base != baseOf(c):
 			dr.Add(dataplane.DriftChain, fmt.Sprintf("%s %s: hook %q, want %q", where, n, k.base, baseOf(c)))
-		case !sameRules(fam, c.Rules, k.rules):
+		case !sameRules(c.Rules, k.rules):
 			dr.Add(dataplane.DriftRule, fmt.Sprintf("%s %s: %d rules, want %d or they differ", where, n, len(k.rules), len(c.Rules)))
 		}
 	}

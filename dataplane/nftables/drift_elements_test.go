@@ -103,7 +103,7 @@ func TestDecodeVerdict(t *testing.T) {
 	}
 }
 
-// TestSameRule: a parsed rule compares with the kernel's expressions up
+// TestSameRule: a rule with a form compares with the kernel's expressions up
 // to the nat register ranges the kernel fills in; other rules compare
 // by what they reference.
 func TestSameRule(t *testing.T) {
@@ -127,24 +127,28 @@ func TestSameRule(t *testing.T) {
 		}
 		return kernelRule{exprs: out}
 	}
+	typed := newRule(dataplane.IPv4, l4proto("tcp"), dnatThrough(186974208, "endpoints-tcp-05"))
+	if typed.String() != dnat {
+		t.Fatalf("typed rule reads %q, want %q", typed.String(), dnat)
+	}
 	cases := []struct {
 		name string
-		want string
+		want Rule
 		got  kernelRule
 		same bool
 	}{
-		{"as dumped", dnat, kernel(dnat, nil), true},
-		{"another map", dnat, kernel(dnat, func(e []any) {
+		{"as dumped", typed, kernel(dnat, nil), true},
+		{"another map", typed, kernel(dnat, func(e []any) {
 			e[4] = &expr.Lookup{SourceRegister: 1, DestRegister: 1, IsDestRegSet: true, SetName: "endpoints-tcp-06"}
 		}), false},
-		{"byteorder lost", dnat, kernel(dnat, func(e []any) { e[3] = &opaqueExpr{Name: "byteorder"} }), false},
-		{"unparsed, same targets", "ct state new jump services", kernelRule{exprs: []any{&opaqueExpr{"ct"}, &expr.Verdict{Kind: expr.VerdictJump, Chain: "services"}}}, true},
-		{"unparsed, other target", "ct state new jump services", kernelRule{exprs: []any{&expr.Verdict{Kind: expr.VerdictJump, Chain: "masquerading"}}}, false},
-		{"unparsed, vmap", "ip daddr . meta l4proto . th dport vmap @service-ips", kernelRule{exprs: []any{&expr.Lookup{SetName: "service-ips"}}}, true},
-		{"unparsed, vmap on another map", "ip daddr . meta l4proto . th dport vmap @service-ips", kernelRule{exprs: []any{&expr.Lookup{SetName: "firewall-ips"}}}, false},
+		{"byteorder lost", typed, kernel(dnat, func(e []any) { e[3] = &opaqueExpr{Name: "byteorder"} }), false},
+		{"unparsed, same targets", textRule("ct state new jump services"), kernelRule{exprs: []any{&opaqueExpr{"ct"}, &expr.Verdict{Kind: expr.VerdictJump, Chain: "services"}}}, true},
+		{"unparsed, other target", textRule("ct state new jump services"), kernelRule{exprs: []any{&expr.Verdict{Kind: expr.VerdictJump, Chain: "masquerading"}}}, false},
+		{"unparsed, vmap", textRule("ip daddr . meta l4proto . th dport vmap @service-ips"), kernelRule{exprs: []any{&expr.Lookup{SetName: "service-ips"}}}, true},
+		{"unparsed, vmap on another map", textRule("ip daddr . meta l4proto . th dport vmap @service-ips"), kernelRule{exprs: []any{&expr.Lookup{SetName: "firewall-ips"}}}, false},
 	}
 	for _, tc := range cases {
-		if got := sameRule(dataplane.IPv4, tc.want, tc.got); got != tc.same {
+		if got := sameRule(&tc.want, tc.got); got != tc.same {
 			t.Errorf("%s: sameRule = %v", tc.name, got)
 		}
 	}

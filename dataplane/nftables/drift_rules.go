@@ -6,17 +6,16 @@ import (
 
 	"github.com/google/nftables/expr"
 	"sigs.k8s.io/knftables"
-
-	"github.com/switchyard-proxy/switchyard/dataplane"
 )
 
-// Rules in a comparable form. A rendered rule is text, a kernel rule
-// expressions, so two comparisons:
+// Rules in a comparable form. A rendered rule is text with, for most,
+// a typed form (rule.go); a kernel rule is expressions. Two comparisons:
 //
-//   - a rule of parseRule's grammar (every per-service rule) is compared
-//     exactly: parseRule gives the expressions nft generates for it and
-//     the kernel's must be equal, but for the register ranges of a nat
-//     expression, which the kernel fills in (max = min) when left out;
+//   - a rule with a form (every per-service rule but fib and prefix
+//     matches) is compared exactly: its form gives the expressions nft
+//     generates for its text and the kernel's must be equal, but for the
+//     register ranges of a nat expression, which the kernel fills in
+//     (max = min) when left out;
 //   - any other rule (the fixed chains: ct state, fib, reject, mark,
 //     masquerade, verdict-map lookups on concatenations) by what it
 //     references: the sets it looks up or updates and the chains it
@@ -27,24 +26,28 @@ import (
 // deleted rule and a rule someone added to a chain of ours all count.
 
 // sameRules reports whether a chain's kernel rules are the rendered ones.
-func sameRules(fam dataplane.Family, want []string, got []kernelRule) bool {
+func sameRules(want []Rule, got []kernelRule) bool {
 	if len(want) != len(got) {
 		return false
 	}
-	for i, w := range want {
-		if !sameRule(fam, w, got[i]) {
+	for i := range want {
+		if !sameRule(&want[i], got[i]) {
 			return false
 		}
 	}
 	return true
 }
 
-func sameRule(fam dataplane.Family, want string, got kernelRule) bool {
-	if ex, err := parseRule(fam, want); err == nil {
+func sameRule(want *Rule, got kernelRule) bool {
+	if ex, ok := want.exprs(); ok {
 		return sameExprs(ex, got.exprs)
 	}
-	sets, chains := exprRefs(got.exprs)
-	return slices.Equal(sortedCopy(setRefs(want)), sets) && slices.Equal(sortedCopy(chainRefs(want)), chains)
+	var sets, chains []string
+	want.refs(func(n string) { chains = append(chains, n) }, func(n string) { sets = append(sets, n) })
+	gotSets, gotChains := exprRefs(got.exprs)
+	slices.Sort(sets)
+	slices.Sort(chains)
+	return slices.Equal(sets, gotSets) && slices.Equal(chains, gotChains)
 }
 
 func sameExprs(want []expr.Any, got []any) bool {
@@ -92,12 +95,6 @@ func exprRefs(exprs []any) (sets, chains []string) {
 	slices.Sort(sets)
 	slices.Sort(chains)
 	return sets, chains
-}
-
-func sortedCopy(s []string) []string {
-	out := slices.Clone(s)
-	slices.Sort(out)
-	return out
 }
 
 // baseOf is "type hook priority" of a rendered base chain, as

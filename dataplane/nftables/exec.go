@@ -37,21 +37,26 @@ type execInterface struct {
 	run    command.Runner
 	family knftables.Family
 	table  string
-	// txCtx only lends its family and table to new transactions: a
-	// Transaction's context is not settable from outside knftables.
-	txCtx *knftables.Fake
+	// newTx makes the transactions, which carry the family and table
+	// their commands are written for. That context is unexported in
+	// knftables (v0.0.22): only its two Interfaces set it, and
+	// knftables.New runs nft in this process's namespace to probe it, so
+	// an empty Fake's NewTransaction is the one way to get it, and all
+	// this adapter keeps of the Fake.
+	newTx func() *knftables.Transaction
 }
 
 // NewExecInterface returns a knftables.Interface for one family's table
 // that runs nft through r. It runs nothing until used. Only
 // NewTransaction, Run, Check and List are supported.
 func NewExecInterface(r command.Runner, fam dataplane.Family, table string) knftables.Interface {
-	return &execInterface{run: r, family: nftFamily(fam), table: table, txCtx: knftables.NewFake(nftFamily(fam), table)}
+	return &execInterface{run: r, family: nftFamily(fam), table: table,
+		newTx: knftables.NewFake(nftFamily(fam), table).NewTransaction}
 }
 
 var errUnsupported = errors.New("not supported by the nft exec adapter")
 
-func (e *execInterface) NewTransaction() *knftables.Transaction { return e.txCtx.NewTransaction() }
+func (e *execInterface) NewTransaction() *knftables.Transaction { return e.newTx() }
 
 // txText returns the commands of tx, or the error knftables recorded
 // while it was built (it appends it as a comment).

@@ -1,10 +1,9 @@
 package nftables
 
 import (
+	"maps"
 	"slices"
 	"strings"
-
-	"sigs.k8s.io/knftables"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
@@ -135,54 +134,57 @@ type incPlan struct {
 }
 
 // planIncremental writes into tx what planPartial would write for the
-// same change, in the same order, looking only at the changed services.
+// same change, in the same order, looking only at the changed services:
+// it diffs their fragments, moves their ownership of shared elements,
+// and writes both with the emitter every partial transaction uses.
 func planIncremental(tx txWriter, rs *Ruleset, own *owners, changes []change) *incPlan {
-	p := &incPlan{changes: changes, shared: map[elemKey][]owner{},
-		udpOld: map[string]conntrack.UDPPort{}, udpNew: map[string]conntrack.UDPPort{}}
+	p := &incPlan{changes: changes}
+	d := diffFragments(rs, changes)
+	p.shared = moveOwners(d, rs, own, changes)
+	p.udpOld, p.udpNew = udpPorts(changes)
+	p.stats = emit(tx, d)
+	return p
+}
+
+// frag is a fragment's ruleset; a missing fragment is an empty one.
+func frag(f *fragment, empty *Ruleset) *Ruleset {
+	if f == nil {
+		return empty
+	}
+	return f.rs
+}
+
+// diffFragments returns what changed in the changed services' own
+// objects: their sets, chains and own sets' elements. rs, the applied
+// ruleset, tells which chains the kernel holds already.
+func diffFragments(rs *Ruleset, changes []change) *delta {
+	d := &delta{}
 	empty := newRuleset(rs.Family)
-	frag := func(f *fragment) *Ruleset {
-		if f == nil {
-			return empty
-		}
-		return f.rs
-	}
-	var setsNew, chainsWrite, chainsGone, setsGone []string
-	newSets, oldSets := map[string]*Set{}, map[string]*Set{}
-	newChains := map[string]*Chain{}
-	type elemOp struct {
-		set   *Set
-		key   string
-		value string
-	}
-	var dels, adds []elemOp
-	before := map[elemKey]string{}
-	hadBefore := map[elemKey]bool{}
 	for _, c := range changes {
-		o, n := frag(c.Old), frag(c.New)
+		o, n := frag(c.Old, empty), frag(c.New, empty)
 		for name, s := range n.Sets {
-			newSets[name] = s
-			if old, ok := o.Sets[name]; !ok || !sameSet(old, s) {
-				setsNew = append(setsNew, name)
+			if old, ok := o.Sets[name]; !ok {
+				d.sets = append(d.sets, setWrite{cur: s})
+			} else if !sameSet(old, s) {
+				d.sets = append(d.sets, setWrite{old: old, cur: s})
 			}
 		}
 		for name, s := range o.Sets {
-			oldSets[name] = s
 			if _, ok := n.Sets[name]; !ok {
-				setsGone = append(setsGone, name)
+				d.setsGone = append(d.setsGone, s)
 			}
 		}
 		for name, ch := range n.Chains {
-			newChains[name] = ch
 			if old, ok := o.Chains[name]; !ok || !slices.Equal(old.Rules, ch.Rules) {
-				chainsWrite = append(chainsWrite, name)
+				_, existed := rs.Chains[name]
+				d.chains = append(d.chains, chainWrite{chain: ch, existed: existed})
 			}
 		}
 		for name := range o.Chains {
 			if _, ok := n.Chains[name]; !ok {
-				chainsGone = append(chainsGone, name)
+				d.chainsGone = append(d.chainsGone, name)
 			}
 		}
-		// Elements of the service's own sets.
 		for name, elems := range n.Elements {
 			s, ownSet := n.Sets[name]
 			if !ownSet {
@@ -192,7 +194,7 @@ func planIncremental(tx txWriter, rs *Ruleset, own *owners, changes []change) *i
 			recreated := o.Sets[name] == nil || !sameSet(o.Sets[name], s)
 			for k, v := range elems {
 				if ov, ok := old[k]; recreated || !ok || ov != v {
-					adds = append(adds, elemOp{s, k, v})
+					d.adds = append(d.adds, elemOp{set: s, key: k, value: v})
 				}
 			}
 			if recreated {
@@ -200,99 +202,71 @@ func planIncremental(tx txWriter, rs *Ruleset, own *owners, changes []change) *i
 			}
 			for k, v := range old {
 				if nv, ok := elems[k]; !ok || nv != v {
-					dels = append(dels, elemOp{o.Sets[name], k, ""})
+					d.dels = append(d.dels, elemOp{set: o.Sets[name], key: k})
 				}
 			}
-		}
-		// Elements of shared sets: move this service's ownership.
-		touch := func(set, key string) []owner {
-			ek := elemKey{set, key}
-			cur, ok := p.shared[ek]
-			if !ok {
-				cur = own.get(rs, ek)
-				if v, had := effective(cur); had {
-					before[ek], hadBefore[ek] = v, true
-				}
-			}
-			return cur
-		}
-		for _, e := range sharedElems(c.Old) {
-			cur := touch(e.set, e.key)
-			p.shared[elemKey{e.set, e.key}] = slices.DeleteFunc(cur, func(w owner) bool { return w.svc == c.Name })
-		}
-		for _, e := range sharedElems(c.New) {
-			cur := touch(e.set, e.key)
-			i, _ := slices.BinarySearchFunc(cur, c.Name, func(w owner, name string) int { return strings.Compare(w.svc, name) })
-			p.shared[elemKey{e.set, e.key}] = slices.Insert(cur, i, owner{c.Name, e.value})
-		}
-		for id, u := range o.udp {
-			p.udpOld[id] = u
-		}
-		for id, u := range n.udp {
-			p.udpNew[id] = u
 		}
 	}
-	for ek, cur := range p.shared {
+	return d
+}
+
+// moveOwners moves the changed services' ownership of shared elements
+// (service-ips, hairpin-endpoints…) and adds to d each element whose
+// effective value changed. It returns the owners after the change of
+// every key it touched, for commit.
+func moveOwners(d *delta, rs *Ruleset, own *owners, changes []change) map[elemKey][]owner {
+	shared := map[elemKey][]owner{}
+	before := map[elemKey]string{}
+	hadBefore := map[elemKey]bool{}
+	touch := func(ek elemKey) []owner {
+		cur, ok := shared[ek]
+		if !ok {
+			cur = own.get(rs, ek)
+			if v, had := effective(cur); had {
+				before[ek], hadBefore[ek] = v, true
+			}
+		}
+		return cur
+	}
+	for _, c := range changes {
+		for _, e := range sharedElems(c.Old) {
+			ek := elemKey{e.set, e.key}
+			shared[ek] = slices.DeleteFunc(touch(ek), func(w owner) bool { return w.svc == c.Name })
+		}
+		for _, e := range sharedElems(c.New) {
+			ek := elemKey{e.set, e.key}
+			cur := touch(ek)
+			i, _ := slices.BinarySearchFunc(cur, c.Name, func(w owner, name string) int { return strings.Compare(w.svc, name) })
+			shared[ek] = slices.Insert(cur, i, owner{c.Name, e.value})
+		}
+	}
+	for ek, cur := range shared {
 		after, hasAfter := effective(cur)
 		b, hadB := before[ek], hadBefore[ek]
 		s := rs.Sets[ek.set]
 		if hadB && (!hasAfter || after != b) {
-			dels = append(dels, elemOp{s, ek.key, ""})
+			d.dels = append(d.dels, elemOp{set: s, key: ek.key})
 		}
 		if hasAfter && (!hadB || after != b) {
-			adds = append(adds, elemOp{s, ek.key, after})
+			d.adds = append(d.adds, elemOp{set: s, key: ek.key, value: after})
 		}
 	}
+	return shared
+}
 
-	// Emit in planPartial's order.
-	slices.Sort(setsNew)
-	for _, n := range setsNew {
-		if old, ok := oldSets[n]; ok {
-			tx.Delete(old.ref())
+// udpPorts returns the changed services' UDP ports before and after the
+// change, for conntrack.
+func udpPorts(changes []change) (old, cur map[string]conntrack.UDPPort) {
+	old, cur = map[string]conntrack.UDPPort{}, map[string]conntrack.UDPPort{}
+	for _, c := range changes {
+		if c.Old != nil {
+			maps.Copy(old, c.Old.rs.udp)
 		}
-		tx.Add(newSets[n].object())
-	}
-	slices.Sort(chainsWrite)
-	for _, n := range chainsWrite {
-		if _, ok := rs.Chains[n]; !ok {
-			tx.Add(newChains[n].object())
+		if c.New != nil {
+			maps.Copy(cur, c.New.rs.udp)
 		}
 	}
-	for _, n := range chainsWrite {
-		if _, ok := rs.Chains[n]; ok {
-			tx.Flush(&knftables.Chain{Name: n})
-		}
-		addRules(tx, newChains[n])
-	}
-	p.stats.chainsWritten = len(chainsWrite)
-	byName := func(a, b elemOp) int {
-		if c := strings.Compare(a.set.Name, b.set.Name); c != 0 {
-			return c
-		}
-		return strings.Compare(a.key, b.key)
-	}
-	slices.SortFunc(dels, byName)
-	for _, e := range dels {
-		tx.Delete(e.set.elementObject(e.key, ""))
-	}
-	slices.SortFunc(adds, byName)
-	for _, e := range adds {
-		tx.Add(e.set.elementObject(e.key, e.value))
-	}
-	p.stats.elementsDeled, p.stats.elementsAdded = len(dels), len(adds)
-	slices.Sort(chainsGone)
-	for _, n := range chainsGone {
-		tx.Flush(&knftables.Chain{Name: n})
-	}
-	for _, n := range chainsGone {
-		tx.Delete(&knftables.Chain{Name: n})
-	}
-	p.stats.chainsRemoved = len(chainsGone)
-	slices.Sort(setsGone)
-	for _, n := range setsGone {
-		tx.Delete(oldSets[n].ref())
-	}
-	return p
+	return old, cur
 }
 
 // effective is the value a shared element has: the last owner's.

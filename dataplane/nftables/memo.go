@@ -176,8 +176,8 @@ func validateIn(f *fragment, a, b *Ruleset) error {
 	hasSet := func(n string) bool { _, x := a.Sets[n]; _, y := b.Sets[n]; return x || y }
 	var errs []error
 	for _, n := range sortedKeys(f.rs.Chains) {
-		for _, rule := range f.rs.Chains[n].Rules {
-			errs = append(errs, checkRefs("chain "+n, rule, hasChain, hasSet)...)
+		for i := range f.rs.Chains[n].Rules {
+			errs = append(errs, checkRule("chain "+n, &f.rs.Chains[n].Rules[i], hasChain, hasSet)...)
 		}
 	}
 	for _, n := range sortedKeys(f.rs.Elements) {

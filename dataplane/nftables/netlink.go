@@ -100,7 +100,7 @@ func (b *nlBatch) run(c *gnft.Conn) error {
 // translate turns the recorded operations of a partial transaction into
 // netlink messages that create, in the kernel, exactly what nft 1.0.6
 // creates for the same text. Only the shapes the renderer emits for
-// per-service objects are known (see parseRule); anything else returns
+// per-service objects are known (rule forms, rule.go); anything else returns
 // an error wrapping errNoNetlink and nothing is sent. sets holds the
 // definitions of every set and map the operations may name.
 func translate(ops []op, fam dataplane.Family, table string, sets func(string) *Set) (*nlBatch, error) {
@@ -138,9 +138,12 @@ func translateOp(o op, fam dataplane.Family, t *gnft.Table, sets func(string) *S
 		if o.verb != "add" || obj.Comment != nil || obj.Index != nil || obj.Handle != nil {
 			return nil, unsupported("rule operation %s in %s", o.verb, obj.Chain)
 		}
-		exprs, err := parseRule(fam, obj.Rule)
-		if err != nil {
-			return nil, err
+		if o.rule == nil {
+			return nil, unsupported("rule without a form in %s", obj.Chain)
+		}
+		exprs, ok := o.rule.exprs()
+		if !ok {
+			return nil, unsupported("rule %q", obj.Rule)
 		}
 		r := &gnft.Rule{Table: t, Chain: &gnft.Chain{Name: obj.Chain, Table: t}, Exprs: exprs}
 		return call(func(c *gnft.Conn) error { c.AddRule(r); return nil }), nil

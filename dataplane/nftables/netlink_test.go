@@ -204,10 +204,11 @@ func checkServiceRules(t *testing.T, st *dataplane.State) {
 				continue
 			}
 			for _, r := range rs.Chains[n].Rules {
-				_, err := parseRule(fam, r)
-				known := strings.HasPrefix(r, "fib ") || strings.Contains(r, "/") && strings.HasSuffix(r, " return")
+				text := r.String()
+				_, err := parseRule(fam, text)
+				known := strings.HasPrefix(text, "fib ") || strings.Contains(text, "/") && strings.HasSuffix(text, " return")
 				if err != nil && !known {
-					t.Errorf("%s %s: %q: %v", fam, n, r, err)
+					t.Errorf("%s %s: %q: %v", fam, n, text, err)
 				}
 			}
 		}

@@ -30,10 +30,16 @@ type txWriter interface {
 	Delete(knftables.Object)
 }
 
+// ruleWriter is a txWriter that keeps each rule's typed form.
+type ruleWriter interface {
+	addRule(chain string, r *Rule)
+}
+
 // op is one recorded operation of a transaction.
 type op struct {
 	verb string // "add", "flush", "delete"
 	obj  knftables.Object
+	rule *Rule // the typed form of an added rule
 }
 
 // opLog writes to a knftables transaction (the source of truth, and what
@@ -44,9 +50,20 @@ type opLog struct {
 	ops []op
 }
 
-func (l *opLog) Add(o knftables.Object)    { l.tx.Add(o); l.ops = append(l.ops, op{"add", o}) }
-func (l *opLog) Flush(o knftables.Object)  { l.tx.Flush(o); l.ops = append(l.ops, op{"flush", o}) }
-func (l *opLog) Delete(o knftables.Object) { l.tx.Delete(o); l.ops = append(l.ops, op{"delete", o}) }
+func (l *opLog) Add(o knftables.Object)   { l.tx.Add(o); l.ops = append(l.ops, op{"add", o, nil}) }
+func (l *opLog) Flush(o knftables.Object) { l.tx.Flush(o); l.ops = append(l.ops, op{"flush", o, nil}) }
+func (l *opLog) Delete(o knftables.Object) {
+	l.tx.Delete(o)
+	l.ops = append(l.ops, op{"delete", o, nil})
+}
+
+// addRule adds a rule, recording its form, from which translate builds
+// the netlink expressions without reading the text back.
+func (l *opLog) addRule(chain string, r *Rule) {
+	o := &knftables.Rule{Chain: chain, Rule: r.String()}
+	l.tx.Add(o)
+	l.ops = append(l.ops, op{"add", o, r})
+}
 
 // planStats counts what one transaction writes.
 type planStats struct {
@@ -62,68 +79,48 @@ func (s *planStats) add(o planStats) {
 }
 
 // planPartial writes into tx the difference between prev (what the last
-// successful transaction left) and next: new sets, new and changed chains
-// (flushed and rewritten whole), element deletions and additions, then
-// removed chains (all flushed before any is deleted, since they may
-// reference each other) and removed sets. Nothing that did not change is
-// touched, so the transaction's size follows the change, not the table.
-// Its cost nearly does too: a service the memo reused shares its chains
-// and its own maps with prev, which compare by pointer, and only what
-// changed is sorted.
+// successful transaction left) and next (diffRulesets), the way every
+// partial transaction is written (emit).
 func planPartial(tx txWriter, prev, next *Ruleset) planStats {
-	var st planStats
-	for _, n := range keysWhere(next.Sets, func(n string, s *Set) bool {
-		old, ok := prev.Sets[n]
-		return !ok || (old != s && !sameSet(old, s))
-	}) {
-		if old, ok := prev.Sets[n]; ok {
-			// Sets cannot be altered; only their contents ever
-			// change in practice (names carry the definition).
-			tx.Delete(old.ref())
-		}
-		tx.Add(next.Sets[n].object())
-	}
-	write := keysWhere(next.Chains, func(n string, c *Chain) bool {
-		old, ok := prev.Chains[n]
-		return !ok || (old != c && !slices.Equal(old.Rules, c.Rules))
-	})
-	for _, n := range write {
-		if _, ok := prev.Chains[n]; !ok {
-			tx.Add(next.Chains[n].object())
-		}
-	}
-	for _, n := range write {
-		if _, ok := prev.Chains[n]; ok {
-			tx.Flush(&knftables.Chain{Name: n})
-		}
-		addRules(tx, next.Chains[n])
-	}
-	st.chainsWritten = len(write)
-	st.add(planElements(tx, prev, next))
-	gone := keysWhere(prev.Chains, func(n string, _ *Chain) bool { _, ok := next.Chains[n]; return !ok })
-	for _, n := range gone {
-		tx.Flush(&knftables.Chain{Name: n})
-	}
-	for _, n := range gone {
-		tx.Delete(&knftables.Chain{Name: n})
-	}
-	st.chainsRemoved = len(gone)
-	for _, n := range keysWhere(prev.Sets, func(n string, _ *Set) bool { _, ok := next.Sets[n]; return !ok }) {
-		tx.Delete(prev.Sets[n].ref())
-	}
-	return st
+	return emit(tx, diffRulesets(prev, next))
 }
 
-// keysWhere returns the keys of m for which keep holds, sorted.
-func keysWhere[V any](m map[string]V, keep func(string, V) bool) []string {
-	var out []string
-	for k, v := range m {
-		if keep(k, v) {
-			out = append(out, k)
+// diffRulesets returns what changed from prev to next: new and redefined
+// sets, new and changed chains (rewritten whole), elements that went
+// away, changed value or are new, removed chains and sets. Nothing that
+// did not change is touched, so the transaction's size follows the
+// change, not the table. Its cost nearly does too: a service the memo
+// reused shares its chains and its own maps with prev, which compare by
+// pointer, and only what changed is sorted (by emit).
+func diffRulesets(prev, next *Ruleset) *delta {
+	d := &delta{}
+	for n, s := range next.Sets {
+		old, ok := prev.Sets[n]
+		switch {
+		case !ok:
+			d.sets = append(d.sets, setWrite{cur: s})
+		case old != s && !sameSet(old, s):
+			d.sets = append(d.sets, setWrite{old: old, cur: s})
 		}
 	}
-	slices.Sort(out)
-	return out
+	for n, c := range next.Chains {
+		old, ok := prev.Chains[n]
+		if !ok || (old != c && !slices.Equal(old.Rules, c.Rules)) {
+			d.chains = append(d.chains, chainWrite{chain: c, existed: ok})
+		}
+	}
+	diffElements(d, prev, next)
+	for n := range prev.Chains {
+		if _, ok := next.Chains[n]; !ok {
+			d.chainsGone = append(d.chainsGone, n)
+		}
+	}
+	for n, s := range prev.Sets {
+		if _, ok := next.Sets[n]; !ok {
+			d.setsGone = append(d.setsGone, s)
+		}
+	}
+	return d
 }
 
 // sameMap reports whether two element maps are one map: the memo shares
@@ -132,39 +129,39 @@ func sameMap(a, b map[string]string) bool {
 	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
-// planElements deletes elements that went away or changed value, then
-// adds new and changed ones.
-func planElements(tx txWriter, prev, next *Ruleset) planStats {
-	var st planStats
-	for _, n := range keysWhere(prev.Elements, func(n string, m map[string]string) bool {
+// diffElements adds to d the elements that went away or changed value
+// (deleted) and the new and changed ones (added). A set that goes or is
+// recreated loses its elements with it; a recreated one gets all of its
+// elements added.
+func diffElements(d *delta, prev, next *Ruleset) {
+	for n, old := range prev.Elements {
 		s, ok := prev.Sets[n]
-		if !ok || sameMap(m, next.Elements[n]) {
-			return false
+		cur := next.Elements[n]
+		if !ok || sameMap(old, cur) {
+			continue
 		}
-		ns, ok := next.Sets[n]
-		return ok && (ns == s || sameSet(s, ns)) // else the whole set goes or is recreated
-	}) {
-		old, cur := prev.Elements[n], next.Elements[n]
-		for _, k := range keysWhere(old, func(k, v string) bool { nv, ok := cur[k]; return !ok || nv != v }) {
-			tx.Delete(prev.Sets[n].elementObject(k, ""))
-			st.elementsDeled++
+		if ns, ok := next.Sets[n]; !ok || (ns != s && !sameSet(s, ns)) {
+			continue
+		}
+		for k, v := range old {
+			if nv, ok := cur[k]; !ok || nv != v {
+				d.dels = append(d.dels, elemOp{set: s, key: k})
+			}
 		}
 	}
-	for _, n := range keysWhere(next.Elements, func(n string, m map[string]string) bool {
-		return !sameMap(m, prev.Elements[n])
-	}) {
+	for n, cur := range next.Elements {
+		old := prev.Elements[n]
+		if sameMap(cur, old) {
+			continue
+		}
 		s := next.Sets[n]
 		recreated := prev.Sets[n] == nil || (prev.Sets[n] != s && !sameSet(prev.Sets[n], s))
-		old := prev.Elements[n]
-		for _, k := range keysWhere(next.Elements[n], func(k, v string) bool {
-			ov, ok := old[k]
-			return recreated || !ok || ov != v
-		}) {
-			tx.Add(s.elementObject(k, next.Elements[n][k]))
-			st.elementsAdded++
+		for k, v := range cur {
+			if ov, ok := old[k]; recreated || !ok || ov != v {
+				d.adds = append(d.adds, elemOp{set: s, key: k, value: v})
+			}
 		}
 	}
-	return st
 }
 
 // planFull writes into tx the whole table: every chain is declared,
@@ -246,9 +243,16 @@ func planFull(tx *knftables.Transaction, next *Ruleset, existing tableObjects, r
 	return st
 }
 
+// addRules adds a chain's rules; a writer that records rules for the
+// netlink channel (opLog) gets their typed form too.
 func addRules(tx txWriter, c *Chain) {
-	for _, r := range c.Rules {
-		tx.Add(&knftables.Rule{Chain: c.Name, Rule: r})
+	rw, typed := tx.(ruleWriter)
+	for i := range c.Rules {
+		if typed {
+			rw.addRule(c.Name, &c.Rules[i])
+			continue
+		}
+		tx.Add(&knftables.Rule{Chain: c.Name, Rule: c.Rules[i].String()})
 	}
 }
 

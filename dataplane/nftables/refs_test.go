@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
-	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 )
 
 // The reference scanners replaced these expressions; they must find the
@@ -43,23 +42,16 @@ func TestRefScanMatchesRegexp(t *testing.T) {
 	} {
 		checkScan(t, s)
 	}
-	for _, name := range dataplanetest.Cases(t, "testdata/*/want.nft") {
-		st := dataplanetest.LoadState(t, name)
-		for _, f := range []dataplane.Family{dataplane.IPv4, dataplane.IPv6} {
-			rs, err := Render(st, f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, c := range rs.Chains {
-				for _, r := range c.Rules {
-					checkScan(t, r)
-				}
-			}
-			for _, m := range rs.Elements {
-				for _, v := range m {
-					checkScan(t, v)
-				}
+	goldenRulesets(t, func(_ dataplane.Family, rs *Ruleset) {
+		for _, c := range rs.Chains {
+			for _, r := range c.Rules {
+				checkScan(t, r.String())
 			}
 		}
-	}
+		for _, m := range rs.Elements {
+			for _, v := range m {
+				checkScan(t, v)
+			}
+		}
+	})
 }

@@ -118,12 +118,18 @@ func (r *renderer) fixed() {
 	base := func(name string, t knftables.BaseChainType, h knftables.BaseChainHook, p knftables.BaseChainPriority, rules ...string) {
 		c := rs.chain(name)
 		c.Type, c.Hook, c.Priority = t, h, p
-		c.Rules = append(c.Rules, rules...)
+		for _, text := range rules {
+			c.Rules = append(c.Rules, textRule(text))
+		}
+	}
+	jump := func(name string, t knftables.BaseChainType, h knftables.BaseChainHook, p knftables.BaseChainPriority, to string) {
+		base(name, t, h, p)
+		rs.add(name, jumpTo(to))
 	}
 	const fresh = "ct state new "
-	base(chainNatPrerouting, knftables.NATType, knftables.PreroutingHook, prioDNAT, "jump "+chainServices)
-	base(chainNatOutput, knftables.NATType, knftables.OutputHook, prioDNAT, "jump "+chainServices)
-	base(chainNatPostrouting, knftables.NATType, knftables.PostroutingHook, prioSNAT, "jump "+chainMasquerading)
+	jump(chainNatPrerouting, knftables.NATType, knftables.PreroutingHook, prioDNAT, chainServices)
+	jump(chainNatOutput, knftables.NATType, knftables.OutputHook, prioDNAT, chainServices)
+	jump(chainNatPostrouting, knftables.NATType, knftables.PostroutingHook, prioSNAT, chainMasquerading)
 	// Reject and drop happen in filter hooks after routing: a packet to a
 	// service without endpoints is never DNATed, so it reaches input (node
 	// port), forward (from a pod or client) or output (from the node).
@@ -157,27 +163,27 @@ func (r *renderer) fixed() {
 	// come and go, instead of a rule per endpoint: an endpoint change is
 	// then data only (see balance).
 	rs.set(&Set{Name: setHairpin, Type: at + " . " + at})
-	rs.add(chainMasquerading, ip, "saddr .", ip, "daddr @"+setHairpin, "jump", chainMarkMasq)
-	rs.add(chainMarkMasq, "mark set mark or", masqMark)
+	rs.addText(chainMasquerading, ip, "saddr .", ip, "daddr @"+setHairpin, "jump", chainMarkMasq)
+	rs.addText(chainMarkMasq, "mark set mark or", masqMark)
 	for _, proto := range endpointProtocols {
 		for shard := range uint32(endpointShards) {
 			rs.set(&Set{Name: endpointMap(proto, shard), Map: true, Flags: []knftables.SetFlag{knftables.IntervalFlag},
 				TypeOf: endpointMapTypeOf(r.fam, proto)})
 		}
 	}
-	rs.add(chainMasquerading, "mark and", masqMark, "!= 0 mark set mark xor", masqMark, "masquerade fully-random")
+	rs.addText(chainMasquerading, "mark and", masqMark, "!= 0 mark set mark xor", masqMark, "masquerade fully-random")
 	// TCP gets a reset: an ICMP error to a connect() on this node is only
 	// acted on at the SYN retransmit (1–2 s, measured in the iptables mode).
-	rs.add(chainReject, "meta l4proto tcp reject with tcp reset")
-	rs.add(chainReject, "reject")
+	rs.addText(chainReject, "meta l4proto tcp reject with tcp reset")
+	rs.addText(chainReject, "reject")
 
-	rs.add(chainServices, ip, "daddr . meta l4proto . th dport vmap @"+mapServiceIPs)
-	rs.add(chainServiceCheck, ip, "daddr . meta l4proto . th dport vmap @"+mapNoEPServices)
-	rs.add(chainFirewallChk, ip, "daddr . meta l4proto . th dport vmap @"+mapFirewallIPs)
+	rs.addText(chainServices, ip, "daddr . meta l4proto . th dport vmap @"+mapServiceIPs)
+	rs.addText(chainServiceCheck, ip, "daddr . meta l4proto . th dport vmap @"+mapNoEPServices)
+	rs.addText(chainFirewallChk, ip, "daddr . meta l4proto . th dport vmap @"+mapFirewallIPs)
 	r.serviceRanges()
 	for _, onNode := range r.nodePortMatches() {
-		rs.add(chainServices, onNode, "meta l4proto . th dport vmap @"+mapServiceNPs)
-		rs.add(chainNodePortChk, onNode, "meta l4proto . th dport vmap @"+mapNoEPNodePort)
+		rs.addText(chainServices, onNode, "meta l4proto . th dport vmap @"+mapServiceNPs)
+		rs.addText(chainNodePortChk, onNode, "meta l4proto . th dport vmap @"+mapNoEPNodePort)
 	}
 }
 
@@ -224,12 +230,12 @@ func (r *renderer) nodePortMatches() []string {
 // retries, rather than a refusal. Without service CIDRs the set is
 // empty and only the first rule acts.
 func (r *renderer) serviceRanges() {
-	rs, ip, at := r.rs, ipKeyword(r.fam), addrType(r.fam)
+	rs, at := r.rs, addrType(r.fam)
 	rs.set(&Set{Name: setClusterIPs, Type: at})
 	rs.set(&Set{Name: setServiceCIDRs, Type: at, Flags: []knftables.SetFlag{knftables.IntervalFlag}})
 	for _, p := range r.node.ServiceCIDRs {
 		rs.element(setServiceCIDRs, "", p.String())
 	}
-	rs.add(chainClusterIPsChk, ip, "daddr @"+setClusterIPs, "goto", chainReject)
-	rs.add(chainClusterIPsChk, ip, "daddr @"+setServiceCIDRs, "drop")
+	rs.add(chainClusterIPsChk, addrIn(true, setClusterIPs), gotoTo(chainReject))
+	rs.add(chainClusterIPsChk, addrIn(true, setServiceCIDRs), dropIt())
 }

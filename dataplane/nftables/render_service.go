@@ -95,9 +95,9 @@ func (r *renderer) port(p *portPlan) {
 		// before DNAT. One rule per range rather than an anonymous set.
 		rs.chain(n.fw)
 		for _, src := range p.sp.SourceRanges {
-			rs.add(n.fw, ipKeyword(r.fam), "saddr", src.String(), "return")
+			rs.addText(n.fw, ipKeyword(r.fam), "saddr", src.String(), "return")
 		}
-		rs.add(n.fw, "drop")
+		rs.add(n.fw, dropIt())
 	}
 	if sp.NodePort > 0 {
 		np := fmt.Sprint(sp.NodePort)
@@ -156,13 +156,12 @@ func (r *renderer) clusterChain(p *portPlan) {
 // cluster IPs match: external traffic through local-… is not affected.
 func (r *renderer) clusterIPMasq(p *portPlan, c string) {
 	r.rs.chain(c)
-	ip := ipKeyword(r.fam)
 	for _, a := range p.sp.ClusterIPs {
 		switch {
 		case r.node.MasqueradeAll:
-			r.rs.add(c, ip, "daddr", a.String(), "jump", chainMarkMasq)
+			r.rs.add(c, addrIs(true, a), jumpTo(chainMarkMasq))
 		case len(r.node.ClusterCIDRs) > 0:
-			r.rs.add(c, ip, "daddr", a.String(), ip, "saddr != @"+setClusterCIDRs, "jump", chainMarkMasq)
+			r.rs.add(c, addrIs(true, a), addrNotIn(false, setClusterCIDRs), jumpTo(chainMarkMasq))
 		}
 	}
 }
@@ -182,12 +181,11 @@ func (r *renderer) clusterIPMasq(p *portPlan, c string) {
 // 10,000 services, kernel-facts.md).
 func (r *renderer) balance(p *portPlan, chain string, eps []endpoint) {
 	r.rs.chain(chain)
-	ip := ipKeyword(r.fam)
 	if p.sp.Affinity == 0 {
 		block, err := r.slots.block(p.sp.Protocol, chain)
 		if err != nil {
 			r.skip(p.names.base, "%v: rejected", err)
-			r.rs.add(chain, "goto", chainReject)
+			r.rs.add(chain, gotoTo(chainReject))
 			return
 		}
 		r.rs.blocks[chain] = true
@@ -197,21 +195,17 @@ func (r *renderer) balance(p *portPlan, chain string, eps []endpoint) {
 			lo, hi := off+uint32(i*slots/len(eps)), off+uint32((i+1)*slots/len(eps))-1
 			r.rs.element(m, ep.addr.Addr().String()+" . "+fmt.Sprint(ep.addr.Port()), fmt.Sprintf("%d-%d", lo, hi))
 		}
-		draw := fmt.Sprintf("numgen random mod %d", slots)
-		if off > 0 {
-			draw += fmt.Sprintf(" offset %d", off)
-		}
-		r.rs.add(chain, "meta l4proto", p.sp.Protocol.String(), "dnat", ip, "addr . port to", draw, "map @"+m)
+		r.rs.add(chain, l4proto(p.sp.Protocol.String()), dnatThrough(off, m))
 		return
 	}
 	for _, ep := range eps {
-		r.rs.add(chain, ip, "saddr @"+ep.affinity, "goto", ep.chain)
+		r.rs.add(chain, addrIn(false, ep.affinity), gotoTo(ep.chain))
 	}
 	for i, ep := range eps {
 		if left := len(eps) - i; left > 1 {
-			r.rs.add(chain, fmt.Sprintf("numgen random mod %d 0 goto %s", left, ep.chain))
+			r.rs.add(chain, numgenZero(uint32(left)), gotoTo(ep.chain))
 		} else {
-			r.rs.add(chain, "goto", ep.chain)
+			r.rs.add(chain, gotoTo(ep.chain))
 		}
 	}
 }
@@ -223,22 +217,21 @@ func (r *renderer) extChain(p *portPlan) {
 	ext, n := p.names.ext, p.names
 	r.rs.chain(ext)
 	if !p.sp.External.Local {
-		r.rs.add(ext, "jump", chainMarkMasq)
-		r.rs.add(ext, "goto", n.svc)
+		r.rs.add(ext, jumpTo(chainMarkMasq))
+		r.rs.add(ext, gotoTo(n.svc))
 		return
 	}
 	short := p.sp.ShortCircuit
-	ip := ipKeyword(r.fam)
 	if short && len(r.node.ClusterCIDRs) > 0 {
 		// Pod traffic to an external address is not subject to the policy.
-		r.rs.add(ext, ip, "saddr @"+setClusterCIDRs, "goto", n.svc)
+		r.rs.add(ext, addrIn(false, setClusterCIDRs), gotoTo(n.svc))
 	}
-	r.rs.add(ext, "fib saddr type local jump", chainMarkMasq)
+	r.rs.addText(ext, "fib saddr type local jump", chainMarkMasq)
 	if short {
-		r.rs.add(ext, "fib saddr type local goto", n.svc)
+		r.rs.addText(ext, "fib saddr type local goto", n.svc)
 	}
 	if p.sp.External.Serves() {
-		r.rs.add(ext, "goto", n.local)
+		r.rs.add(ext, gotoTo(n.local))
 	}
 }
 
@@ -258,7 +251,7 @@ func (r *renderer) endpointChains(p *portPlan, eps []endpoint) {
 		r.rs.set(&Set{Name: ep.affinity, Type: addrType(r.fam), Dynamic: true,
 			Flags:   []knftables.SetFlag{knftables.DynamicFlag, knftables.TimeoutFlag},
 			Timeout: time.Duration(p.sp.Affinity) * time.Second})
-		r.rs.add(ep.chain, "update @"+ep.affinity, "{", ipKeyword(r.fam), "saddr }")
-		r.rs.add(ep.chain, "meta l4proto", p.sp.Protocol.String(), "dnat to", dnatTarget(ep.addr))
+		r.rs.add(ep.chain, updateSaddr(ep.affinity))
+		r.rs.add(ep.chain, l4proto(p.sp.Protocol.String()), dnatTo(ep.addr))
 	}
 }

@@ -36,8 +36,8 @@ func TestGolden(t *testing.T) {
 
 func TestValidateFindsDanglingReferences(t *testing.T) {
 	rs := newRuleset(dataplane.IPv4)
-	rs.add("a", "goto svc-MISSING")
-	rs.add("b", "ip saddr @nope drop")
+	rs.addText("a", "goto svc-MISSING")
+	rs.addText("b", "ip saddr @nope drop")
 	rs.set(&Set{Name: mapServiceIPs, Map: true, Type: "ipv4_addr : verdict"})
 	rs.element(mapServiceIPs, "goto ext-GONE", "10.0.0.1")
 	err := rs.Validate()

@@ -19,7 +19,7 @@ type Chain struct {
 	Type     knftables.BaseChainType
 	Hook     knftables.BaseChainHook
 	Priority knftables.BaseChainPriority
-	Rules    []string
+	Rules    []Rule
 }
 
 // Set is a named set or, with Map, a named map. Dynamic sets (affinity)
@@ -66,10 +66,16 @@ func (rs *Ruleset) chain(name string) *Chain {
 	return c
 }
 
-// add appends a rule made of parts joined by spaces.
-func (rs *Ruleset) add(chain string, parts ...string) {
+// add appends a rule of the netlink grammar (rule.go), made of terms.
+func (rs *Ruleset) add(chain string, ts ...term) {
 	c := rs.chain(chain)
-	c.Rules = append(c.Rules, strings.Join(parts, " "))
+	c.Rules = append(c.Rules, newRule(rs.Family, ts...))
+}
+
+// addText appends a rule only nft writes, made of parts joined by spaces.
+func (rs *Ruleset) addText(chain string, parts ...string) {
+	c := rs.chain(chain)
+	c.Rules = append(c.Rules, textRule(strings.Join(parts, " ")))
 }
 
 func (rs *Ruleset) set(s *Set) {
@@ -105,10 +111,11 @@ func sortedKeys[V any](m map[string]V) []string {
 // transaction never fails on a dangling reference.
 func (rs *Ruleset) Validate() error {
 	var errs []error
-	check := func(where, text string) { errs = append(errs, rs.checkRefs(where, text)...) }
+	hasChain := func(n string) bool { _, ok := rs.Chains[n]; return ok }
+	hasSet := func(n string) bool { _, ok := rs.Sets[n]; return ok }
 	for _, n := range sortedKeys(rs.Chains) {
-		for _, r := range rs.Chains[n].Rules {
-			check("chain "+n, r)
+		for i := range rs.Chains[n].Rules {
+			errs = append(errs, checkRule("chain "+n, &rs.Chains[n].Rules[i], hasChain, hasSet)...)
 		}
 	}
 	for _, n := range sortedKeys(rs.Elements) {
@@ -116,20 +123,29 @@ func (rs *Ruleset) Validate() error {
 			errs = append(errs, fmt.Errorf("elements of missing set %s", n))
 		}
 		for _, k := range sortedKeys(rs.Elements[n]) {
-			check("element "+n+" { "+k+" }", rs.Elements[n][k])
+			errs = append(errs, checkRefs("element "+n+" { "+k+" }", rs.Elements[n][k], hasChain, hasSet)...)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// checkRefs checks the chain and set names one rule or element value
-// references.
-func (rs *Ruleset) checkRefs(where, text string) []error {
-	return checkRefs(where, text,
-		func(n string) bool { _, ok := rs.Chains[n]; return ok },
-		func(n string) bool { _, ok := rs.Sets[n]; return ok })
+// checkRule is checkRefs for a rule, reading its form, not its text.
+func checkRule(where string, r *Rule, hasChain, hasSet func(string) bool) []error {
+	var errs []error
+	r.refs(func(n string) {
+		if !hasChain(n) {
+			errs = append(errs, fmt.Errorf("%s: jump to missing chain %s", where, n))
+		}
+	}, func(n string) {
+		if !hasSet(n) {
+			errs = append(errs, fmt.Errorf("%s: reference to missing set %s", where, n))
+		}
+	})
+	return errs
 }
 
+// checkRefs checks the chain and set names a text (an element's value,
+// a text-only rule) references.
 func checkRefs(where, text string, hasChain, hasSet func(string) bool) []error {
 	var errs []error
 	for _, n := range chainRefs(text) {
