@@ -3,9 +3,7 @@ package ctl_test
 import (
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strings"
 	"testing"
 )
 
@@ -22,13 +20,7 @@ func TestErrors(t *testing.T) {
 	}
 	plain := []string{"--server", addr, "--insecure"}
 	explain := func(args ...string) []string { return append(append(slices.Clone(plain), "explain"), args...) }
-	tests := []struct {
-		name string
-		args []string
-		code int
-		// stderr is a regular expression the one line must match.
-		stderr string
-	}{
+	tests := []failure{
 		{"no command", nil, 2, `^switchyardctl: no command \(see switchyardctl --help\)$`},
 		{"unknown command", []string{"bogus"}, 2, `^switchyardctl: unknown command "bogus"`},
 		{"unknown global flag", []string{"--nope", "status"}, 2, `^switchyardctl: flag provided but not defined: -nope`},
@@ -59,34 +51,14 @@ func TestErrors(t *testing.T) {
 		{"nobody listens", []string{"--server", "unix://" + filepath.Join(dir, "none.sock"), "--insecure", "--timeout", "2s", "status"}, 1,
 			`^switchyardctl status: ListNodes: Unavailable: `},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := run(t, tt.args...)
-			if got.code != tt.code {
-				t.Errorf("exit %d, want %d", got.code, tt.code)
-			}
-			if got.stdout != "" {
-				t.Errorf("stdout %q, want nothing", got.stdout)
-			}
-			line, rest, _ := strings.Cut(got.stderr, "\n")
-			if rest != "" || !strings.HasSuffix(got.stderr, "\n") {
-				t.Errorf("stderr is not one line: %q", got.stderr)
-			}
-			if !regexp.MustCompile(tt.stderr).MatchString(line) {
-				t.Errorf("stderr %q does not match %q", line, tt.stderr)
-			}
-		})
-	}
+	checkFailures(t, tests)
 }
 
 // TestHelp: every command's --help (and help COMMAND) documents every
 // flag it takes, on stdout, with exit 0.
 func TestHelp(t *testing.T) {
 	global := []string{"server", "insecure", "ca-file", "cert-file", "key-file", "server-name", "token", "token-file", "o", "output", "timeout"}
-	tests := []struct {
-		args []string
-		want []string
-	}{
+	tests := []helpCase{
 		{[]string{"--help"}, append(slices.Clone(global), "status", "explain", "view", "diff", "rollout", "Exit codes")},
 		{[]string{"help"}, global},
 		{[]string{"status", "--help"}, global},
@@ -96,24 +68,5 @@ func TestHelp(t *testing.T) {
 		{[]string{"diff", "--help"}, append(slices.Clone(global), "diff [flags] NODE", "1 when they differ")},
 		{[]string{"rollout", "--help"}, append(slices.Clone(global), "GetRollout", "Exits 3 when the rollout halted")},
 	}
-	for _, tt := range tests {
-		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			got := run(t, tt.args...)
-			if got.code != 0 || got.stderr != "" {
-				t.Fatalf("exit %d, stderr %q", got.code, got.stderr)
-			}
-			for _, w := range tt.want {
-				if slices.Contains(global, w) || w == "desired" || w == "mode" {
-					w = "\n  -" + w + " " // as flag.PrintDefaults starts a flag's line
-					if !strings.Contains(got.stdout, w) && !strings.Contains(got.stdout, strings.TrimSuffix(w, " ")+"\n") {
-						t.Errorf("--help lacks flag %q:\n%s", strings.TrimSpace(w), got.stdout)
-					}
-					continue
-				}
-				if !strings.Contains(got.stdout, w) {
-					t.Errorf("--help lacks %q:\n%s", w, got.stdout)
-				}
-			}
-		})
-	}
+	checkHelp(t, tests, func(w string) bool { return slices.Contains(global, w) || w == "desired" || w == "mode" })
 }

@@ -9,7 +9,6 @@ import (
 
 	"go.uber.org/goleak"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/durationpb"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -93,10 +92,7 @@ func (flagSettings) Status() settings.Status {
 // prints.
 func serveFleet(t *testing.T, c *cache.Cache) (string, switchyardv1.AdminServiceClient) {
 	t.Helper()
-	addr, conn := servertest.Serve(t, func(g *grpc.Server) {
-		switchyardv1.RegisterAdminServiceServer(g, admin.New(c, apiUp{}, flagSettings{}))
-	}, nil)
-	return addr, switchyardv1.NewAdminServiceClient(conn)
+	return servertest.ServeAdmin(t, admin.New(c, apiUp{}, flagSettings{}))
 }
 
 // result is one switchyardctl run.
@@ -110,6 +106,71 @@ func run(t *testing.T, args ...string) result {
 	var out, errOut bytes.Buffer
 	code := ctl.Run(t.Context(), args, &out, &errOut)
 	return result{code: code, stdout: out.String(), stderr: errOut.String()}
+}
+
+// failure is a switchyardctl run that must fail.
+type failure struct {
+	name string
+	args []string
+	code int
+	// stderr is a regular expression the one line must match.
+	stderr string
+}
+
+// checkFailures runs each failure as a subtest: it exits with its code,
+// prints nothing on stdout and one line on stderr that matches.
+func checkFailures(t *testing.T, tests []failure) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := run(t, tt.args...)
+			if got.code != tt.code {
+				t.Errorf("exit %d, want %d", got.code, tt.code)
+			}
+			if got.stdout != "" {
+				t.Errorf("stdout %q, want nothing", got.stdout)
+			}
+			line, rest, _ := strings.Cut(got.stderr, "\n")
+			if rest != "" || !strings.HasSuffix(got.stderr, "\n") {
+				t.Errorf("stderr is not one line: %q", got.stderr)
+			}
+			if !regexp.MustCompile(tt.stderr).MatchString(line) {
+				t.Errorf("stderr %q does not match %q", line, tt.stderr)
+			}
+		})
+	}
+}
+
+// helpCase is a help request and what its stdout must contain.
+type helpCase struct {
+	args, want []string
+}
+
+// checkHelp runs each case as a subtest named by its arguments: it exits
+// 0, prints nothing on stderr and each want on stdout. A want isFlag
+// names must start a line as flag.PrintDefaults lists a flag.
+func checkHelp(t *testing.T, tests []helpCase, isFlag func(w string) bool) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			got := run(t, tt.args...)
+			if got.code != 0 || got.stderr != "" {
+				t.Fatalf("exit %d, stderr %q", got.code, got.stderr)
+			}
+			for _, w := range tt.want {
+				if isFlag(w) {
+					w = "\n  -" + w + " " // as flag.PrintDefaults starts a flag's line
+					if !strings.Contains(got.stdout, w) && !strings.Contains(got.stdout, strings.TrimSuffix(w, " ")+"\n") {
+						t.Errorf("--help lacks flag %q:\n%s", strings.TrimSpace(w), got.stdout)
+					}
+					continue
+				}
+				if !strings.Contains(got.stdout, w) {
+					t.Errorf("--help lacks %q:\n%s", w, got.stdout)
+				}
+			}
+		})
+	}
 }
 
 // fields splits text into lines of whitespace-separated fields, for

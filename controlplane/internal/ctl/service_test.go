@@ -1,22 +1,16 @@
 package ctl_test
 
 import (
-	"regexp"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/grpc"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/testing/protocmp"
-	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache/cachetest"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/fleetlatency"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/admin"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/servertest"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -28,38 +22,14 @@ import (
 // It returns the server's address, a client and the versions' names.
 func serviceFleet(t *testing.T) (string, switchyardv1.AdminServiceClient, map[string]string) {
 	t.Helper()
-	clk := clocktesting.NewFakeClock(time.Date(2030, 5, 6, 7, 8, 9, 0, time.UTC))
-	tr := fleetlatency.New(fleetlatency.WithClock(clk))
-	c := cache.New(cache.WithClock(clk), cache.WithApplyObserver(tr))
-	web1 := cachetest.MustView(t, cachetest.Service("shop", "web", "10.96.0.10", 80))
+	f := servertest.NewFleet(t, "shop", apiUp{}, flagSettings{})
 	web2 := cachetest.MustView(t, cachetest.Service("shop", "web", "10.96.0.10", 8080))
-	db := cachetest.MustView(t, cachetest.Service("shop", "db", "10.96.0.20", 5432))
-	nodes := []string{"node-a", "node-b", "node-c"}
-	views := map[string]*cachetest.NodeView{}
-	watches := map[string]*cache.Watch{}
-	for _, node := range nodes {
-		views[node] = cachetest.NewNodeView(cachetest.MustView(t, cachetest.NodeConfig(node, "zone-1")), web1, db)
-		c.Publish(node, views[node], nil)
-		watches[node] = c.Watch(node, &switchyardv1.Node{Name: node}, "delta")
-		nv, _ := watches[node].Take()
-		watches[node].Acked(nv, nil)
-	}
-	clk.Step(time.Minute)
-	changed := clk.Now()
-	tr.ServicesChanged([]string{"shop/web"}, nil)
-	for _, node := range nodes {
-		c.Publish(node, views[node].With(web2), []string{"shop/web"})
-	}
+	f.Change(web2)
 	for node, after := range map[string]time.Duration{"node-a": 310 * time.Millisecond, "node-b": 1200 * time.Millisecond} {
-		nv, _ := watches[node].Take()
-		clk.SetTime(changed.Add(after))
-		watches[node].Acked(nv, nil)
+		f.Ack(node, after)
 	}
-	addr, conn := servertest.Serve(t, func(g *grpc.Server) {
-		switchyardv1.RegisterAdminServiceServer(g, admin.New(c, apiUp{}, flagSettings{}).WithLatency(tr))
-	}, nil)
-	names := map[string]string{web1.Version: "WEB1", web2.Version: "WEB2", db.Version: "DB"}
-	return addr, switchyardv1.NewAdminServiceClient(conn), names
+	names := map[string]string{f.Web.Version: "WEB1", web2.Version: "WEB2", f.DB.Version: "DB"}
+	return f.Addr, f.Client, names
 }
 
 func TestService(t *testing.T) {
@@ -131,13 +101,7 @@ func TestServiceJSON(t *testing.T) {
 func TestServiceErrors(t *testing.T) {
 	addr, _, _ := serviceFleet(t)
 	plain := []string{"--server", addr, "--insecure", "service"}
-	tests := []struct {
-		name string
-		args []string
-		code int
-		// stderr is a regular expression the one line must match.
-		stderr string
-	}{
+	tests := []failure{
 		{"missing argument", nil, 2, `^switchyardctl service: want NAMESPACE/NAME, got 0 argument\(s\)`},
 		{"no namespace", []string{"web"}, 2, `^switchyardctl service: NAMESPACE/NAME "web": want a namespace and a name, as shop/web \(see switchyardctl service --help\)$`},
 		{"empty name", []string{"shop/"}, 2, `NAMESPACE/NAME "shop/"`},
@@ -145,48 +109,19 @@ func TestServiceErrors(t *testing.T) {
 		{"two slashes", []string{"shop/web/x"}, 2, `NAMESPACE/NAME "shop/web/x"`},
 		{"on no node", []string{"shop/nope"}, 1, `^switchyardctl service: GetService: NotFound: service "shop/nope" is on no node$`},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := run(t, append(slices.Clone(plain), tt.args...)...)
-			if got.code != tt.code {
-				t.Errorf("exit %d, want %d", got.code, tt.code)
-			}
-			if got.stdout != "" {
-				t.Errorf("stdout %q, want nothing", got.stdout)
-			}
-			line, rest, _ := strings.Cut(got.stderr, "\n")
-			if rest != "" || !strings.HasSuffix(got.stderr, "\n") {
-				t.Errorf("stderr is not one line: %q", got.stderr)
-			}
-			if !regexp.MustCompile(tt.stderr).MatchString(line) {
-				t.Errorf("stderr %q does not match %q", line, tt.stderr)
-			}
-		})
+	for i := range tests {
+		tests[i].args = append(slices.Clone(plain), tests[i].args...)
 	}
+	checkFailures(t, tests)
 }
 
 // TestServiceHelp: the command is listed, and its --help names its
 // argument, what it prints and every global flag.
 func TestServiceHelp(t *testing.T) {
-	tests := []struct {
-		args []string
-		want []string
-	}{
+	tests := []helpCase{
 		{[]string{"--help"}, []string{"\n  service NAMESPACE/NAME ", "GetService"}},
 		{[]string{"service", "--help"}, []string{"service [flags] NAMESPACE/NAME", "p50 and p99", "\n  -o ", "\n  -timeout ", "\n  -server "}},
 		{[]string{"help", "service"}, []string{"service [flags] NAMESPACE/NAME"}},
 	}
-	for _, tt := range tests {
-		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			got := run(t, tt.args...)
-			if got.code != 0 || got.stderr != "" {
-				t.Fatalf("exit %d, stderr %q", got.code, got.stderr)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(got.stdout, w) {
-					t.Errorf("--help lacks %q:\n%s", w, got.stdout)
-				}
-			}
-		})
-	}
+	checkHelp(t, tests, func(string) bool { return false })
 }

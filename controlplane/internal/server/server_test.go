@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -16,7 +15,6 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
@@ -26,14 +24,13 @@ import (
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/metrics"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/adminauth"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/servertest"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
-
-const waitTimeout = 10 * time.Second
 
 // run serves srv on 127.0.0.1 until the test ends and returns its address
 // and a function that stops it and returns Serve's result.
@@ -64,16 +61,6 @@ func run(t *testing.T, srv *server.Server) (string, func() error) {
 	return lis.Addr().String(), stop
 }
 
-func dial(t *testing.T, addr string, creds credentials.TransportCredentials) *grpc.ClientConn {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return conn
-}
-
 func logger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), nil))
 }
@@ -82,7 +69,7 @@ func logger(t *testing.T) *slog.Logger {
 // or the stream's error. The stream stays open until the test ends.
 func firstDelta(t *testing.T, conn *grpc.ClientConn, node string) (*switchyardv1.DeltaSnapshotsResponse, grpc.BidiStreamingClient[switchyardv1.DeltaSnapshotsRequest, switchyardv1.DeltaSnapshotsResponse], error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), waitTimeout)
+	ctx, cancel := context.WithTimeout(t.Context(), servertest.WaitTimeout)
 	t.Cleanup(cancel)
 	st, err := switchyardv1.NewDiscoveryServiceClient(conn).DeltaSnapshots(ctx)
 	if err != nil {
@@ -98,7 +85,7 @@ func firstDelta(t *testing.T, conn *grpc.ClientConn, node string) (*switchyardv1
 func TestHealthAndReflection(t *testing.T) {
 	srv := server.New(server.Config{}, cache.New(), logger(t), nil)
 	addr, _ := run(t, srv)
-	conn := dial(t, addr, insecure.NewCredentials())
+	conn := servertest.Dial(t, addr)
 
 	health := healthpb.NewHealthClient(conn)
 	checkHealth := func(want healthpb.HealthCheckResponse_ServingStatus) {
@@ -136,7 +123,7 @@ func TestServeDiscoveryAdminAndMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr, stop := run(t, server.New(server.Config{ControlPlaneID: "cp-test"}, c, logger(t), m))
-	conn := dial(t, addr, insecure.NewCredentials())
+	conn := servertest.Dial(t, addr)
 
 	// Both discovery variants and the admin service answer.
 	r, st, err := firstDelta(t, conn, "n1")
@@ -153,7 +140,7 @@ func TestServeDiscoveryAdminAndMetrics(t *testing.T) {
 	if err := sotw.Send(&switchyardv1.StreamSnapshotsRequest{Node: &switchyardv1.Node{Name: "n2"}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "ACK and sotw stream recorded", func() bool {
+	servertest.Eventually(t, "ACK and sotw stream recorded", func() bool {
 		var acked, n2 bool
 		for _, s := range c.Snapshot() {
 			acked = acked || (s.Status.Name == "n1" && s.Status.AckedVersion == nv.Version())
@@ -235,7 +222,7 @@ func TestMTLSNodeIdentity(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.client.RootCAs = ca.pool
-			conn := dial(t, addr, credentials.NewTLS(tt.client))
+			conn := servertest.Dial(t, addr, grpc.WithTransportCredentials(credentials.NewTLS(tt.client)))
 			r, _, err := firstDelta(t, conn, tt.node)
 			if got := status.Code(err); got != tt.want {
 				t.Fatalf("stream as %q: %v, want %v", tt.node, err, tt.want)
@@ -271,7 +258,7 @@ func TestMTLSAdminIsForOperators(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			conn := dial(t, addr, credentials.NewTLS(tt.client))
+			conn := servertest.Dial(t, addr, grpc.WithTransportCredentials(credentials.NewTLS(tt.client)))
 			admin := switchyardv1.NewAdminServiceClient(conn)
 			_, err := admin.GetNodeView(t.Context(), &switchyardv1.GetNodeViewRequest{NodeName: "node-b"})
 			if got := status.Code(err); got != tt.want {
@@ -282,17 +269,6 @@ func TestMTLSAdminIsForOperators(t *testing.T) {
 				t.Errorf("ListNodes: %v, want %v", err, tt.want)
 			}
 		})
-	}
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond) // poll interval
 	}
 }
 
@@ -311,7 +287,7 @@ func TestUnknownNodeStreamsBounded(t *testing.T) {
 	ready := make(chan struct{})
 	close(ready)
 	addr, _ := run(t, server.New(server.Config{Ready: ready, MaxUnknownNodeStreams: 1}, c, logger(t), m))
-	conn := dial(t, addr, insecure.NewCredentials())
+	conn := servertest.Dial(t, addr)
 
 	ghost, err := switchyardv1.NewDiscoveryServiceClient(conn).DeltaSnapshots(t.Context())
 	if err != nil {
@@ -320,7 +296,7 @@ func TestUnknownNodeStreamsBounded(t *testing.T) {
 	if err := ghost.Send(&switchyardv1.DeltaSnapshotsRequest{Node: &switchyardv1.Node{Name: "ghost-1"}}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "ghost-1 holds the one slot", func() bool {
+	servertest.Eventually(t, "ghost-1 holds the one slot", func() bool {
 		return testutil.ToFloat64(m.UnknownNodeStreams) == 1
 	})
 	if _, _, err := firstDelta(t, conn, "ghost-2"); status.Code(err) != codes.ResourceExhausted {
@@ -335,7 +311,7 @@ func TestUnknownNodeStreamsBounded(t *testing.T) {
 	if err := ghost.CloseSend(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "ghost-1's slot freed", func() bool {
+	servertest.Eventually(t, "ghost-1's slot freed", func() bool {
 		return testutil.ToFloat64(m.UnknownNodeStreams) == 0
 	})
 }

@@ -7,7 +7,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
@@ -29,8 +28,8 @@ func TestMain(m *testing.M) {
 
 func serve(t *testing.T, c *cache.Cache) switchyardv1.AdminServiceClient {
 	t.Helper()
-	_, conn := servertest.Serve(t, func(g *grpc.Server) { switchyardv1.RegisterAdminServiceServer(g, admin.New(c, nil, nil)) }, nil)
-	return switchyardv1.NewAdminServiceClient(conn)
+	_, cl := servertest.ServeAdmin(t, admin.New(c, nil, nil))
+	return cl
 }
 
 // fixture: node-a connected and acked at v1, then given v2 in which web
@@ -257,8 +256,7 @@ func TestAPIWatchReported(t *testing.T) {
 		{Resource: "endpointslices", State: apistatus.Unavailable, Since: since, LastError: "connection refused", Errors: 7},
 		{Resource: "services", State: apistatus.Available, Errors: 2},
 	}}
-	_, conn := servertest.Serve(t, func(g *grpc.Server) { switchyardv1.RegisterAdminServiceServer(g, admin.New(c, api, nil)) }, nil)
-	cl := switchyardv1.NewAdminServiceClient(conn)
+	_, cl := servertest.ServeAdmin(t, admin.New(c, api, nil))
 	resp, err := cl.ListNodes(t.Context(), &switchyardv1.ListNodesRequest{})
 	if err != nil {
 		t.Fatal(err)

@@ -5,13 +5,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
-	"google.golang.org/grpc"
-	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache/cachetest"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/fleetlatency"
-	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/admin"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/servertest"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -58,8 +53,8 @@ func TestGetServiceFleet(t *testing.T) {
 		name: "a newer change starts over",
 		acks: []ack{{"node-a", 310 * ms}, {"node-b", 1200 * ms}},
 		then: func(tb *fleetBed) {
-			tb.change(cachetest.MustView(tb.t, cachetest.Service("default", "web", "10.96.0.10", 8443)))
-			tb.ack("node-c", 700*ms)
+			tb.Change(cachetest.MustView(tb.t, cachetest.Service("default", "web", "10.96.0.10", 8443)))
+			tb.Ack("node-c", 700*ms)
 		},
 		want: serviceStatus{Applied: 1, Total: 3, Samples: 1, P50: 700 * ms, P99: 700 * ms,
 			Summary: "live on 1 of 3 nodes (p50 700ms, p99 700ms)",
@@ -68,9 +63,9 @@ func TestGetServiceFleet(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tb := newFleetBed(t)
-			tb.change(cachetest.MustView(t, cachetest.Service("default", "web", "10.96.0.10", 8080)))
+			tb.Change(cachetest.MustView(t, cachetest.Service("default", "web", "10.96.0.10", 8080)))
 			for _, a := range tt.acks {
-				tb.ack(a.node, a.after)
+				tb.Ack(a.node, a.after)
 			}
 			if tt.then != nil {
 				tt.then(tb)
@@ -94,8 +89,8 @@ func TestGetServiceFleet(t *testing.T) {
 // started has no latency, applied or not.
 func TestGetServiceWithoutChange(t *testing.T) {
 	tb := newFleetBed(t)
-	tb.clock.Step(time.Second)
-	tb.ack("node-a", time.Second) // the resync after the first ACK: nothing new
+	tb.Clock.Step(time.Second)
+	tb.Ack("node-a", time.Second) // the resync after the first ACK: nothing new
 	want := serviceStatus{Applied: 3, Total: 3, Summary: "live on 3 of 3 nodes",
 		Acked: map[string]bool{"node-a": true, "node-b": true, "node-c": true}}
 	if d := cmp.Diff(want, tb.get("default", "db")); d != "" {
@@ -108,66 +103,20 @@ type ack struct {
 	after time.Duration
 }
 
-// fleetBed is a cache of three nodes, each with default/web and default/db
-// and a connected agent that acknowledged its first view, with the fleet
-// latency tracker wired as the daemon wires it, and an admin server.
+// fleetBed is a servertest.Fleet in namespace default, without an API
+// watch or settings.
 type fleetBed struct {
-	t       *testing.T
-	clock   *clocktesting.FakeClock
-	tracker *fleetlatency.Tracker
-	cache   *cache.Cache
-	views   map[string]*cachetest.NodeView
-	watches map[string]*cache.Watch
-	changed time.Time
-	client  switchyardv1.AdminServiceClient
+	*servertest.Fleet
+	t *testing.T
 }
 
 func newFleetBed(t *testing.T) *fleetBed {
-	tb := &fleetBed{t: t, clock: clocktesting.NewFakeClock(time.Date(2030, 5, 6, 7, 8, 9, 0, time.UTC)),
-		views: map[string]*cachetest.NodeView{}, watches: map[string]*cache.Watch{}}
-	tb.tracker = fleetlatency.New(fleetlatency.WithClock(tb.clock))
-	tb.cache = cache.New(cache.WithClock(tb.clock), cache.WithApplyObserver(tb.tracker))
-	web := cachetest.MustView(t, cachetest.Service("default", "web", "10.96.0.10", 80))
-	db := cachetest.MustView(t, cachetest.Service("default", "db", "10.96.0.20", 5432))
-	for _, node := range []string{"node-a", "node-b", "node-c"} {
-		tb.views[node] = cachetest.NewNodeView(cachetest.MustView(t, cachetest.NodeConfig(node, "zone-1")), web, db)
-		tb.cache.Publish(node, tb.views[node], nil)
-		w := tb.cache.Watch(node, &switchyardv1.Node{Name: node}, "delta")
-		nv, _ := w.Take()
-		w.Acked(nv, nil)
-		tb.watches[node] = w
-	}
-	_, conn := servertest.Serve(t, func(g *grpc.Server) {
-		switchyardv1.RegisterAdminServiceServer(g, admin.New(tb.cache, nil, nil).WithLatency(tb.tracker))
-	}, nil)
-	tb.client = switchyardv1.NewAdminServiceClient(conn)
-	return tb
-}
-
-// change records v's service as changed now and publishes it to every
-// node, as the watch does.
-func (tb *fleetBed) change(v *cache.View) {
-	tb.clock.Step(time.Minute)
-	tb.changed = tb.clock.Now()
-	tb.tracker.ServicesChanged([]string{v.Name}, nil)
-	for node, nv := range tb.views {
-		tb.views[node] = nv.With(v)
-		tb.cache.Publish(node, tb.views[node], []string{v.Name})
-	}
-}
-
-// ack has node's stream take its newest view and its agent acknowledge
-// it, after after since the latest change.
-func (tb *fleetBed) ack(node string, after time.Duration) {
-	w := tb.watches[node]
-	nv, _ := w.Take()
-	tb.clock.SetTime(tb.changed.Add(after))
-	w.Acked(nv, nil)
+	return &fleetBed{Fleet: servertest.NewFleet(t, "default", nil, nil), t: t}
 }
 
 func (tb *fleetBed) get(namespace, name string) serviceStatus {
 	tb.t.Helper()
-	resp, err := tb.client.GetService(tb.t.Context(), &switchyardv1.GetServiceRequest{Namespace: namespace, Name: name})
+	resp, err := tb.Client.GetService(tb.t.Context(), &switchyardv1.GetServiceRequest{Namespace: namespace, Name: name})
 	if err != nil {
 		tb.t.Fatal(err)
 	}

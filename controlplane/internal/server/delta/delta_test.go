@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache/cachetest"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/servertest"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/stream"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -61,19 +62,17 @@ func svc(t *testing.T, i int, gen uint32) *cache.View {
 func TestFirstRequestMustNameNode(t *testing.T) {
 	h := start(t, cache.New(), stream.Options{})
 	cl := h.open(t, "", nil, true)
-	if got := cl.ended(); got != codes.InvalidArgument {
+	if got := cl.Ended(); got != codes.InvalidArgument {
 		t.Errorf("stream ended with %v, want InvalidArgument", got)
 	}
 }
 
 func TestAck(t *testing.T) {
-	c := cache.New()
-	nv1 := cachetest.NewNodeView(cachetest.Services(t, "ns", 3, 0)...)
-	c.Publish("n1", nv1, nil)
+	c, nv1 := servertest.Published("n1", cachetest.Services(t, "ns", 3, 0)...)
 	h := start(t, c, stream.Options{ControlPlaneID: "cp-1"})
 	cl := h.open(t, "n1", nil, true)
 
-	r1 := cl.recv()
+	r1 := cl.Recv()
 	want, err := cachetest.Resources(nv1)
 	if err != nil {
 		t.Fatal(err)
@@ -91,11 +90,11 @@ func TestAck(t *testing.T) {
 		t.Error("response without a nonce")
 	}
 
-	cl.ack(r1, &switchyardv1.ApplyReport{
+	cl.Ack(r1, &switchyardv1.ApplyReport{
 		ApplyDuration:      durationpb.New(5 * time.Millisecond),
 		ProgrammingLatency: durationpb.New(250 * time.Millisecond),
 	})
-	eventually(t, "ACK recorded", func() bool { return h.status("n1").AckedVersion == nv1.Version() })
+	servertest.WaitAcked(t, h.cache, "n1", nv1.Version())
 	if st := h.status("n1"); st.LastProgrammingLatency != 250*time.Millisecond || st.LastApplyDuration != 5*time.Millisecond {
 		t.Errorf("report not recorded: %+v", st)
 	}
@@ -103,21 +102,19 @@ func TestAck(t *testing.T) {
 	changed := svc(t, 1, 7)
 	nv2 := nv1.With(changed)
 	c.Publish("n1", nv2, []string{changed.Name})
-	r2 := cl.recv()
+	r2 := cl.Recv()
 	if diff := cmp.Diff(summary{Version: nv2.Version(), Resources: refs(changed)}, summarize(r2)); diff != "" {
 		t.Errorf("delta (-want +got):\n%s", diff)
 	}
 	if r2.GetNonce() == r1.GetNonce() {
 		t.Errorf("nonce %q reused", r2.GetNonce())
 	}
-	cl.ack(r2, nil)
-	eventually(t, "second ACK", func() bool { return h.status("n1").AckedVersion == nv2.Version() })
+	cl.Ack(r2, nil)
+	servertest.WaitAcked(t, h.cache, "n1", nv2.Version())
 }
 
 func TestNackHoldsUntilContentChanges(t *testing.T) {
-	c := cache.New()
-	nv1 := cachetest.NewNodeView(svc(t, 0, 0), svc(t, 1, 0), svc(t, 2, 0))
-	c.Publish("n1", nv1, nil)
+	c, nv1 := servertest.Published("n1", svc(t, 0, 0), svc(t, 1, 0), svc(t, 2, 0))
 	// Before the retry's backoff (TestNackRetried) the rejected version
 	// is held.
 	h := start(t, c, stream.Options{NackRetry: time.Hour, NackRetryMax: time.Hour})
@@ -126,9 +123,9 @@ func TestNackHoldsUntilContentChanges(t *testing.T) {
 	bad := svc(t, 1, 99)
 	nv2 := nv1.With(bad)
 	c.Publish("n1", nv2, []string{bad.Name})
-	r2 := cl.recv()
+	r2 := cl.Recv()
 	cl.nack(r2.GetNonce(), "bad port")
-	eventually(t, "NACK recorded", func() bool {
+	servertest.Eventually(t, "NACK recorded", func() bool {
 		st := h.status("n1")
 		return st.LastNack != nil && st.Pending.InFlight == 0
 	})
@@ -141,9 +138,9 @@ func TestNackHoldsUntilContentChanges(t *testing.T) {
 	// Wake the stream without changing content, twice (the same view and
 	// an identical rebuild): the server takes the change and holds.
 	c.Publish("n1", nv2, nil)
-	eventually(t, "wakeup taken", func() bool { return !h.status("n1").Pending.DirtyAll })
+	servertest.Eventually(t, "wakeup taken", func() bool { return !h.status("n1").Pending.DirtyAll })
 	c.Publish("n1", nv1.With(svc(t, 1, 99)), []string{bad.Name})
-	eventually(t, "wakeup taken", func() bool { return h.status("n1").Pending.DirtyNames == 0 })
+	servertest.Eventually(t, "wakeup taken", func() bool { return h.status("n1").Pending.DirtyNames == 0 })
 	if got := h.obs.responses.Load(); got != sent {
 		t.Fatalf("rejected content was resent: %d responses, want %d", got, sent)
 	}
@@ -153,12 +150,12 @@ func TestNackHoldsUntilContentChanges(t *testing.T) {
 	other := svc(t, 2, 5)
 	nv3 := nv2.With(other)
 	c.Publish("n1", nv3, []string{other.Name})
-	r3 := cl.recv()
+	r3 := cl.Recv()
 	if diff := cmp.Diff(summary{Version: nv3.Version(), Resources: refs(bad, other)}, summarize(r3)); diff != "" {
 		t.Errorf("response after new content (-want +got):\n%s", diff)
 	}
-	cl.ack(r3, nil)
-	eventually(t, "ACK of new content", func() bool { return h.status("n1").AckedVersion == nv3.Version() })
+	cl.Ack(r3, nil)
+	servertest.WaitAcked(t, h.cache, "n1", nv3.Version())
 	if got := h.obs.nacks.Load(); got != 1 {
 		t.Errorf("%d NACKs counted, want 1", got)
 	}
@@ -168,9 +165,7 @@ func TestNackHoldsUntilContentChanges(t *testing.T) {
 // doubled per consecutive NACK, until the agent takes it; the ACK ends
 // the retries. A kernel's refusal is often transient (the xtables lock).
 func TestNackRetried(t *testing.T) {
-	c := cache.New()
-	nv1 := cachetest.NewNodeView(svc(t, 0, 0), svc(t, 1, 0))
-	c.Publish("n1", nv1, nil)
+	c, nv1 := servertest.Published("n1", svc(t, 0, 0), svc(t, 1, 0))
 	const base = 30 * time.Millisecond
 	h := start(t, c, stream.Options{NackRetry: base, NackRetryMax: 4 * base})
 	cl := h.openAcked(t, "n1", nv1)
@@ -178,12 +173,12 @@ func TestNackRetried(t *testing.T) {
 	bad := svc(t, 1, 99)
 	nv2 := nv1.With(bad)
 	c.Publish("n1", nv2, []string{bad.Name})
-	r := cl.recv()
+	r := cl.Recv()
 	nonces := map[string]bool{r.GetNonce(): true}
 	for i, want := range []time.Duration{base, 2 * base, 4 * base, 4 * base} {
 		nacked := time.Now()
 		cl.nack(r.GetNonce(), "xtables lock held")
-		r = cl.recv()
+		r = cl.Recv()
 		waited := time.Since(nacked)
 		if waited < want {
 			t.Errorf("retry %d came %v after the NACK, want at least the backoff %v", i+1, waited, want)
@@ -196,8 +191,8 @@ func TestNackRetried(t *testing.T) {
 		}
 		nonces[r.GetNonce()] = true
 	}
-	cl.ack(r, nil)
-	eventually(t, "the retried version acked", func() bool { return h.status("n1").AckedVersion == nv2.Version() })
+	cl.Ack(r, nil)
+	servertest.WaitAcked(t, h.cache, "n1", nv2.Version())
 	sent := h.obs.responses.Load()
 	time.Sleep(8 * base) // longer than any backoff: nothing may follow an ACK
 	if got := h.obs.responses.Load(); got != sent {
@@ -209,29 +204,27 @@ func TestNackRetried(t *testing.T) {
 }
 
 func TestStaleNonceIgnored(t *testing.T) {
-	c := cache.New()
-	nv1 := cachetest.NewNodeView(svc(t, 0, 0), svc(t, 1, 0))
-	c.Publish("n1", nv1, nil)
+	c, nv1 := servertest.Published("n1", svc(t, 0, 0), svc(t, 1, 0))
 	h := start(t, c, stream.Options{})
 	cl := h.open(t, "n1", nil, true)
-	r1 := cl.recv()
+	r1 := cl.Recv()
 
 	// A NACK of a nonce never sent, then the real ACK: the NACK is ignored.
 	cl.nack("999", "stale")
-	cl.ack(r1, nil)
-	eventually(t, "ACK", func() bool { return h.status("n1").AckedVersion == nv1.Version() })
+	cl.Ack(r1, nil)
+	servertest.WaitAcked(t, h.cache, "n1", nv1.Version())
 	if st := h.status("n1"); st.LastNack != nil {
 		t.Fatalf("stale NACK recorded: %v", st.LastNack)
 	}
 
 	nv2 := nv1.With(svc(t, 0, 1))
 	c.Publish("n1", nv2, []string{"ns/svc-000"})
-	r2 := cl.recv()
+	r2 := cl.Recv()
 	// Re-ACKing the previous response must not acknowledge r2; the NACK
 	// that follows answers r2, proving the stale ACK was ignored.
-	cl.ack(r1, nil)
+	cl.Ack(r1, nil)
 	cl.nack(r2.GetNonce(), "rejected")
-	eventually(t, "NACK", func() bool { return h.status("n1").LastNack != nil })
+	servertest.Eventually(t, "NACK", func() bool { return h.status("n1").LastNack != nil })
 	if got := h.status("n1").AckedVersion; got != nv1.Version() {
 		t.Errorf("acked version %q, want %q: a stale ACK was taken", got, nv1.Version())
 	}
@@ -272,7 +265,7 @@ func TestInitialResourceVersions(t *testing.T) {
 			node := fmt.Sprintf("n%d", i)
 			c.Publish(node, nv, nil)
 			cl := h.open(t, node, tt.initial, true)
-			if diff := cmp.Diff(tt.want, summarize(cl.recv())); diff != "" {
+			if diff := cmp.Diff(tt.want, summarize(cl.Recv())); diff != "" {
 				t.Errorf("first response (-want +got):\n%s", diff)
 			}
 		})
@@ -280,16 +273,14 @@ func TestInitialResourceVersions(t *testing.T) {
 }
 
 func TestReconnectGetsOnlyDiff(t *testing.T) {
-	c := cache.New()
-	nv1 := cachetest.NewNodeView(svc(t, 0, 0), svc(t, 1, 0), svc(t, 2, 0))
-	c.Publish("n1", nv1, nil)
+	c, nv1 := servertest.Published("n1", svc(t, 0, 0), svc(t, 1, 0), svc(t, 2, 0))
 	h := start(t, c, stream.Options{})
 	cl := h.open(t, "n1", nil, true)
-	r1 := cl.recv()
-	cl.ack(r1, nil)
-	eventually(t, "ACK", func() bool { return h.status("n1").AckedVersion == nv1.Version() })
-	cl.cancel()
-	eventually(t, "disconnect", func() bool { return !h.status("n1").Connected })
+	r1 := cl.Recv()
+	cl.Ack(r1, nil)
+	servertest.WaitAcked(t, h.cache, "n1", nv1.Version())
+	cl.Cancel()
+	servertest.Eventually(t, "disconnect", func() bool { return !h.status("n1").Connected })
 
 	// While the agent is away: one service changes, one goes.
 	changed := svc(t, 1, 3)
@@ -302,7 +293,7 @@ func TestReconnectGetsOnlyDiff(t *testing.T) {
 	}
 	cl2 := h.open(t, "n1", have, true)
 	want := summary{Version: nv2.Version(), Resources: refs(changed), Removed: []string{"ns/svc-002"}}
-	if diff := cmp.Diff(want, summarize(cl2.recv())); diff != "" {
+	if diff := cmp.Diff(want, summarize(cl2.Recv())); diff != "" {
 		t.Errorf("reconnect response (-want +got):\n%s", diff)
 	}
 	// First stream: 3 sent; the reconnect: svc-000 resumed, svc-001 sent.
@@ -312,16 +303,14 @@ func TestReconnectGetsOnlyDiff(t *testing.T) {
 }
 
 func TestRemoval(t *testing.T) {
-	c := cache.New()
-	nv1 := cachetest.NewNodeView(svc(t, 0, 0), svc(t, 1, 0))
-	c.Publish("n1", nv1, nil)
+	c, nv1 := servertest.Published("n1", svc(t, 0, 0), svc(t, 1, 0))
 	h := start(t, c, stream.Options{})
 	cl := h.open(t, "n1", nil, true)
-	cl.ack(cl.recv(), nil)
+	cl.Ack(cl.Recv(), nil)
 
 	nv2 := nv1.Without("ns/svc-001")
 	c.Publish("n1", nv2, []string{"ns/svc-001"})
-	r := cl.recv()
+	r := cl.Recv()
 	want := summary{Version: nv2.Version(), Removed: []string{"ns/svc-001"}}
 	if diff := cmp.Diff(want, summarize(r)); diff != "" {
 		t.Errorf("removal (-want +got):\n%s", diff)
@@ -331,9 +320,7 @@ func TestRemoval(t *testing.T) {
 // TestCoalescesBursts: changes arriving inside the window after a flush go
 // out as one response when the window ends, carrying the newest view.
 func TestCoalescesBursts(t *testing.T) {
-	c := cache.New()
-	nv := cachetest.NewNodeView(svc(t, 0, 0), svc(t, 1, 0), svc(t, 2, 0))
-	c.Publish("n1", nv, nil)
+	c, nv := servertest.Published("n1", svc(t, 0, 0), svc(t, 1, 0), svc(t, 2, 0))
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	h := start(t, c, stream.Options{CoalesceWindow: 200 * time.Millisecond, Clock: clk})
 	cl := h.openAcked(t, "n1", nv)
@@ -346,9 +333,9 @@ func TestCoalescesBursts(t *testing.T) {
 		nv = nv.With(v)
 		c.Publish("n1", nv, []string{v.Name})
 	}
-	eventually(t, "the coalesce timer", clk.HasWaiters)
+	servertest.Eventually(t, "the coalesce timer", clk.HasWaiters)
 	clk.Step(200 * time.Millisecond)
-	r := cl.recv()
+	r := cl.Recv()
 	if r.GetSystemVersion() != nv.Version() {
 		t.Errorf("coalesced response has version %q, want the newest %q", r.GetSystemVersion(), nv.Version())
 	}
@@ -357,7 +344,7 @@ func TestCoalescesBursts(t *testing.T) {
 	}
 	// The observer counts a response after Send returned, which may be
 	// after the client read it.
-	eventually(t, "2 responses counted", func() bool { return h.obs.responses.Load() >= 2 })
+	servertest.Eventually(t, "2 responses counted", func() bool { return h.obs.responses.Load() >= 2 })
 	if got := h.obs.responses.Load(); got != 2 {
 		t.Errorf("%d responses for one burst, want 2 (initial + one)", got)
 	}
@@ -366,9 +353,7 @@ func TestCoalescesBursts(t *testing.T) {
 // TestLoneChangeGoesOutAtOnce: a change to a session idle for longer than
 // the window is sent without waiting; one right after it waits the window.
 func TestLoneChangeGoesOutAtOnce(t *testing.T) {
-	c := cache.New()
-	nv := cachetest.NewNodeView(svc(t, 0, 0), svc(t, 1, 0))
-	c.Publish("n1", nv, nil)
+	c, nv := servertest.Published("n1", svc(t, 0, 0), svc(t, 1, 0))
 	clk := clocktesting.NewFakeClock(time.Unix(1000, 0))
 	h := start(t, c, stream.Options{CoalesceWindow: 200 * time.Millisecond, Clock: clk})
 	cl := h.openAcked(t, "n1", nv)
@@ -377,24 +362,24 @@ func TestLoneChangeGoesOutAtOnce(t *testing.T) {
 	lone := svc(t, 0, 1)
 	nv = nv.With(lone)
 	c.Publish("n1", nv, []string{lone.Name})
-	r := cl.recv() // the fake clock does not move: no timer was involved
+	r := cl.Recv() // the fake clock does not move: no timer was involved
 	if diff := cmp.Diff(refs(lone), summarize(r).Resources); diff != "" {
 		t.Errorf("lone change (-want +got):\n%s", diff)
 	}
-	cl.ack(r, nil)
-	eventually(t, "ACK", func() bool { return h.status("n1").AckedVersion == nv.Version() })
+	cl.Ack(r, nil)
+	servertest.WaitAcked(t, h.cache, "n1", nv.Version())
 
 	next := svc(t, 1, 1)
 	nv = nv.With(next)
 	c.Publish("n1", nv, []string{next.Name})
-	eventually(t, "the coalesce timer", clk.HasWaiters)
+	servertest.Eventually(t, "the coalesce timer", clk.HasWaiters)
 	select {
-	case r := <-cl.resps:
+	case r := <-cl.Responses():
 		t.Fatalf("sent inside the window: %v", summarize(r))
 	default:
 	}
 	clk.Step(200 * time.Millisecond)
-	if diff := cmp.Diff(refs(next), summarize(cl.recv()).Resources); diff != "" {
+	if diff := cmp.Diff(refs(next), summarize(cl.Recv()).Resources); diff != "" {
 		t.Errorf("change after the window (-want +got):\n%s", diff)
 	}
 }
@@ -403,35 +388,33 @@ func TestUnknownNodeWaitsForView(t *testing.T) {
 	c := cache.New()
 	h := start(t, c, stream.Options{})
 	cl := h.open(t, "late", nil, true)
-	eventually(t, "connected", func() bool { return h.status("late").Connected })
+	servertest.Eventually(t, "connected", func() bool { return h.status("late").Connected })
 	if st := h.status("late"); st.Known {
 		t.Fatal("unknown node reported known")
 	}
 	nv := cachetest.NewNodeView(svc(t, 0, 0))
 	c.Publish("late", nv, nil)
-	if got := cl.recv().GetSystemVersion(); got != nv.Version() {
+	if got := cl.Recv().GetSystemVersion(); got != nv.Version() {
 		t.Errorf("version %q, want %q", got, nv.Version())
 	}
 }
 
 func TestSecondStreamReplacesFirst(t *testing.T) {
-	c := cache.New()
-	nv := cachetest.NewNodeView(svc(t, 0, 0))
-	c.Publish("n1", nv, nil)
+	c, nv := servertest.Published("n1", svc(t, 0, 0))
 	h := start(t, c, stream.Options{})
 	first := h.open(t, "n1", nil, true)
-	first.recv()
+	first.Recv()
 
 	second := h.open(t, "n1", nil, true)
-	r := second.recv()
+	r := second.Recv()
 	if got := r.GetSystemVersion(); got != nv.Version() {
 		t.Errorf("second stream got version %q, want %q", got, nv.Version())
 	}
-	if got := first.ended(); got != codes.Aborted {
+	if got := first.Ended(); got != codes.Aborted {
 		t.Errorf("first stream ended with %v, want Aborted", got)
 	}
-	second.ack(r, nil)
-	eventually(t, "ACK on the new stream", func() bool {
+	second.Ack(r, nil)
+	servertest.Eventually(t, "ACK on the new stream", func() bool {
 		st := h.status("n1")
 		return st.Connected && st.AckedVersion == nv.Version()
 	})
@@ -452,10 +435,10 @@ func TestTwoServersAgree(t *testing.T) {
 		c.Publish("n1", nv1, nil)
 		h := start(t, c, stream.Options{ControlPlaneID: id})
 		cl := h.open(t, "n1", nil, true)
-		r1 := cl.recv()
-		cl.ack(r1, nil)
+		r1 := cl.Recv()
+		cl.Ack(r1, nil)
 		c.Publish("n1", nv2, []string{"ns/svc-003", "ns/svc-007"})
-		return result{r1, cl.recv()}
+		return result{r1, cl.Recv()}
 	}
 	a, b := run("replica-a"), run("replica-b")
 	wire := func(r *switchyardv1.DeltaSnapshotsResponse) []byte {
@@ -481,33 +464,31 @@ func TestTwoServersAgree(t *testing.T) {
 // nonce with a report updates what the agent reports (its datapath
 // verdict) and nothing else; a refresh of an older nonce is stale.
 func TestReportRefresh(t *testing.T) {
-	c := cache.New()
-	nv1 := cachetest.NewNodeView(svc(t, 0, 0))
-	c.Publish("n1", nv1, nil)
+	c, nv1 := servertest.Published("n1", svc(t, 0, 0))
 	h := start(t, c, stream.Options{})
 	cl := h.open(t, "n1", nil, true)
-	r1 := cl.recv()
-	cl.ack(r1, &switchyardv1.ApplyReport{Datapath: &switchyardv1.DatapathStatus{Healthy: true}})
-	eventually(t, "ACK", func() bool { return h.status("n1").AckedVersion == nv1.Version() })
+	r1 := cl.Recv()
+	cl.Ack(r1, &switchyardv1.ApplyReport{Datapath: &switchyardv1.DatapathStatus{Healthy: true}})
+	servertest.WaitAcked(t, h.cache, "n1", nv1.Version())
 	if dp := h.status("n1").Datapath; !dp.GetHealthy() {
 		t.Fatalf("datapath after the ACK: %v", dp)
 	}
 
-	cl.ack(r1, &switchyardv1.ApplyReport{Datapath: &switchyardv1.DatapathStatus{Healthy: false, Error: "probe timed out"}})
-	eventually(t, "report refresh", func() bool { return h.status("n1").Datapath.GetError() == "probe timed out" })
+	cl.Ack(r1, &switchyardv1.ApplyReport{Datapath: &switchyardv1.DatapathStatus{Healthy: false, Error: "probe timed out"}})
+	servertest.Eventually(t, "report refresh", func() bool { return h.status("n1").Datapath.GetError() == "probe timed out" })
 	if st := h.status("n1"); st.AckedVersion != nv1.Version() || st.Datapath.GetHealthy() {
 		t.Errorf("after the refresh: acked %q datapath %v", st.AckedVersion, st.Datapath)
 	}
 
 	nv2 := nv1.With(svc(t, 0, 1))
 	c.Publish("n1", nv2, []string{"ns/svc-000"})
-	r2 := cl.recv()
-	cl.ack(r2, nil)
-	eventually(t, "second ACK", func() bool { return h.status("n1").AckedVersion == nv2.Version() })
+	r2 := cl.Recv()
+	cl.Ack(r2, nil)
+	servertest.WaitAcked(t, h.cache, "n1", nv2.Version())
 	// r1's nonce is no longer the last acknowledged: stale.
-	cl.ack(r1, &switchyardv1.ApplyReport{Datapath: &switchyardv1.DatapathStatus{Healthy: true, Error: "stale"}})
-	cl.ack(r2, &switchyardv1.ApplyReport{Datapath: &switchyardv1.DatapathStatus{Healthy: true}})
-	eventually(t, "refresh of the last ACK", func() bool { return h.status("n1").Datapath.GetHealthy() })
+	cl.Ack(r1, &switchyardv1.ApplyReport{Datapath: &switchyardv1.DatapathStatus{Healthy: true, Error: "stale"}})
+	cl.Ack(r2, &switchyardv1.ApplyReport{Datapath: &switchyardv1.DatapathStatus{Healthy: true}})
+	servertest.Eventually(t, "refresh of the last ACK", func() bool { return h.status("n1").Datapath.GetHealthy() })
 	if got := h.status("n1").Datapath.GetError(); got != "" {
 		t.Errorf("a refresh of an older nonce was taken: %q", got)
 	}

@@ -6,6 +6,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache/cachetest"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/fleetlatency"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/servertest"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/stream"
 )
 
@@ -24,9 +25,9 @@ func TestFleetLatencyThroughTheStream(t *testing.T) {
 	tr.ServicesChanged([]string{"ns/svc-001"}, nil)
 	nv2 := nv1.With(svc(t, 1, 1))
 	c.Publish("n1", nv2, []string{"ns/svc-001"})
-	r := cl.recv()
-	cl.ack(r, nil)
-	eventually(t, "ACK of the change", func() bool { return h.status("n1").AckedVersion == nv2.Version() })
+	r := cl.Recv()
+	cl.Ack(r, nil)
+	servertest.WaitAcked(t, h.cache, "n1", nv2.Version())
 
 	if st, ok := tr.Service("ns/svc-001"); !ok || st.Samples != 1 || st.Quantile(0.99) <= 0 {
 		t.Errorf("ns/svc-001: %+v, %v; want one sample", st, ok)

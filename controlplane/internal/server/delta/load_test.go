@@ -15,6 +15,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache/cachetest"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/servertest"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/stream"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -54,9 +55,9 @@ func (h *harness) agent(t *testing.T, node string) *agent {
 			select {
 			case <-t.Context().Done():
 				return
-			case <-cl.done:
+			case <-cl.Done():
 				return
-			case r := <-cl.resps:
+			case r := <-cl.Responses():
 				a.mu.Lock()
 				a.responses++
 				if v := r.GetSystemVersion(); v != "" {
@@ -64,7 +65,7 @@ func (h *harness) agent(t *testing.T, node string) *agent {
 				}
 				a.mu.Unlock()
 				req := &switchyardv1.DeltaSnapshotsRequest{ResponseNonce: r.GetNonce(), AppliedVersion: r.GetSystemVersion()}
-				if err := cl.st.Send(req); err != nil {
+				if err := cl.Stream().Send(req); err != nil {
 					return
 				}
 			}
@@ -112,9 +113,9 @@ func TestStuckReaderStaysBounded(t *testing.T) {
 	// A small flow-control window: most of the ~150 KB first response
 	// stays in the server's transport buffers, and the agent never reads
 	// nor answers it, so it is the one response in flight for good.
-	stuckConn := h.dial(t, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
+	stuckConn := servertest.Dial(t, h.addr, grpc.WithInitialWindowSize(64<<10), grpc.WithInitialConnWindowSize(64<<10))
 	h.openOn(t, stuckConn, "stuck", nil, false)
-	eventually(t, "stuck stream has a response in flight", func() bool { return h.status("stuck").Pending.InFlight == 1 })
+	servertest.Eventually(t, "stuck stream has a response in flight", func() bool { return h.status("stuck").Pending.InFlight == 1 })
 	nodes := []string{"stuck"}
 	agents := make([]*agent, fastAgents)
 	for i := range agents {
@@ -124,7 +125,7 @@ func TestStuckReaderStaysBounded(t *testing.T) {
 		agents[i] = h.agent(t, node)
 	}
 	for _, a := range agents {
-		eventually(t, "fast agents in sync", func() bool { return a.at(nv.Version()) })
+		servertest.Eventually(t, "fast agents in sync", func() bool { return a.at(nv.Version()) })
 	}
 
 	runtime.GC()
@@ -144,7 +145,7 @@ func TestStuckReaderStaysBounded(t *testing.T) {
 	publishing := time.Since(begin)
 	last := time.Now()
 	for _, a := range agents {
-		eventually(t, "fast agents reach the newest version", func() bool { return a.at(nv.Version()) })
+		servertest.Eventually(t, "fast agents reach the newest version", func() bool { return a.at(nv.Version()) })
 	}
 	catchUp := time.Since(last)
 	checkBounded(t, h.status("stuck"), nv)
@@ -201,27 +202,25 @@ func checkBounded(t *testing.T, st cache.NodeStatus, nv cache.NodeView) {
 
 func TestOversizeResponseIsSplit(t *testing.T) {
 	const limit = 4096
-	c := cache.New()
-	nv1 := cachetest.NewNodeView(cachetest.Services(t, "ns", 300, 0)...)
-	c.Publish("n1", nv1, nil)
+	c, nv1 := servertest.Published("n1", cachetest.Services(t, "ns", 300, 0)...)
 	h := start(t, c, stream.Options{MaxMessageBytes: limit})
 	cl := h.open(t, "n1", nil, true)
 
 	parts := cl.batch()
 	checkParts(t, parts, limit, nv1)
-	cl.ack(parts[len(parts)-1], nil)
-	eventually(t, "ACK of the whole batch", func() bool { return h.status("n1").AckedVersion == nv1.Version() })
+	cl.Ack(parts[len(parts)-1], nil)
+	servertest.WaitAcked(t, h.cache, "n1", nv1.Version())
 
 	// A NACK of a part abandons the batch: no further part is sent, and
 	// the agent keeps the acknowledged view.
 	nv2 := cachetest.NewNodeView(cachetest.Services(t, "ns", 300, 1)...)
 	c.Publish("n1", nv2, nil)
-	p1 := cl.recv()
+	p1 := cl.Recv()
 	if p1.GetSystemVersion() != "" {
 		t.Fatalf("first part carries version %q, want none", p1.GetSystemVersion())
 	}
 	cl.nack(p1.GetNonce(), "cannot parse")
-	eventually(t, "NACK", func() bool { st := h.status("n1"); return st.LastNack != nil && st.Pending.InFlight == 0 })
+	servertest.Eventually(t, "NACK", func() bool { st := h.status("n1"); return st.LastNack != nil && st.Pending.InFlight == 0 })
 
 	nv3 := nv2.With(svc(t, 5, 9))
 	c.Publish("n1", nv3, []string{"ns/svc-005"})

@@ -1,10 +1,7 @@
 package sotw_test
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,8 +26,6 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-const waitTimeout = 10 * time.Second
-
 type (
 	request  = switchyardv1.StreamSnapshotsRequest
 	response = switchyardv1.StreamSnapshotsResponse
@@ -39,91 +34,16 @@ type (
 // serve starts a sotw server of c on 127.0.0.1 and returns a client conn.
 func serve(t *testing.T, c *cache.Cache, opts stream.Options) (*sotw.Server, *grpc.ClientConn) {
 	t.Helper()
-	opts.CoalesceWindow = 5 * time.Millisecond
-	opts.Logger = slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
-	srv := sotw.New(c, opts)
-	_, conn := servertest.Serve(t, func(g *grpc.Server) { switchyardv1.RegisterDiscoveryServiceServer(g, srv) }, srv.Shutdown)
+	srv := sotw.New(c, servertest.StreamOptions(t, opts))
+	_, conn := servertest.ServeDiscovery(t, srv)
 	return srv, conn
 }
 
-// client is a scripted state-of-the-world agent.
-type client struct {
-	t     *testing.T
-	st    grpc.BidiStreamingClient[request, response]
-	resps chan *response
-	done  chan struct{}
-	err   error
-}
-
-func open(t *testing.T, conn *grpc.ClientConn, first *request) *client {
+// open starts a state-of-the-world stream with first; a goroutine
+// receives its responses.
+func open(t *testing.T, conn *grpc.ClientConn, first *request) *servertest.Agent[*request, *response] {
 	t.Helper()
-	ctx, cancel := context.WithCancel(t.Context())
-	st, err := switchyardv1.NewDiscoveryServiceClient(conn).StreamSnapshots(ctx)
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	c := &client{t: t, st: st, resps: make(chan *response, 16), done: make(chan struct{})}
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	wg.Go(func() {
-		defer close(c.done)
-		for {
-			r, err := st.Recv()
-			if err != nil {
-				c.err = err
-				return
-			}
-			select {
-			case c.resps <- r:
-			case <-ctx.Done():
-				return
-			}
-		}
-	})
-	c.send(first)
-	return c
-}
-
-func (c *client) send(r *request) {
-	c.t.Helper()
-	if err := c.st.Send(r); err != nil {
-		c.t.Fatalf("Send: %v", err)
-	}
-}
-
-func (c *client) recv() *response {
-	c.t.Helper()
-	select {
-	case r := <-c.resps:
-		return r
-	case <-c.done:
-		c.t.Fatalf("stream ended: %v", c.err)
-	case <-time.After(waitTimeout):
-		c.t.Fatal("no response within the deadline")
-	}
-	return nil
-}
-
-func (c *client) ack(r *response) {
-	c.t.Helper()
-	c.send(&request{ResponseNonce: r.GetNonce(), VersionInfo: r.GetVersionInfo()})
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond) // poll interval
-	}
-}
-
-func nodeStatus(c *cache.Cache, node string) cache.NodeStatus {
-	s, _ := c.Node(node)
-	return s.Status
+	return servertest.Open(t, servertest.SotWWire{}, conn, first, true)
 }
 
 func svc(t *testing.T, i int, gen uint32) *cache.View {
@@ -140,59 +60,58 @@ func whole(t *testing.T, nv cache.NodeView, nonce string) *response {
 }
 
 func TestStateOfTheWorld(t *testing.T) {
-	c := cache.New()
-	nv1 := cachetest.NewNodeView(svc(t, 0, 0), svc(t, 1, 0))
-	c.Publish("n1", nv1, nil)
+	c, nv1 := servertest.Published("n1", svc(t, 0, 0), svc(t, 1, 0))
 	_, conn := serve(t, c, stream.Options{ControlPlaneID: "cp"})
 	cl := open(t, conn, &request{Node: &switchyardv1.Node{Name: "n1"}})
 
 	// The whole view, then the whole new view after each change.
-	r1 := cl.recv()
+	r1 := cl.Recv()
 	if diff := cmp.Diff(whole(t, nv1, r1.GetNonce()), r1, protocmp.Transform()); diff != "" {
 		t.Errorf("first response (-want +got):\n%s", diff)
 	}
-	cl.ack(r1)
-	eventually(t, "ACK", func() bool { return nodeStatus(c, "n1").AckedVersion == nv1.Version() })
+	cl.Ack(r1, nil)
+	servertest.WaitAcked(t, c, "n1", nv1.Version())
 
 	nv2 := nv1.With(svc(t, 2, 0))
 	c.Publish("n1", nv2, []string{"ns/svc-2"})
-	r2 := cl.recv()
+	r2 := cl.Recv()
 	if diff := cmp.Diff(whole(t, nv2, r2.GetNonce()), r2, protocmp.Transform()); diff != "" {
 		t.Errorf("second response (-want +got):\n%s", diff)
 	}
 
 	// NACK: held while the content stays the same.
-	cl.send(&request{ResponseNonce: r2.GetNonce(), VersionInfo: nv1.Version(), ErrorDetail: &spb.Status{Code: 3, Message: "nope"}})
-	eventually(t, "NACK", func() bool { st := nodeStatus(c, "n1"); return st.LastNack != nil && st.Pending.InFlight == 0 })
+	cl.Send(&request{ResponseNonce: r2.GetNonce(), VersionInfo: nv1.Version(), ErrorDetail: &spb.Status{Code: 3, Message: "nope"}})
+	servertest.Eventually(t, "NACK", func() bool {
+		st := servertest.NodeStatus(c, "n1")
+		return st.LastNack != nil && st.Pending.InFlight == 0
+	})
 	c.Publish("n1", nv2, nil)
-	eventually(t, "wakeup taken", func() bool { return !nodeStatus(c, "n1").Pending.DirtyAll })
+	servertest.Eventually(t, "wakeup taken", func() bool { return !servertest.NodeStatus(c, "n1").Pending.DirtyAll })
 
 	nv3 := nv2.With(svc(t, 2, 1))
 	c.Publish("n1", nv3, []string{"ns/svc-2"})
-	r3 := cl.recv()
+	r3 := cl.Recv()
 	if r3.GetVersionInfo() != nv3.Version() || len(r3.GetResources()) != 3 {
 		t.Errorf("after NACK got version %q with %d resources, want %q with 3", r3.GetVersionInfo(), len(r3.GetResources()), nv3.Version())
 	}
-	cl.ack(r3)
-	eventually(t, "ACK", func() bool { return nodeStatus(c, "n1").AckedVersion == nv3.Version() })
-	if st := nodeStatus(c, "n1"); st.RPC != sotw.RPC || st.LastNack.GetMessage() != "nope" {
+	cl.Ack(r3, nil)
+	servertest.WaitAcked(t, c, "n1", nv3.Version())
+	if st := servertest.NodeStatus(c, "n1"); st.RPC != sotw.RPC || st.LastNack.GetMessage() != "nope" {
 		t.Errorf("status %+v", st)
 	}
 }
 
 func TestUpToDateAgentGetsNothingUntilChange(t *testing.T) {
-	c := cache.New()
-	nv1 := cachetest.NewNodeView(svc(t, 0, 0))
-	c.Publish("n1", nv1, nil)
+	c, nv1 := servertest.Published("n1", svc(t, 0, 0))
 	_, conn := serve(t, c, stream.Options{})
 	cl := open(t, conn, &request{Node: &switchyardv1.Node{Name: "n1"}, VersionInfo: nv1.Version()})
-	eventually(t, "connected and taken", func() bool {
-		st := nodeStatus(c, "n1")
+	servertest.Eventually(t, "connected and taken", func() bool {
+		st := servertest.NodeStatus(c, "n1")
 		return st.Connected && !st.Pending.DirtyAll
 	})
 	nv2 := nv1.With(svc(t, 1, 0))
 	c.Publish("n1", nv2, []string{"ns/svc-1"})
-	if got := cl.recv().GetVersionInfo(); got != nv2.Version() {
+	if got := cl.Recv().GetVersionInfo(); got != nv2.Version() {
 		t.Errorf("first response has version %q, want %q", got, nv2.Version())
 	}
 }
@@ -211,13 +130,13 @@ func TestSplitWholeView(t *testing.T) {
 	var got []*switchyardv1.Resource
 	parts := 0
 	for {
-		r := cl.recv()
+		r := cl.Recv()
 		parts++
 		if n := proto.Size(r); n > limit {
 			t.Errorf("part of %d bytes over the %d limit", n, limit)
 		}
 		got = append(got, r.GetResources()...)
-		cl.ack(r)
+		cl.Ack(r, nil)
 		if r.GetVersionInfo() != "" {
 			break
 		}
@@ -239,14 +158,14 @@ func TestShutdownEndsStreams(t *testing.T) {
 	c.Publish("n1", cachetest.NewNodeView(), nil)
 	srv, conn := serve(t, c, stream.Options{})
 	cl := open(t, conn, &request{Node: &switchyardv1.Node{Name: "n1"}})
-	cl.recv()
+	cl.Recv()
 	srv.Shutdown()
 	select {
-	case <-cl.done:
-		if got := status.Code(cl.err); got != codes.Unavailable {
+	case <-cl.Done():
+		if got := status.Code(cl.Err()); got != codes.Unavailable {
 			t.Errorf("stream ended with %v, want Unavailable", got)
 		}
-	case <-time.After(waitTimeout):
+	case <-time.After(servertest.WaitTimeout):
 		t.Fatal("stream still open after Shutdown")
 	}
 }
