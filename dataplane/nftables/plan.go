@@ -71,13 +71,6 @@ type planStats struct {
 	elementsAdded, elementsDeled int
 }
 
-func (s *planStats) add(o planStats) {
-	s.chainsWritten += o.chainsWritten
-	s.chainsRemoved += o.chainsRemoved
-	s.elementsAdded += o.elementsAdded
-	s.elementsDeled += o.elementsDeled
-}
-
 // planPartial writes into tx the difference between prev (what the last
 // successful transaction left) and next (diffRulesets), the way every
 // partial transaction is written (emit).

@@ -56,7 +56,6 @@ const (
 	tJump              // jump CHAIN
 	tGoto              // goto CHAIN
 	tDrop              // drop
-	tReturn            // return
 	tUpdate            // update @SET { IP saddr }
 	tDnat              // dnat to ADDR:PORT
 	tDnatMap           // dnat IP addr . port to numgen … map @SET
@@ -80,7 +79,6 @@ func l4proto(p string) term               { return term{kind: tL4, name: p} }
 func jumpTo(chain string) term            { return term{kind: tJump, name: chain} }
 func gotoTo(chain string) term            { return term{kind: tGoto, name: chain} }
 func dropIt() term                        { return term{kind: tDrop} }
-func returnIt() term                      { return term{kind: tReturn} }
 func updateSaddr(set string) term         { return term{kind: tUpdate, name: set} }
 func dnatTo(ap netip.AddrPort) term       { return term{kind: tDnat, addr: ap.Addr(), n: uint32(ap.Port())} }
 func dnatThrough(offset uint32, m string) term {
@@ -170,7 +168,7 @@ func formValid(fam dataplane.Family, ts []term) bool {
 			l4 = l4 || ok
 		case tJump, tGoto, tUpdate:
 			ok = last && validName(t.name)
-		case tDrop, tReturn:
+		case tDrop:
 			ok = last
 		case tDnat:
 			ok = last && l4 && t.n > 0 && t.n <= 0xffff && plain(t.addr)
@@ -221,8 +219,6 @@ func (t term) appendText(b []byte) []byte {
 		return append(append(b, "goto "...), t.name...)
 	case tDrop:
 		return append(b, "drop"...)
-	case tReturn:
-		return append(b, "return"...)
 	case tUpdate:
 		b = append(append(append(b, "update @"...), t.name...), " { "...)
 		return append(append(b, ip...), " saddr }"...)
@@ -303,8 +299,6 @@ func (t term) appendExprs(out []expr.Any) []expr.Any {
 		return append(out, &expr.Verdict{Kind: expr.VerdictGoto, Chain: t.name})
 	case tDrop:
 		return append(out, &expr.Verdict{Kind: expr.VerdictDrop})
-	case tReturn:
-		return append(out, &expr.Verdict{Kind: expr.VerdictReturn})
 	case tUpdate:
 		return append(out, loadAddr(fam, "saddr"),
 			&expr.Dynset{SrcRegKey: 1, SetName: t.name, Operation: uint32(unix.NFT_DYNSET_OP_UPDATE)})

@@ -88,7 +88,7 @@ func run(args []string, stderr io.Writer) error {
 	}
 	lvl, err := cmdshell.ParseLevel(o.logLevel)
 	if err != nil {
-		return fmt.Errorf("-log-level: %w", err)
+		return cmdshell.Usage(err)
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: lvl}))
 	klog.SetSlogLogger(log)

@@ -53,7 +53,7 @@ func run() error {
 	}
 	lv, err := cmdshell.ParseLevel(*level)
 	if err != nil {
-		return err
+		return cmdshell.Usage(err)
 	}
 	log := cmdshell.Logger(lv)
 	cfg := compare.Config{
