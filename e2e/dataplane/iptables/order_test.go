@@ -2,7 +2,9 @@ package iptables
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
 	"net/netip"
 	"sync"
 	"testing"
@@ -98,11 +100,27 @@ func TestEndpointChangesNeverTimeOut(t *testing.T) {
 					t.Errorf("%s → %s: want both answered and refused attempts, got %v", s.from, s.vip, s.res)
 				}
 				for _, f := range s.res.Failures {
-					if f.Reason != probe.ReasonRefused {
+					switch {
+					case f.Reason == probe.ReasonRefused:
+					case connectedThenTimedOut(f):
+						// The handshake went through, so the rules in
+						// place then DNATed it: not the gap this test is
+						// about (a SYN meeting neither REJECT nor DNAT
+						// times out in the dial). Seen when the reply was
+						// late under CI load.
+						t.Logf("%s → %s: %v (connected: not a rule gap)", s.from, s.vip, f)
+					default:
 						t.Errorf("%s → %s: %v", s.from, s.vip, f)
 					}
 				}
 			}
 		})
 	}
+}
+
+// connectedThenTimedOut reports whether f timed out reading the reply of
+// a connection that was established.
+func connectedThenTimedOut(f probe.Failure) bool {
+	var op *net.OpError
+	return f.Reason == probe.ReasonTimeout && errors.As(f.Err, &op) && op.Op == "read"
 }
