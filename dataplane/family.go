@@ -25,6 +25,21 @@ func (f Family) String() string {
 	return "IPv4"
 }
 
+// Families is a mode's Config.Families checked: fams, or both families
+// when fams is empty (every mode's default), and an error naming the
+// first one that is neither IPv4 nor IPv6.
+func Families(fams []Family) ([]Family, error) {
+	if len(fams) == 0 {
+		return []Family{IPv4, IPv6}, nil
+	}
+	for _, f := range fams {
+		if f != IPv4 && f != IPv6 {
+			return nil, fmt.Errorf("unknown family %d", f)
+		}
+	}
+	return fams, nil
+}
+
 // Has reports whether a belongs to the family.
 func (f Family) Has(a netip.Addr) bool {
 	if f == IPv6 {

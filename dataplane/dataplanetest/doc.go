@@ -14,6 +14,7 @@
 //     reads one, Cases gives the ones a mode has goldens for, Golden
 //     compares or rewrites a mode's output, and RunGolden is a mode's
 //     whole golden test on top of them.
+//   - Logger, a slog.Logger that writes through the test.
 //
 // In an agent's test the Faulty stands where the kernel's mode would:
 //

@@ -3,11 +3,11 @@ package dataplanetest
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 )
 
 var _ dataplane.Dataplane = (*Fake)(nil)
@@ -53,39 +53,31 @@ func (f *Fake) SetHook(fn func(op string, st *dataplane.State, opts dataplane.Ap
 
 // Apply implements dataplane.Dataplane.
 func (f *Fake) Apply(ctx context.Context, st *dataplane.State, opts dataplane.ApplyOptions) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("fake apply: %w", err)
-	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var err error
-	if f.hook != nil {
-		err = f.hook(OpApply, st, opts)
-	}
-	f.calls = append(f.calls, Call{Op: OpApply, State: st, Opts: opts, Err: err})
-	if err != nil {
-		return fmt.Errorf("fake apply: %w", err)
-	}
-	f.applied = st
-	return nil
+	return f.call(ctx, OpApply, st, opts)
 }
 
 // Cleanup implements dataplane.Dataplane.
 func (f *Fake) Cleanup(ctx context.Context) error {
+	return f.call(ctx, OpCleanup, nil, dataplane.ApplyOptions{})
+}
+
+// call records one Apply or Cleanup (op) and, unless the hook fails it,
+// makes st (nil for a Cleanup) the applied state.
+func (f *Fake) call(ctx context.Context, op string, st *dataplane.State, opts dataplane.ApplyOptions) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("fake cleanup: %w", err)
+		return fmt.Errorf("fake %s: %w", op, err)
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var err error
 	if f.hook != nil {
-		err = f.hook(OpCleanup, nil, dataplane.ApplyOptions{})
+		err = f.hook(op, st, opts)
 	}
-	f.calls = append(f.calls, Call{Op: OpCleanup, Err: err})
+	f.calls = append(f.calls, Call{Op: op, State: st, Opts: opts, Err: err})
 	if err != nil {
-		return fmt.Errorf("fake cleanup: %w", err)
+		return fmt.Errorf("fake %s: %w", op, err)
 	}
-	f.applied = nil
+	f.applied = st
 	return nil
 }
 
@@ -125,12 +117,7 @@ func (f *Fake) Services() []string {
 	if f.applied == nil {
 		return nil
 	}
-	out := make([]string, 0, len(f.applied.Services))
-	for name := range f.applied.Services {
-		out = append(out, name)
-	}
-	sort.Strings(out)
-	return out
+	return sorted.Keys(f.applied.Services)
 }
 
 // Dump prints the applied state as sorted lines: one per service with its
@@ -141,11 +128,7 @@ func (f *Fake) Dump() string {
 	if f.applied == nil {
 		return ""
 	}
-	names := make([]string, 0, len(f.applied.Services))
-	for name := range f.applied.Services {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := sorted.Keys(f.applied.Services)
 	var b strings.Builder
 	for _, name := range names {
 		sv := f.applied.Services[name]

@@ -38,6 +38,17 @@ func Views() []string {
 	return out
 }
 
+// NewState is the State of a node with config cfg and the views svcs,
+// each under its resource name ("namespace/name"), as the agent keys
+// them.
+func NewState(cfg *switchyardv1.NodeConfig, svcs ...*switchyardv1.ServiceView) *dataplane.State {
+	st := &dataplane.State{Config: cfg, Services: make(map[string]*switchyardv1.ServiceView, len(svcs))}
+	for _, sv := range svcs {
+		st.Services[sv.GetNamespace()+"/"+sv.GetName()] = sv
+	}
+	return st
+}
+
 // LoadState reads the golden input of case name: a StreamSnapshotsResponse
 // whose resources are the node's config and service views.
 func LoadState(t testing.TB, name string) *dataplane.State {

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -28,27 +29,26 @@ func (d *Dataplane) Mode() string { return "dry-run" }
 
 // Apply implements dataplane.Dataplane: it prints st.
 func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, opts dataplane.ApplyOptions) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("dry-run apply: %w", err)
-	}
-	text := Render(st, opts)
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if _, err := io.WriteString(d.w, text); err != nil {
-		return fmt.Errorf("dry-run apply: %w", err)
-	}
-	return nil
+	return d.print(ctx, "apply", func() string { return Render(st, opts) })
 }
 
 // Cleanup implements dataplane.Dataplane: it prints that it would clean up.
 func (d *Dataplane) Cleanup(ctx context.Context) error {
+	return d.print(ctx, "cleanup", func() string { return "cleanup\n" })
+}
+
+// print writes what op does, unless ctx has ended. The text is built
+// outside the lock; only the write is serialized, so concurrent calls
+// never interleave their lines.
+func (d *Dataplane) print(ctx context.Context, op string, text func() string) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("dry-run cleanup: %w", err)
+		return fmt.Errorf("dry-run %s: %w", op, err)
 	}
+	s := text()
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if _, err := io.WriteString(d.w, "cleanup\n"); err != nil {
-		return fmt.Errorf("dry-run cleanup: %w", err)
+	if _, err := io.WriteString(d.w, s); err != nil {
+		return fmt.Errorf("dry-run %s: %w", op, err)
 	}
 	return nil
 }
@@ -56,11 +56,7 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 // Render returns the text Apply prints for st. It does no I/O.
 func Render(st *dataplane.State, opts dataplane.ApplyOptions) string {
 	var b strings.Builder
-	names := make([]string, 0, len(st.Services))
-	for name := range st.Services {
-		names = append(names, name)
-	}
-	sort.Strings(names)
+	names := sorted.Keys(st.Services)
 	fmt.Fprintf(&b, "apply full=%t services=%d\n", opts.Full, len(names))
 	if c := st.Config; c != nil {
 		fmt.Fprintf(&b, "config node=%s zone=%s mode=%s masqueradeAll=%t clusterCIDRs=%s nodeIPs=%s",

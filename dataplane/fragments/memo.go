@@ -3,8 +3,8 @@ package fragments
 import (
 	"iter"
 	"slices"
-	"sort"
 
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -57,6 +57,28 @@ func (m *Memo[F]) Lookup(name string, sv *switchyardv1.ServiceView) (F, bool) {
 	return e.frag, true
 }
 
+// Fragments yields, in name order, the fragment of every service of
+// services: the one held when its view is unchanged (Lookup), else one
+// from render, which is held and counted as Rendered; fresh tells the
+// two apart. It is a full render's loop: Reset first, KeepOnly after.
+func (m *Memo[F]) Fragments(services map[string]*switchyardv1.ServiceView,
+	render func(name string, sv *switchyardv1.ServiceView) F) iter.Seq2[F, bool] {
+	return func(yield func(F, bool) bool) {
+		for _, n := range sorted.Keys(services) {
+			sv := services[n]
+			f, ok := m.Lookup(n, sv)
+			if !ok {
+				f = render(n, sv)
+				m.Put(n, sv, f)
+				m.Rendered++
+			}
+			if !yield(f, !ok) {
+				return
+			}
+		}
+	}
+}
+
 // Get returns the fragment held for name, whatever view it came from.
 func (m *Memo[F]) Get(name string) (F, bool) {
 	e, ok := m.byName[name]
@@ -91,12 +113,7 @@ func (m *Memo[F]) KeepOnly(services map[string]*switchyardv1.ServiceView) {
 // All yields the fragments in name order.
 func (m *Memo[F]) All() iter.Seq2[string, F] {
 	return func(yield func(string, F) bool) {
-		names := make([]string, 0, len(m.byName))
-		for n := range m.byName {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
+		for _, n := range sorted.Keys(m.byName) {
 			if !yield(n, m.byName[n].frag) {
 				return
 			}

@@ -86,3 +86,29 @@ func TestLookupReusesUnchangedUnderOneKey(t *testing.T) {
 		t.Errorf("after Reset under another key: holds node-1 %v, %d fragments", m.Holds("node-1"), m.Len())
 	}
 }
+
+func TestFragmentsRendersOnlyWhatChanged(t *testing.T) {
+	m := &Memo[string]{}
+	m.Reset("k")
+	m.Put("a", view("10.0.0.1"), "held a")
+	m.Put("b", view("10.0.0.2"), "held b")
+	services := map[string]*switchyardv1.ServiceView{"c": view("10.0.0.3"), "b": view("10.0.0.22"), "a": view("10.0.0.1")}
+	type got struct {
+		Frag  string
+		Fresh bool
+	}
+	var out []got
+	for f, fresh := range m.Fragments(services, func(name string, _ *switchyardv1.ServiceView) string { return "new " + name }) {
+		out = append(out, got{f, fresh})
+	}
+	want := []got{{"held a", false}, {"new b", true}, {"new c", true}}
+	if d := cmp.Diff(want, out); d != "" {
+		t.Errorf("fragments (-want +got):\n%s", d)
+	}
+	if m.Reused != 1 || m.Rendered != 2 {
+		t.Errorf("Reused %d, Rendered %d; want 1, 2", m.Reused, m.Rendered)
+	}
+	if f, _ := m.Get("b"); f != "new b" {
+		t.Errorf("held for b: %q, want the new fragment", f)
+	}
+}

@@ -19,17 +19,27 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/command"
 )
 
 // Spec is what creates a set.
 type Spec struct {
 	Name, Type string
-	// Family is "inet" or "inet6" for hash types, empty for bitmap types.
+	// Family is "inet" or "inet6" (see Family) for hash types, empty for
+	// bitmap types.
 	Family string
 	// MaxElem bounds a hash set; 0 is ipset's default, 65536. Save does
 	// not read it back: no mode repairs it.
 	MaxElem int
+}
+
+// Family is the "family" option of a hash set that holds addresses of f.
+func Family(f dataplane.Family) string {
+	if f == dataplane.IPv6 {
+		return "inet6"
+	}
+	return "inet"
 }
 
 // defaultMaxElem is ipset's own default, written out so that the create

@@ -7,10 +7,10 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipset"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
@@ -167,8 +167,8 @@ func compareTables(fam dataplane.Family, rs *Ruleset, kv kernelView, dr *datapla
 			}
 		}
 	}
-	for _, t := range sortedKeys(kv.owned) {
-		for _, n := range sortedKeys(kv.owned[t]) {
+	for _, t := range sorted.Keys(kv.owned) {
+		for _, n := range sorted.Keys(kv.owned[t]) {
 			if _, ok := rs.Chains[t][n]; !ok {
 				dr.Add(dataplane.DriftChain, fmt.Sprintf("%s -t %s %s: not in the ruleset", where, t, n))
 			}
@@ -194,20 +194,11 @@ func compareHairpin(rs *Ruleset, ks *ipset.Set, dr *dataplane.Drift) {
 			dr.Add(dataplane.DriftElement, "ipset "+rs.HairpinSet+": missing "+m)
 		}
 	}
-	for _, m := range sortedKeys(have) {
+	for _, m := range sorted.Keys(have) {
 		if _, ok := rs.hairpin[m]; !ok {
 			dr.Add(dataplane.DriftElement, "ipset "+rs.HairpinSet+": not ours "+m)
 		}
 	}
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // committedBlocks counts the table blocks of restore input that change

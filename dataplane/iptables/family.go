@@ -23,20 +23,12 @@ func shardOf(a netip.Addr, bits int) int {
 	return int(b[15]) & ((1 << bits) - 1)
 }
 
-// hairpinSet names the family's hairpin ipset; ipsetFamily is its
-// "family" option.
+// hairpinSet names the family's hairpin ipset.
 func hairpinSet(f dataplane.Family) string {
 	if f == dataplane.IPv6 {
 		return hairpinSetV6
 	}
 	return hairpinSetV4
-}
-
-func ipsetFamily(f dataplane.Family) string {
-	if f == dataplane.IPv6 {
-		return "inet6"
-	}
-	return "inet"
 }
 
 // loopback is the family's loopback range, which never serves node

@@ -29,7 +29,7 @@ const hairpinMaxElem = 1 << 20
 
 // hairpinSpec is what creates the hairpin set of one family.
 func hairpinSpec(name string, fam dataplane.Family) ipset.Spec {
-	return ipset.Spec{Name: name, Type: hairpinType, Family: ipsetFamily(fam), MaxElem: hairpinMaxElem}
+	return ipset.Spec{Name: name, Type: hairpinType, Family: ipset.Family(fam), MaxElem: hairpinMaxElem}
 }
 
 // createSetLine is the ipset restore line that creates a hairpin set.

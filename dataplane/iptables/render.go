@@ -3,9 +3,9 @@ package iptables
 import (
 	"fmt"
 	"net/netip"
-	"sort"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 )
 
@@ -54,25 +54,13 @@ func render(st *dataplane.State, fam dataplane.Family, opts RenderOptions, memo 
 	r := newRenderer(fam, opts)
 	r.readNode(st)
 	r.fixedChains()
-	names := make([]string, 0, len(st.Services))
-	for n := range st.Services {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	if memo == nil {
-		for _, n := range names {
+		for _, n := range sorted.Keys(st.Services) {
 			r.service(n, st.Services[n])
 		}
 	} else {
 		memo.Reset(r.memoKey())
-		for _, n := range names {
-			sv := st.Services[n]
-			f, ok := memo.Lookup(n, sv)
-			if !ok {
-				f = r.renderFragment(n, sv)
-				memo.Put(n, sv, f)
-				memo.Rendered++
-			}
+		for f := range memo.Fragments(st.Services, r.renderFragment) {
 			r.replay(f)
 		}
 		memo.KeepOnly(st.Services) // services gone from st are forgotten

@@ -2,11 +2,11 @@ package iptables
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
@@ -54,7 +54,7 @@ func newRuleset(f dataplane.Family) *Ruleset {
 func (r *Ruleset) addHairpin(member string) { r.hairpin[member] = struct{}{} }
 
 // HairpinMembers returns the members of HairpinSet, sorted.
-func (r *Ruleset) HairpinMembers() []string { return sortedSet(r.hairpin) }
+func (r *Ruleset) HairpinMembers() []string { return sorted.Keys(r.hairpin) }
 
 // chain returns the named chain, creating it empty.
 func (r *Ruleset) chain(table, name string) *Chain {
@@ -73,24 +73,10 @@ func (r *Ruleset) add(table, chain string, args ...string) {
 }
 
 // Tables returns the table names in a stable order.
-func (r *Ruleset) Tables() []string {
-	ts := make([]string, 0, len(r.Chains))
-	for t := range r.Chains {
-		ts = append(ts, t)
-	}
-	sort.Strings(ts)
-	return ts
-}
+func (r *Ruleset) Tables() []string { return sorted.Keys(r.Chains) }
 
 // ChainNames returns the chain names of a table, sorted.
-func (r *Ruleset) ChainNames(table string) []string {
-	ns := make([]string, 0, len(r.Chains[table]))
-	for n := range r.Chains[table] {
-		ns = append(ns, n)
-	}
-	sort.Strings(ns)
-	return ns
-}
+func (r *Ruleset) ChainNames(table string) []string { return sorted.Keys(r.Chains[table]) }
 
 // String renders the whole ruleset as iptables-restore input (for
 // --noflush): tables sorted, chains declared and then filled in name order,
@@ -202,13 +188,4 @@ func matchSet(rule string) (string, bool) {
 		return "", true
 	}
 	return f[0], true
-}
-
-func sortedSet(m map[string]struct{}) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

@@ -107,14 +107,11 @@ func New(cfg Config) (*Dataplane, error) {
 	if cfg.Runner == nil {
 		return nil, errors.New("ipvs: Config.Runner is required")
 	}
-	if len(cfg.Families) == 0 {
-		cfg.Families = []dataplane.Family{dataplane.IPv4, dataplane.IPv6}
+	fams, err := dataplane.Families(cfg.Families)
+	if err != nil {
+		return nil, fmt.Errorf("ipvs: %w", err)
 	}
-	for _, f := range cfg.Families {
-		if f != dataplane.IPv4 && f != dataplane.IPv6 {
-			return nil, fmt.Errorf("ipvs: unknown family %d", f)
-		}
-	}
+	cfg.Families = fams
 	if cfg.Scheduler == "" {
 		cfg.Scheduler = DefaultScheduler
 	}

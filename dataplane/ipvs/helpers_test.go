@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 
 	"github.com/switchyard-proxy/switchyard/dataplane/ipvs"
@@ -33,20 +34,13 @@ func newDataplane(t testing.TB, f *ipvstest.Fake, cfg ipvs.Config) *ipvs.Datapla
 		cfg.Families = []dataplane.Family{dataplane.IPv4}
 	}
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		cfg.Logger = dataplanetest.Logger(t)
 	}
 	dp, err := ipvs.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return dp
-}
-
-type tWriter struct{ t testing.TB }
-
-func (w tWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
 }
 
 // logBuffer collects log records as "msg key=value…" lines.
@@ -142,12 +136,8 @@ func svc(name, ip string, proto switchyardv1.Protocol, eps ...string) *switchyar
 }
 
 func state(cfg *switchyardv1.NodeConfig, svcs ...*switchyardv1.ServiceView) *dataplane.State {
-	st := &dataplane.State{Config: cfg, Services: map[string]*switchyardv1.ServiceView{}}
-	if st.Config == nil {
-		st.Config = &switchyardv1.NodeConfig{NodeName: "n", ClusterCidrs: []string{"10.244.0.0/16"}, NodeIps: []string{"10.200.0.10"}}
+	if cfg == nil {
+		cfg = &switchyardv1.NodeConfig{NodeName: "n", ClusterCidrs: []string{"10.244.0.0/16"}, NodeIps: []string{"10.200.0.10"}}
 	}
-	for _, sv := range svcs {
-		st.Services[sv.GetNamespace()+"/"+sv.GetName()] = sv
-	}
-	return st
+	return dataplanetest.NewState(cfg, svcs...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipset"
 )
 
@@ -25,7 +26,7 @@ func (d *Dataplane) readSets(ctx context.Context) (map[string]*ipset.Set, error)
 // error: it cannot be changed while rules refer to it; Cleanup removes it.
 func planSets(have, want map[string]*ipset.Set) (pre, post string, err error) {
 	var a, r strings.Builder
-	for _, n := range sortedKeys(want) {
+	for _, n := range sorted.Keys(want) {
 		w, h := want[n], have[n]
 		var members map[string]bool
 		if h != nil {

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
@@ -58,12 +59,12 @@ func rulesPayload(have, want ruleset) string {
 	var b strings.Builder
 	for _, t := range []string{"filter", "nat"} {
 		var write, remove []string
-		for _, c := range sortedKeys(want.chains[t]) {
+		for _, c := range sorted.Keys(want.chains[t]) {
 			if got, ok := have.chains[t][c]; !ok || !xtables.SameRules(got, want.chains[t][c]) {
 				write = append(write, c)
 			}
 		}
-		for _, c := range sortedKeys(have.chains[t]) {
+		for _, c := range sorted.Keys(have.chains[t]) {
 			if _, ok := want.chains[t][c]; !ok {
 				remove = append(remove, c)
 			}

@@ -19,7 +19,7 @@ func (k VSKey) String() string {
 }
 
 // compare orders keys by address, port, protocol.
-func (k VSKey) compare(o VSKey) int {
+func (k VSKey) Compare(o VSKey) int {
 	if c := k.Addr.Compare(o.Addr); c != 0 {
 		return c
 	}

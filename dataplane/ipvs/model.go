@@ -2,7 +2,6 @@ package ipvs
 
 import (
 	"net/netip"
-	"slices"
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
@@ -66,43 +65,6 @@ type desired struct {
 type rsKey struct {
 	vs VSKey
 	rs netip.AddrPort
-}
-
-// sortedVS returns the keys of m in order.
-func sortedVS(m map[VSKey]*vsModel) []VSKey {
-	keys := make([]VSKey, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, VSKey.compare)
-	return keys
-}
-
-func sortedRS(m map[netip.AddrPort]RealServer) []netip.AddrPort {
-	keys := make([]netip.AddrPort, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, netip.AddrPort.Compare)
-	return keys
-}
-
-func sortedAddrs(m map[netip.Addr]bool) []netip.Addr {
-	keys := make([]netip.Addr, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, netip.Addr.Compare)
-	return keys
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // deadline is when a real server that starts draining now must be gone.

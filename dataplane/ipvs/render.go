@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -49,7 +50,7 @@ func render(st *dataplane.State, o renderOptions) *desired {
 			w.skips = append(w.skips, dataplane.Skip{Reason: fmt.Sprintf("node config: unknown IPVS scheduler %q, using %s", s, sched)})
 		}
 	}
-	names := sortedKeys(st.Services)
+	names := sorted.Keys(st.Services)
 	owner := map[VSKey]string{}
 	for _, fam := range o.families {
 		r := &renderer{w: w, fam: fam, sched: sched, owner: owner, skipsSeen: seen, masqAll: st.Config.GetMasqueradeAll()}

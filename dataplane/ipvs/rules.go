@@ -96,10 +96,7 @@ func (r *renderer) member(base, m string) {
 // fixed creates every set of the family (empty sets cost nothing and keep
 // the rules independent of the services) and the rules.
 func (r *renderer) fixed() {
-	fam := "inet"
-	if r.fam == dataplane.IPv6 {
-		fam = "inet6"
-	}
+	fam := ipset.Family(r.fam)
 	for base, typ := range setTypes {
 		s := &ipset.Set{Spec: ipset.Spec{Name: setName(r.fam, base), Type: typ}, Members: map[string]bool{}}
 		if strings.HasPrefix(typ, "hash:") {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipset"
 )
 
@@ -158,7 +159,7 @@ func (d *Dataplane) sync(ctx context.Context, have *model, want *desired) error 
 // A virtual server without a wanted real server is not created.
 func (d *Dataplane) addServers(ctx context.Context, have *model, want *desired) error {
 	k := d.cfg.Kernel
-	for _, key := range sortedVS(want.vs) {
+	for _, key := range sorted.KeysFunc(want.vs, VSKey.Compare) {
 		wv, hv := want.vs[key], have.vs[key]
 		switch {
 		case hv == nil && len(wv.rs) == 0:
@@ -178,7 +179,7 @@ func (d *Dataplane) addServers(ctx context.Context, have *model, want *desired) 
 			hv.vs = wv.vs
 		}
 		hv.drainOnly = len(wv.rs) == 0
-		for _, a := range sortedRS(wv.rs) {
+		for _, a := range sorted.KeysFunc(wv.rs, netip.AddrPort.Compare) {
 			w := wv.rs[a]
 			h, ok := hv.rs[a]
 			switch {
@@ -205,7 +206,7 @@ func (d *Dataplane) addServers(ctx context.Context, have *model, want *desired) 
 }
 
 func (d *Dataplane) syncAddresses(ctx context.Context, have *model, want *desired) error {
-	for _, a := range sortedAddrs(want.addrs) {
+	for _, a := range sorted.KeysFunc(want.addrs, netip.Addr.Compare) {
 		if have.addrs[a] {
 			continue
 		}
@@ -215,7 +216,7 @@ func (d *Dataplane) syncAddresses(ctx context.Context, have *model, want *desire
 		d.stats.AddressesAdded++
 		have.addrs[a] = true
 	}
-	for _, a := range sortedAddrs(have.addrs) {
+	for _, a := range sorted.KeysFunc(have.addrs, netip.Addr.Compare) {
 		if want.addrs[a] {
 			continue
 		}
@@ -234,7 +235,7 @@ func (d *Dataplane) syncAddresses(ctx context.Context, have *model, want *desire
 // SCTP ones get weight 0 and wait for Drain.
 func (d *Dataplane) removeServers(ctx context.Context, have *model, want *desired) error {
 	k := d.cfg.Kernel
-	for _, key := range sortedVS(have.vs) {
+	for _, key := range sorted.KeysFunc(have.vs, VSKey.Compare) {
 		hv, wv := have.vs[key], want.vs[key]
 		if wv == nil {
 			if err := k.DeleteVirtualServer(ctx, key); err != nil {
@@ -245,7 +246,7 @@ func (d *Dataplane) removeServers(ctx context.Context, have *model, want *desire
 			d.forgetDrains(key, hv)
 			continue
 		}
-		for _, a := range sortedRS(hv.rs) {
+		for _, a := range sorted.KeysFunc(hv.rs, netip.AddrPort.Compare) {
 			if _, ok := wv.rs[a]; ok {
 				continue
 			}
@@ -307,7 +308,7 @@ func (d *Dataplane) drainLocked(ctx context.Context) error {
 	}
 	now := d.clock.Now()
 	var errs []error
-	for _, key := range sortedVS(byVS) {
+	for _, key := range sorted.KeysFunc(byVS, VSKey.Compare) {
 		hv := byVS[key]
 		list, err := d.cfg.Kernel.RealServers(ctx, key)
 		if err != nil {
@@ -318,7 +319,7 @@ func (d *Dataplane) drainLocked(ctx context.Context) error {
 		for _, rs := range list {
 			got[rs.Addr] = rs
 		}
-		for _, a := range sortedRS(hv.rs) {
+		for _, a := range sorted.KeysFunc(hv.rs, netip.AddrPort.Compare) {
 			rk := rsKey{key, a}
 			deadline, draining := d.draining[rk]
 			if !draining {

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
@@ -69,7 +70,7 @@ func (d *Dataplane) cleanup(ctx context.Context) error {
 		}
 	}
 	var b []byte
-	for _, n := range sortedKeys(sets) {
+	for _, n := range sorted.Keys(sets) {
 		b = fmt.Appendf(b, "destroy %s\n", n)
 	}
 	// Sets still referenced (a failed rule cleanup) refuse to go; the

@@ -2,12 +2,12 @@ package kubeproxycleanup_test
 
 import (
 	"errors"
-	"log/slog"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"github.com/switchyard-proxy/switchyard/dataplane/kubeproxycleanup"
 	"github.com/switchyard-proxy/switchyard/dataplane/kubeproxycleanup/kubeproxycleanuptest"
 )
@@ -106,10 +106,6 @@ const switchyardNAT = `*nat
 COMMIT
 `
 
-func logger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
 func writes(s *kubeproxycleanuptest.Script) []kubeproxycleanuptest.Call {
 	return s.Writes()
 }
@@ -121,7 +117,7 @@ func TestNothingOfKubeProxyTouchesNothing(t *testing.T) {
 		"nft list tables":    {Out: "table ip filter\ntable inet switchyard\n"},
 		"ipset list -n":      {Out: "KUBE-DST-ABC\n"},
 	}}
-	res, err := kubeproxycleanup.Run(t.Context(), kubeproxycleanup.Config{Runner: s, Logger: logger(t)})
+	res, err := kubeproxycleanup.Run(t.Context(), kubeproxycleanup.Config{Runner: s, Logger: dataplanetest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +152,7 @@ func TestRemovesEverythingOfKubeProxy(t *testing.T) {
 		"ipvsadm -D -t 192.168.1.10:30080":      {Err: errors.New("must not run: not on kube-ipvs0")},
 		"ipset destroy KUBE-DST-FOREIGN":        {Err: errors.New("must not run: kube-router's")},
 	}}
-	res, err := kubeproxycleanup.Run(t.Context(), kubeproxycleanup.Config{Runner: s, Logger: logger(t)})
+	res, err := kubeproxycleanup.Run(t.Context(), kubeproxycleanup.Config{Runner: s, Logger: dataplanetest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +186,7 @@ func TestNFTablesModeOnly(t *testing.T) {
 		"nft list tables":                   {Out: "table ip kube-proxy\n"},
 		"nft delete table ip kube-proxy":    {},
 	}}
-	res, err := kubeproxycleanup.Run(t.Context(), kubeproxycleanup.Config{Runner: s, Logger: logger(t)})
+	res, err := kubeproxycleanup.Run(t.Context(), kubeproxycleanup.Config{Runner: s, Logger: dataplanetest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +209,7 @@ func TestFailuresAreReportedAndTheRestGoesOn(t *testing.T) {
 		"nft list tables":                   {Out: "table ip kube-proxy\n"},
 		"nft delete table ip kube-proxy":    {},
 	}}
-	res, err := kubeproxycleanup.Run(t.Context(), kubeproxycleanup.Config{Runner: s, Logger: logger(t)})
+	res, err := kubeproxycleanup.Run(t.Context(), kubeproxycleanup.Config{Runner: s, Logger: dataplanetest.Logger(t)})
 	if err == nil || !strings.Contains(err.Error(), "line 3 failed") || !strings.Contains(err.Error(), "ip6tables-nft-save") {
 		t.Fatalf("error %v, want the restore failure and the unparsable ip6tables dump", err)
 	}

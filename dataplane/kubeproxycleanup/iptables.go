@@ -158,21 +158,13 @@ func restorePayload(d *savedDump) (payload string, deleted, flushed []string) {
 		if len(p.flush)+len(p.dels) == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "*%s\n", name)
-		for _, ch := range p.flush {
-			fmt.Fprintf(&b, ":%s - [0:0]\n", ch)
-		}
-		for _, l := range p.dels {
-			b.WriteString(l + "\n")
-		}
+		xtables.WriteTableCleanup(&b, name, p.flush, p.dels, p.deletes)
 		for _, ch := range p.deletes {
-			fmt.Fprintf(&b, "-X %s\n", ch)
 			deleted = append(deleted, d.bin+"/"+name+"/"+ch)
 		}
 		for _, ch := range p.kept {
 			flushed = append(flushed, d.bin+"/"+name+"/"+ch)
 		}
-		b.WriteString("COMMIT\n")
 	}
 	return b.String(), deleted, flushed
 }

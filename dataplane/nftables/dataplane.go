@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/command"
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 )
 
 // Config configures a Dataplane.
@@ -90,17 +91,16 @@ var _ dataplane.Dataplane = (*Dataplane)(nil)
 
 // New returns a Dataplane; it touches nothing until Apply or Cleanup.
 func New(cfg Config) (*Dataplane, error) {
-	if len(cfg.Families) == 0 {
-		cfg.Families = []dataplane.Family{dataplane.IPv4, dataplane.IPv6}
+	fams, err := dataplane.Families(cfg.Families)
+	if err != nil {
+		return nil, fmt.Errorf("nftables: %w", err)
 	}
+	cfg.Families = fams
 	if cfg.Table == "" {
 		cfg.Table = DefaultTable
 	}
 	nft := map[dataplane.Family]knftables.Interface{}
 	for _, f := range cfg.Families {
-		if f != dataplane.IPv4 && f != dataplane.IPv6 {
-			return nil, fmt.Errorf("nftables: unknown family %d", f)
-		}
 		switch {
 		case cfg.Interfaces[f] != nil:
 			nft[f] = cfg.Interfaces[f]
@@ -205,8 +205,8 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam da
 		} else {
 			// A periodic resync within this process: what we applied is
 			// known; the rewrite repairs drift in it.
-			existing = tableObjects{chains: sortedKeys(prev.Chains)}
-			for _, n := range sortedKeys(prev.Sets) {
+			existing = tableObjects{chains: sorted.Keys(prev.Chains)}
+			for _, n := range sorted.Keys(prev.Sets) {
 				if prev.Sets[n].Map {
 					existing.maps = append(existing.maps, n)
 				} else {

@@ -8,6 +8,7 @@ import (
 	"github.com/mdlayher/netlink"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 	"github.com/switchyard-proxy/switchyard/dataplane/nftgen"
 )
 
@@ -141,7 +142,7 @@ func compareTable(fam dataplane.Family, table string, want *Ruleset, got *kernel
 		dr.Add(dataplane.DriftTable, where)
 		return
 	}
-	for _, n := range sortedKeys(want.Chains) {
+	for _, n := range sorted.Keys(want.Chains) {
 		c, k := want.Chains[n], got.chains[n]
 		switch {
 		case k == nil:
@@ -152,12 +153,12 @@ func compareTable(fam dataplane.Family, table string, want *Ruleset, got *kernel
 			dr.Add(dataplane.DriftRule, fmt.Sprintf("%s %s: %d rules, want %d or they differ", where, n, len(k.rules), len(c.Rules)))
 		}
 	}
-	for _, n := range sortedKeys(got.chains) {
+	for _, n := range sorted.Keys(got.chains) {
 		if want.Chains[n] == nil {
 			dr.Add(dataplane.DriftChain, where+" "+n+": not ours")
 		}
 	}
-	for _, n := range sortedKeys(want.Sets) {
+	for _, n := range sorted.Keys(want.Sets) {
 		s, k := want.Sets[n], got.sets[n]
 		switch {
 		case k == nil:
@@ -168,7 +169,7 @@ func compareTable(fam dataplane.Family, table string, want *Ruleset, got *kernel
 			compareElements(fam, where, s, want.Elements[n], k, dr)
 		}
 	}
-	for _, n := range sortedKeys(got.sets) {
+	for _, n := range sorted.Keys(got.sets) {
 		if want.Sets[n] == nil {
 			dr.Add(dataplane.DriftSet, where+" "+n+": not ours")
 		}

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 	"sigs.k8s.io/knftables"
 
@@ -143,11 +142,10 @@ var verdictCodes = map[int32]string{0: "drop", 1: "accept", -1: "continue", -2: 
 // decodeVerdict turns a verdict map's element data (the nested
 // NFTA_VERDICT_* attributes) into its nft text: "goto svc-…", "drop".
 func decodeVerdict(b []byte) string {
-	ad, err := netlink.NewAttributeDecoder(b)
+	ad, err := nfAttrs(b)
 	if err != nil {
 		return "?" + hex.EncodeToString(b)
 	}
-	ad.ByteOrder = binary.BigEndian
 	code, chain := "?", ""
 	for ad.Next() {
 		switch ad.Type() {

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/knftables"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -134,14 +135,8 @@ func benchService(i, eps int, alt bool) *switchyardv1.ServiceView {
 }
 
 func stateOf(svcs ...*switchyardv1.ServiceView) *dataplane.State {
-	st := &dataplane.State{
-		Config:   &switchyardv1.NodeConfig{NodeName: "n", ClusterCidrs: []string{"10.128.0.0/9"}, NodeIps: []string{"10.200.0.10"}},
-		Services: map[string]*switchyardv1.ServiceView{},
-	}
-	for _, sv := range svcs {
-		st.Services[sv.Namespace+"/"+sv.Name] = sv
-	}
-	return st
+	cfg := &switchyardv1.NodeConfig{NodeName: "n", ClusterCidrs: []string{"10.128.0.0/9"}, NodeIps: []string{"10.200.0.10"}}
+	return dataplanetest.NewState(cfg, svcs...)
 }
 
 func netipMust(s string) netip.AddrPort { return netip.MustParseAddrPort(s) }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/switchyard-proxy/switchyard/dataplane/fragments"
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -66,7 +67,7 @@ func freeze(rs *Ruleset) *fragment {
 	}
 	slices.SortFunc(f.shared, bySetAndKey)
 	if len(rs.blocks) > 0 {
-		f.blocks = sortedKeys(rs.blocks)
+		f.blocks = sorted.Keys(rs.blocks)
 	}
 	rs.blocks = nil
 	if len(rs.Elements) == 0 {
@@ -174,20 +175,7 @@ func validateFragment(f *fragment, whole *Ruleset) error {
 func validateIn(f *fragment, a, b *Ruleset) error {
 	hasChain := func(n string) bool { _, x := a.Chains[n]; _, y := b.Chains[n]; return x || y }
 	hasSet := func(n string) bool { _, x := a.Sets[n]; _, y := b.Sets[n]; return x || y }
-	var errs []error
-	for _, n := range sortedKeys(f.rs.Chains) {
-		for i := range f.rs.Chains[n].Rules {
-			errs = append(errs, checkRule("chain "+n, &f.rs.Chains[n].Rules[i], hasChain, hasSet)...)
-		}
-	}
-	for _, n := range sortedKeys(f.rs.Elements) {
-		if !hasSet(n) {
-			errs = append(errs, fmt.Errorf("elements of missing set %s", n))
-		}
-		for _, k := range sortedKeys(f.rs.Elements[n]) {
-			errs = append(errs, checkRefs("element "+n+" { "+k+" }", f.rs.Elements[n][k], hasChain, hasSet)...)
-		}
-	}
+	errs := f.rs.checkAllRefs(hasChain, hasSet)
 	for set, elems := range f.sharedBySet() {
 		if !hasSet(set) {
 			errs = append(errs, fmt.Errorf("elements of missing set %s", set))

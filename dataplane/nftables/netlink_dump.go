@@ -128,11 +128,10 @@ func dumpChains(c *netlink.Conn, fam dataplane.Family, table string) (map[string
 // decodeChain returns a chain message's table, name and, for a base
 // chain, "type hook priority".
 func decodeChain(b []byte) (table, name, base string, err error) {
-	ad, err := netlink.NewAttributeDecoder(b)
+	ad, err := nfAttrs(b)
 	if err != nil {
 		return "", "", "", err
 	}
-	ad.ByteOrder = binary.BigEndian
 	var typ, hook, prio string
 	for ad.Next() {
 		switch ad.Type() {
@@ -188,11 +187,10 @@ func dumpElements(c *netlink.Conn, fam dataplane.Family, table, set string) ([]r
 // NFTA_LIST_ELEM's key (NFTA_DATA_VALUE), data (the value, or a verdict's
 // nested attributes) and interval-end flag.
 func decodeElements(b []byte, out *[]rawElem) error {
-	ad, err := netlink.NewAttributeDecoder(b)
+	ad, err := nfAttrs(b)
 	if err != nil {
 		return err
 	}
-	ad.ByteOrder = binary.BigEndian
 	for ad.Next() {
 		if ad.Type() != unix.NFTA_SET_ELEM_LIST_ELEMENTS {
 			continue

@@ -163,11 +163,10 @@ func nfproto(fam dataplane.Family) int {
 func decodeRule(fam byte, b []byte) (string, kernelRule, error) {
 	var chain string
 	var r kernelRule
-	ad, err := netlink.NewAttributeDecoder(b)
+	ad, err := nfAttrs(b)
 	if err != nil {
 		return "", r, err
 	}
-	ad.ByteOrder = binary.BigEndian
 	for ad.Next() {
 		switch ad.Type() {
 		case unix.NFTA_RULE_CHAIN:
@@ -186,6 +185,17 @@ func decodeRule(fam byte, b []byte) (string, kernelRule, error) {
 		}
 	}
 	return chain, r, ad.Err()
+}
+
+// nfAttrs decodes nfnetlink attributes, which are big-endian whatever
+// the host (the netlink package decodes in the host's order unless told).
+func nfAttrs(b []byte) (*netlink.AttributeDecoder, error) {
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return nil, err
+	}
+	ad.ByteOrder = binary.BigEndian
+	return ad, nil
 }
 
 // decodeExpr decodes one NFTA_LIST_ELEM: its name, then its data into
@@ -259,11 +269,10 @@ func newExpr(name string) expr.Any {
 // decodeByteorder decodes a byteorder expression: google/nftables
 // v0.3.0 writes them but its unmarshal is "not yet implemented".
 func decodeByteorder(data []byte) (*expr.Byteorder, error) {
-	ad, err := netlink.NewAttributeDecoder(data)
+	ad, err := nfAttrs(data)
 	if err != nil {
 		return nil, fmt.Errorf("expression byteorder: %w", err)
 	}
-	ad.ByteOrder = binary.BigEndian
 	e := &expr.Byteorder{}
 	for ad.Next() {
 		switch ad.Type() {

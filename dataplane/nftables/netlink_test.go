@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 
 	"github.com/google/go-cmp/cmp"
 	gnft "github.com/google/nftables"
@@ -199,7 +200,7 @@ func checkServiceRules(t *testing.T, st *dataplane.State) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, n := range sortedKeys(rs.Chains) {
+		for _, n := range sorted.Keys(rs.Chains) {
 			if !isServiceObject(n) {
 				continue
 			}

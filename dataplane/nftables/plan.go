@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/knftables"
+
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 )
 
 // tableObjects are the names of what a kernel table holds.
@@ -171,7 +173,7 @@ func diffElements(d *delta, prev, next *Ruleset) {
 func planFull(tx *knftables.Transaction, next *Ruleset, existing tableObjects, resetBase bool) planStats {
 	var st planStats
 	tx.Add(&knftables.Table{})
-	chains := sortedKeys(next.Chains)
+	chains := sorted.Keys(next.Chains)
 	// Only chains that exist are flushed or reset: one the table lacks is
 	// created empty by its add. A first load into an empty table is then
 	// a quarter fewer commands (1,000 services: ~30 ms of ~250 ms). Sets
@@ -188,7 +190,7 @@ func planFull(tx *knftables.Transaction, next *Ruleset, existing tableObjects, r
 			}
 		}
 	}
-	for _, n := range hotSetsFirst(sortedKeys(next.Sets)) {
+	for _, n := range hotSetsFirst(sorted.Keys(next.Sets)) {
 		tx.Add(next.Sets[n].object())
 	}
 	for _, n := range chains {
@@ -201,10 +203,10 @@ func planFull(tx *knftables.Transaction, next *Ruleset, existing tableObjects, r
 		addRules(tx, next.Chains[n])
 	}
 	st.chainsWritten = len(chains)
-	for _, n := range sortedKeys(next.Elements) {
+	for _, n := range sorted.Keys(next.Elements) {
 		s := next.Sets[n]
 		tx.Flush(s.ref())
-		for _, k := range sortedKeys(next.Elements[n]) {
+		for _, k := range sorted.Keys(next.Elements[n]) {
 			tx.Add(s.elementObject(k, next.Elements[n][k]))
 			st.elementsAdded++
 		}

@@ -3,11 +3,11 @@ package nftables
 import (
 	"errors"
 	"fmt"
-	"sort"
 
 	"sigs.k8s.io/knftables"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 )
 
@@ -44,13 +44,8 @@ func render(st *dataplane.State, fam dataplane.Family, memo *Memo) (*Ruleset, er
 	}
 	r.readNode(st)
 	r.fixed()
-	names := make([]string, 0, len(st.Services))
-	for n := range st.Services {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	if memo == nil {
-		for _, n := range names {
+		for _, n := range sorted.Keys(st.Services) {
 			r.service(n, st.Services[n])
 		}
 		if err := r.rs.Validate(); err != nil {
@@ -63,14 +58,9 @@ func render(st *dataplane.State, fam dataplane.Family, memo *Memo) (*Ruleset, er
 		r.rs.presize(memo.last)
 	}
 	var fresh []*fragment
-	for _, n := range names {
-		sv := st.Services[n]
-		f, ok := memo.Lookup(n, sv)
-		if !ok {
-			f = r.renderFragment(n, sv)
-			memo.Put(n, sv, f)
+	for f, isNew := range memo.Fragments(st.Services, r.renderFragment) {
+		if isNew {
 			fresh = append(fresh, f)
-			memo.Rendered++
 		}
 		r.replay(f)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 )
 
 // goldenRulesets calls fn with the render of every golden input in
@@ -35,7 +36,7 @@ func goldenRulesets(t *testing.T, fn func(dataplane.Family, *Ruleset)) {
 func TestRuleFormsMatchText(t *testing.T) {
 	forms := 0
 	goldenRulesets(t, func(fam dataplane.Family, rs *Ruleset) {
-		for _, n := range sortedKeys(rs.Chains) {
+		for _, n := range sorted.Keys(rs.Chains) {
 			for i := range rs.Chains[n].Rules {
 				r := &rs.Chains[n].Rules[i]
 				checkForm(t, fam, r)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 )
 
 // Chain is one chain of the table: a base chain when Hook is set.
@@ -96,37 +97,35 @@ func (rs *Ruleset) element(set, value string, key ...string) {
 	m[strings.Join(key, " . ")] = value
 }
 
-// Names returns the sorted names of a map.
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
-
 // Validate checks that every goto/jump (in rules and map values) names a
 // chain of the ruleset and every @reference a set or map of it, so a
 // transaction never fails on a dangling reference.
 func (rs *Ruleset) Validate() error {
-	var errs []error
 	hasChain := func(n string) bool { _, ok := rs.Chains[n]; return ok }
 	hasSet := func(n string) bool { _, ok := rs.Sets[n]; return ok }
-	for _, n := range sortedKeys(rs.Chains) {
+	return errors.Join(rs.checkAllRefs(hasChain, hasSet)...)
+}
+
+// checkAllRefs checks the references of every rule and element of rs,
+// and that every set holding elements exists, against the chains and
+// sets hasChain and hasSet know (rs's own for Validate; with the applied
+// ruleset's as well for a fragment, see validateIn).
+func (rs *Ruleset) checkAllRefs(hasChain, hasSet func(string) bool) []error {
+	var errs []error
+	for _, n := range sorted.Keys(rs.Chains) {
 		for i := range rs.Chains[n].Rules {
 			errs = append(errs, checkRule("chain "+n, &rs.Chains[n].Rules[i], hasChain, hasSet)...)
 		}
 	}
-	for _, n := range sortedKeys(rs.Elements) {
-		if _, ok := rs.Sets[n]; !ok {
+	for _, n := range sorted.Keys(rs.Elements) {
+		if !hasSet(n) {
 			errs = append(errs, fmt.Errorf("elements of missing set %s", n))
 		}
-		for _, k := range sortedKeys(rs.Elements[n]) {
+		for _, k := range sorted.Keys(rs.Elements[n]) {
 			errs = append(errs, checkRefs("element "+n+" { "+k+" }", rs.Elements[n][k], hasChain, hasSet)...)
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // checkRule is checkRefs for a rule, reading its form, not its text.

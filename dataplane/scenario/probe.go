@@ -7,6 +7,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/explain"
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 )
 
 // Probes are packets worth asking a node programmed from st about: to
@@ -20,7 +21,7 @@ import (
 func Probes(st *dataplane.State) []explain.Packet {
 	var out []explain.Packet
 	cfg := st.Config
-	for _, k := range sortedNames(st) {
+	for _, k := range sorted.Keys(st.Services) {
 		sv := st.Services[k]
 		srcs := probeSources(cfg.GetNodeIps(), cfg.GetClusterCidrs(), sv.GetLoadBalancerSourceRanges())
 		var dsts []string
@@ -49,15 +50,6 @@ func Probes(st *dataplane.State) []explain.Packet {
 			}
 		}
 	}
-	return out
-}
-
-func sortedNames(st *dataplane.State) []string {
-	out := make([]string, 0, len(st.Services))
-	for k := range st.Services {
-		out = append(out, k)
-	}
-	slices.Sort(out)
 	return out
 }
 

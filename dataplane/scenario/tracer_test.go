@@ -8,6 +8,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"github.com/switchyard-proxy/switchyard/dataplane/explain"
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 	"github.com/switchyard-proxy/switchyard/dataplane/scenario"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -42,11 +43,7 @@ steps:
 		if c.Opts.Full != (i == 0) {
 			t.Errorf("sync %d: Full %v", i, c.Opts.Full)
 		}
-		var got []string
-		for n := range c.Opts.Changed {
-			got = append(got, n)
-		}
-		slices.Sort(got)
+		got := sorted.Keys(c.Opts.Changed)
 		if i > 0 && (c.Opts.Changed == nil || !slices.Equal(got, want[i])) {
 			t.Errorf("sync %d: Changed %v, want %v", i, got, want[i])
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 )
 
 // Dataplane proxies a node's services in this process. It implements
@@ -87,7 +88,7 @@ func (d *Dataplane) Apply(ctx context.Context, st *dataplane.State, _ dataplane.
 		}
 	}
 	var errs []error
-	for _, k := range sortedKeys(p.fronts) {
+	for _, k := range sorted.KeysFunc(p.fronts, frontendKey.compare) {
 		f := p.fronts[k]
 		if px, ok := d.proxies[k]; ok {
 			px.update(f)
@@ -261,15 +262,4 @@ func (l Listener) RedirectRules() []string {
 		"-t nat -A PREROUTING " + match + " " + target,
 		"-t nat -A OUTPUT " + match + " " + target,
 	}
-}
-
-func sortedKeys(m map[frontendKey]frontend) []frontendKey {
-	keys := make([]frontendKey, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b frontendKey) int {
-		return cmp.Or(cmp.Compare(a.proto, b.proto), a.addr.Compare(b.addr))
-	})
-	return keys
 }

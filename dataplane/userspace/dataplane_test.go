@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -264,7 +265,7 @@ func TestServiceAddressBinding(t *testing.T) {
 			cfg: Config{NoFreebind: true}, wantErrSub: "cannot assign requested address"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.cfg.Logger = testLogger(t)
+			tc.cfg.Logger = dataplanetest.Logger(t)
 			d, err := New(tc.cfg)
 			if err != nil {
 				t.Fatal(err)
@@ -324,7 +325,7 @@ func TestRedirectRules(t *testing.T) {
 func TestNoEndpointsNoListener(t *testing.T) {
 	a := startBackend(t, "a")
 	ip := randomLoopback()
-	d, err := New(Config{Logger: testLogger(t)})
+	d, err := New(Config{Logger: dataplanetest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -352,7 +353,7 @@ func TestListenFailureReportedAndRetried(t *testing.T) {
 	a := startBackend(t, "a")
 	ipBad, ipGood := randomLoopback(), randomLoopback()
 	socks := &faultySockets{failListen: map[netip.AddrPort]int{netip.AddrPortFrom(ipBad, 8080): 1}}
-	d, err := New(Config{Sockets: socks, Logger: testLogger(t)})
+	d, err := New(Config{Sockets: socks, Logger: dataplanetest.Logger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +387,7 @@ func TestAddressHeldByAnotherSocket(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := New(Config{Logger: testLogger(t)}) // binds the service addresses
+	d, err := New(Config{Logger: dataplanetest.Logger(t)}) // binds the service addresses
 	if err != nil {
 		t.Fatal(err)
 	}

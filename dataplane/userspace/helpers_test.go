@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net"
 	"net/netip"
@@ -15,13 +14,9 @@ import (
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
-
-// testLogger logs through t.
-func testLogger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
 
 // backend is a loopback TCP and UDP server on one port that answers with
 // its name: TCP writes "name\n" then echoes, UDP replies "name".
@@ -137,11 +132,7 @@ func svcView(name string, ip netip.Addr, proto switchyardv1.Protocol, port uint3
 }
 
 func stateOf(svcs ...*switchyardv1.ServiceView) *dataplane.State {
-	st := &dataplane.State{Config: &switchyardv1.NodeConfig{NodeName: "n"}, Services: map[string]*switchyardv1.ServiceView{}}
-	for _, sv := range svcs {
-		st.Services[sv.Namespace+"/"+sv.Name] = sv
-	}
-	return st
+	return dataplanetest.NewState(&switchyardv1.NodeConfig{NodeName: "n"}, svcs...)
 }
 
 // newLoopbackDP returns a Dataplane whose frontends listen on local ports
@@ -152,7 +143,14 @@ func newLoopbackDP(t *testing.T, cfg Config) *Dataplane {
 	if !cfg.LocalAddress.IsValid() {
 		cfg.Bind, cfg.LocalAddress = BindLocalPort, netip.MustParseAddr("127.0.0.1")
 	}
-	cfg.Logger = testLogger(t)
+	cfg.Logger = dataplanetest.Logger(t)
+	return newTestDP(t, cfg)
+}
+
+// newTestDP returns a Dataplane of cfg that is cleaned up when the test
+// ends.
+func newTestDP(t *testing.T, cfg Config) *Dataplane {
+	t.Helper()
 	d, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

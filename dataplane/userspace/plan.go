@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -32,6 +32,11 @@ type frontendKey struct {
 }
 
 func (k frontendKey) String() string { return k.proto.String() + "/" + k.addr.String() }
+
+// compare orders keys by protocol, then address and port.
+func (k frontendKey) compare(o frontendKey) int {
+	return cmp.Or(cmp.Compare(k.proto, o.proto), k.addr.Compare(o.addr))
+}
 
 // frontend is what one listener forwards to: the plan of one service port
 // on one address. It holds no I/O and is compared by value.
@@ -65,17 +70,10 @@ type planResult struct {
 func plan(st *dataplane.State) planResult {
 	r := planResult{fronts: map[frontendKey]frontend{}, seen: map[dataplane.Skip]bool{}}
 	nodeIPs := r.nodeIPs(st.Config)
-	names := make([]string, 0, len(st.Services))
-	for n := range st.Services {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range sorted.Keys(st.Services) {
 		r.service(n, st.Services[n], nodeIPs)
 	}
-	slices.SortFunc(r.empty, func(a, b frontendKey) int {
-		return cmp.Or(cmp.Compare(a.proto, b.proto), a.addr.Compare(b.addr))
-	})
+	slices.SortFunc(r.empty, frontendKey.compare)
 	return r
 }
 

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -21,7 +22,7 @@ type planLine struct {
 }
 
 func summarize(r planResult) (lines []planLine, empty []string, skips []string) {
-	for _, k := range sortedKeys(r.fronts) {
+	for _, k := range sorted.KeysFunc(r.fronts, frontendKey.compare) {
 		f := r.fronts[k]
 		l := planLine{Key: k.String(), Kind: f.kind, Affinity: f.affinity}
 		for _, b := range f.backends {

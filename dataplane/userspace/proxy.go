@@ -83,6 +83,32 @@ const (
 	maxBackoff = time.Second
 )
 
+// keepServing is the serve loops' answer to an accept or read (op)
+// that failed with err: whether to go on. A transient error is logged at
+// level and retried after a pause of *backoff, which doubles up to
+// maxBackoff while errors follow one another (the loop resets it on
+// success). Any other error ends the loop and marks the proxy dead, so
+// the next Apply replaces it. A closing proxy, whose close made the call
+// fail, ends without a word.
+func (p *proxyBase) keepServing(op string, err error, transient bool, level slog.Level, backoff *time.Duration) bool {
+	if p.ctx.Err() != nil {
+		return false
+	}
+	if !transient {
+		p.log.Error(op+" failed; the listener is replaced on the next sync", "err", err)
+		p.mu.Lock()
+		p.dead = true
+		p.mu.Unlock()
+		return false
+	}
+	p.log.Log(p.ctx, level, op+" failed, retrying", "err", err, "backoff", *backoff)
+	if !pause(p.ctx, *backoff) {
+		return false
+	}
+	*backoff = min(2**backoff, maxBackoff)
+	return true
+}
+
 // pause waits d or until ctx ends; it reports whether to go on.
 func pause(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)

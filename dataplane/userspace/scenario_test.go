@@ -5,7 +5,6 @@ import (
 	"net"
 	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -61,18 +60,7 @@ func newTracer(t *testing.T) scenario.Tracer {
 // default, through loopbackSockets, closed when the test ends.
 func newSeamDP(t *testing.T) *Dataplane {
 	t.Helper()
-	d, err := New(Config{Sockets: loopbackSockets{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := d.Cleanup(ctx); err != nil {
-			t.Errorf("Cleanup: %v", err)
-		}
-	})
-	return d
+	return newTestDP(t, Config{Sockets: loopbackSockets{}})
 }
 
 // diffListeners compares listeners but where they are bound and their

@@ -3,6 +3,7 @@ package userspace
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 )
@@ -32,50 +33,45 @@ var _ Sockets = HostSockets{}
 func (HostSockets) ListenTCP(ctx context.Context, addr netip.AddrPort, freebind bool) (*net.TCPListener, error) {
 	lc := net.ListenConfig{Control: socketControl(freebind)}
 	ln, err := lc.Listen(ctx, network("tcp", addr.Addr()), addr.String())
-	if err != nil {
-		return nil, err
-	}
-	tl, ok := ln.(*net.TCPListener)
-	if !ok {
-		ln.Close()
-		return nil, fmt.Errorf("listen tcp %s: got %T", addr, ln)
-	}
-	return tl, nil
+	return opened[*net.TCPListener](ln, err, "listen tcp", addr)
 }
 
 // ListenUDP implements Sockets.
 func (HostSockets) ListenUDP(ctx context.Context, addr netip.AddrPort, freebind bool) (*net.UDPConn, error) {
 	lc := net.ListenConfig{Control: socketControl(freebind)}
 	pc, err := lc.ListenPacket(ctx, network("udp", addr.Addr()), addr.String())
-	if err != nil {
-		return nil, err
-	}
-	uc, ok := pc.(*net.UDPConn)
-	if !ok {
-		pc.Close()
-		return nil, fmt.Errorf("listen udp %s: got %T", addr, pc)
-	}
-	return uc, nil
+	return opened[*net.UDPConn](pc, err, "listen udp", addr)
 }
 
 // DialTCP implements Sockets.
 func (HostSockets) DialTCP(ctx context.Context, dst netip.AddrPort) (*net.TCPConn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, network("tcp", dst.Addr()), dst.String())
-	if err != nil {
-		return nil, err
-	}
-	return c.(*net.TCPConn), nil
+	return opened[*net.TCPConn](c, err, "dial tcp", dst)
 }
 
 // DialUDP implements Sockets.
 func (HostSockets) DialUDP(ctx context.Context, dst netip.AddrPort) (*net.UDPConn, error) {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, network("udp", dst.Addr()), dst.String())
+	return opened[*net.UDPConn](c, err, "dial udp", dst)
+}
+
+// opened returns the socket a listen or dial (op, of addr) opened as the
+// type the Sockets method promises. The net package always opens that
+// type for an explicit "tcp4"/"udp6" network; were it ever another, the
+// socket is closed rather than leaked.
+func opened[T io.Closer](c io.Closer, err error, op string, addr netip.AddrPort) (T, error) {
+	var zero T
 	if err != nil {
-		return nil, err
+		return zero, err
 	}
-	return c.(*net.UDPConn), nil
+	t, ok := c.(T)
+	if !ok {
+		c.Close()
+		return zero, fmt.Errorf("%s %s: got %T", op, addr, c)
+	}
+	return t, nil
 }
 
 // network names the family explicitly: "tcp6" on [::] makes a v6-only

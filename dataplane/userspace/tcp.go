@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"net/netip"
 )
@@ -40,21 +41,9 @@ func (p *tcpProxy) serve() {
 	for {
 		c, err := p.ln.AcceptTCP()
 		if err != nil {
-			if p.ctx.Err() != nil {
-				return
-			}
-			if temporary(err) {
-				p.log.Warn("accept failed, retrying", "err", err, "backoff", backoff)
-				if !pause(p.ctx, backoff) {
-					return
-				}
-				backoff = min(2*backoff, maxBackoff)
+			if p.keepServing("accept", err, temporary(err), slog.LevelWarn, &backoff) {
 				continue
 			}
-			p.log.Error("accept failed; the listener is replaced on the next sync", "err", err)
-			p.mu.Lock()
-			p.dead = true
-			p.mu.Unlock()
 			return
 		}
 		backoff = minBackoff

@@ -8,6 +8,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/explain"
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 )
 
 // Frontends is what the mode programs for a State, as Trace reads it:
@@ -37,7 +38,7 @@ type Unserved struct {
 func Planned(st *dataplane.State) Frontends {
 	p := plan(st)
 	var fs Frontends
-	for _, k := range sortedKeys(p.fronts) {
+	for _, k := range sorted.KeysFunc(p.fronts, frontendKey.compare) {
 		f := p.fronts[k]
 		fs.Listeners = append(fs.Listeners, Listener{
 			Service: f.service, Port: f.port, Kind: f.kind, Protocol: k.proto,

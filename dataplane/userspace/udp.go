@@ -3,6 +3,7 @@ package userspace
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"net"
 	"net/netip"
 	"os"
@@ -49,20 +50,10 @@ func (p *udpProxy) serve() {
 	for {
 		n, from, err := p.pc.ReadFromUDPAddrPort(buf)
 		if err != nil {
-			if p.ctx.Err() != nil {
-				return
-			}
-			if temporary(err) || isRefused(err) {
-				if !pause(p.ctx, backoff) {
-					return
-				}
-				backoff = min(2*backoff, maxBackoff)
+			// Refusals are routine for UDP: no louder than Debug.
+			if p.keepServing("read", err, temporary(err) || isRefused(err), slog.LevelDebug, &backoff) {
 				continue
 			}
-			p.log.Error("read failed; the listener is replaced on the next sync", "err", err)
-			p.mu.Lock()
-			p.dead = true
-			p.mu.Unlock()
 			return
 		}
 		backoff = minBackoff

@@ -3,8 +3,9 @@ package xtables
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"strings"
+
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 )
 
 // Ownership says which chains, jumps and rules of a read-back are a
@@ -43,14 +44,9 @@ type Cleanup struct {
 // chains may jump to each other and still be deleted in any order; each
 // table commits atomically.
 func CleanupPayload(saved map[string]*SavedTable, o Ownership) Cleanup {
-	tables := make([]string, 0, len(saved))
-	for t := range saved {
-		tables = append(tables, t)
-	}
-	sort.Strings(tables)
 	var c Cleanup
 	var b strings.Builder
-	for _, t := range tables {
+	for _, t := range sorted.Keys(saved) {
 		p := planCleanup(saved[t], o)
 		for _, ch := range p.empty {
 			c.Kept = append(c.Kept, t+"/"+ch)
@@ -58,26 +54,40 @@ func CleanupPayload(saved map[string]*SavedTable, o Ownership) Cleanup {
 		if len(p.owned)+len(p.dels) == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "*%s\n", t)
-		for _, ch := range p.owned {
-			fmt.Fprintf(&b, ":%s - [0:0]\n", ch)
-		}
-		for _, l := range p.dels {
-			b.WriteString(l + "\n")
-		}
+		var remove []string
 		for _, ch := range p.owned {
 			if p.kept[ch] {
 				c.Kept = append(c.Kept, t+"/"+ch)
 				continue
 			}
-			fmt.Fprintf(&b, "-X %s\n", ch)
+			remove = append(remove, ch)
 			c.Deleted = append(c.Deleted, t+"/"+ch)
 		}
-		b.WriteString("COMMIT\n")
+		WriteTableCleanup(&b, t, p.owned, p.dels, remove)
 		c.Rules += len(p.dels)
 	}
 	c.Payload = b.String()
 	return c
+}
+
+// WriteTableCleanup writes one table's block of iptables-restore
+// --noflush input that removes chains and rules: declaring each chain of
+// flush empties it, so that no rule in them refers to another chain any
+// more; then the rules of dels ("-D <chain> <rule>", in chains that
+// stay) go, and last the chains of remove (a subset of flush). The table
+// commits atomically.
+func WriteTableCleanup(b *strings.Builder, table string, flush, dels, remove []string) {
+	fmt.Fprintf(b, "*%s\n", table)
+	for _, ch := range flush {
+		fmt.Fprintf(b, ":%s - [0:0]\n", ch)
+	}
+	for _, l := range dels {
+		b.WriteString(l + "\n")
+	}
+	for _, ch := range remove {
+		fmt.Fprintf(b, "-X %s\n", ch)
+	}
+	b.WriteString("COMMIT\n")
 }
 
 // tableCleanup is the plan of one table.

@@ -16,8 +16,10 @@
 //     iptables-save reorders matches and respells values; RuleTarget, the
 //     -j/-g target of a rule;
 //   - CleanupPayload: the iptables-restore --noflush input that removes
-//     what an Ownership says is a mode's from a read-back; KubeProxyCanary
-//     and HasKubeProxy, kube-proxy's evidence every cleanup defers to.
+//     what an Ownership says is a mode's from a read-back, written a table
+//     at a time by WriteTableCleanup (which kubeproxycleanup writes its
+//     own plan with); KubeProxyCanary and HasKubeProxy, kube-proxy's
+//     evidence every cleanup defers to.
 //
 // The commands run through command.Runner (package command), the one
 // seam to the kernel every mode uses; this package has no runner of its

@@ -18,10 +18,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 )
 
 // Fake is an in-memory ipset.
@@ -78,7 +79,7 @@ func (f *Fake) Run(_ context.Context, argv []string, stdin []byte) ([]byte, erro
 			return nil, fmt.Errorf("ipset %s: not implemented by the fake", strings.Join(args, " "))
 		}
 		var b strings.Builder
-		for _, n := range sortedKeys(f.sets) {
+		for _, n := range sorted.Keys(f.sets) {
 			b.WriteString(n + "\n")
 		}
 		return []byte(b.String()), nil
@@ -178,7 +179,7 @@ func (s *set) addDel(add bool, m string, exist bool) error {
 // save prints one set (or all, name "") as `ipset save` does.
 func (f *Fake) save(name string) string {
 	var b strings.Builder
-	for _, n := range sortedKeys(f.sets) {
+	for _, n := range sorted.Keys(f.sets) {
 		if name != "" && n != name {
 			continue
 		}
@@ -188,7 +189,7 @@ func (f *Fake) save(name string) string {
 		} else {
 			fmt.Fprintf(&b, "create %s %s family %s hashsize 1024 maxelem %d bucketsize 12\n", n, s.typ, s.family, s.maxelem)
 		}
-		for _, m := range sortedKeys(s.members) {
+		for _, m := range sorted.Keys(s.members) {
 			fmt.Fprintf(&b, "add %s %s\n", n, m)
 		}
 	}
@@ -222,9 +223,9 @@ func (f *Fake) Sets() []Set {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := make([]Set, 0, len(f.sets))
-	for _, n := range sortedKeys(f.sets) {
+	for _, n := range sorted.Keys(f.sets) {
 		s := f.sets[n]
-		out = append(out, Set{Name: n, Type: s.typ, Family: s.family, Members: sortedKeys(s.members)})
+		out = append(out, Set{Name: n, Type: s.typ, Family: s.family, Members: sorted.Keys(s.members)})
 	}
 	return out
 }
@@ -238,7 +239,7 @@ func (f *Fake) SetMembers(name string) []string {
 	if !ok {
 		return nil
 	}
-	return sortedKeys(s.members)
+	return sorted.Keys(s.members)
 }
 
 // AddSet creates a set with members as other software would: members are
@@ -254,12 +255,4 @@ func (f *Fake) AddSet(name, typ, family string, members ...string) {
 		s.members[m] = true
 	}
 	f.sets[name] = s
-}
-
-// sortedKeys returns the keys of m sorted; never nil, so that SetMembers
-// tells an empty set from a missing one.
-func sortedKeys[V any](m map[string]V) []string {
-	out := slices.AppendSeq(make([]string, 0, len(m)), maps.Keys(m))
-	slices.Sort(out)
-	return out
 }

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipset/ipsettest"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtinfo"
 )
@@ -187,13 +188,8 @@ func (f *Fake) ResetCalls() {
 func (f *Fake) Dump() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	names := make([]string, 0, len(f.fams))
-	for n := range f.fams {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	var b strings.Builder
-	for _, n := range names {
+	for _, n := range sorted.Keys(f.fams) {
 		fmt.Fprintf(&b, "# %s\n%s", n, dump(f.fams[n], ""))
 	}
 	if sets := f.sets.Save(); sets != "" {

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/switchyard-proxy/switchyard/dataplane/command"
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipset/ipsettest"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables/iptablestest"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipvs"
@@ -81,6 +82,20 @@ func (f *Fake) record(mutating bool, format string, args ...any) error {
 	return nil
 }
 
+// changeVS records a mutating call on virtual server k and returns k,
+// which must exist (ESRCH, as the kernel answers, when it does not). The
+// caller holds f.mu.
+func (f *Fake) changeVS(k ipvs.VSKey, format string, args ...any) (*fakeVS, error) {
+	if err := f.record(true, format, args...); err != nil {
+		return nil, err
+	}
+	v, ok := f.vs[k]
+	if !ok {
+		return nil, fmt.Errorf("virtual server %s: no such process", k)
+	}
+	return v, nil
+}
+
 // Calls returns the recorded calls.
 func (f *Fake) Calls() []Call {
 	f.mu.Lock()
@@ -126,27 +141,10 @@ func (f *Fake) VirtualServers(context.Context) ([]ipvs.VirtualServer, error) {
 	defer f.mu.Unlock()
 	_ = f.record(false, "VirtualServers")
 	out := make([]ipvs.VirtualServer, 0, len(f.vs))
-	for _, k := range f.vsKeys() {
+	for _, k := range sorted.KeysFunc(f.vs, ipvs.VSKey.Compare) {
 		out = append(out, f.vs[k].vs)
 	}
 	return out, nil
-}
-
-func (f *Fake) vsKeys() []ipvs.VSKey {
-	keys := make([]ipvs.VSKey, 0, len(f.vs))
-	for k := range f.vs {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b ipvs.VSKey) int {
-		if c := a.Addr.Compare(b.Addr); c != 0 {
-			return c
-		}
-		if a.Port != b.Port {
-			return int(a.Port) - int(b.Port)
-		}
-		return int(a.Protocol) - int(b.Protocol)
-	})
-	return keys
 }
 
 func vsDesc(vs ipvs.VirtualServer) string {
@@ -178,12 +176,9 @@ func (f *Fake) AddVirtualServer(_ context.Context, vs ipvs.VirtualServer) error 
 func (f *Fake) UpdateVirtualServer(_ context.Context, vs ipvs.VirtualServer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record(true, "UpdateVirtualServer %s", vsDesc(vs)); err != nil {
+	v, err := f.changeVS(vs.Key, "UpdateVirtualServer %s", vsDesc(vs))
+	if err != nil {
 		return err
-	}
-	v, ok := f.vs[vs.Key]
-	if !ok {
-		return fmt.Errorf("virtual server %s: no such process", vs.Key)
 	}
 	v.vs = vs
 	return nil
@@ -210,31 +205,19 @@ func (f *Fake) RealServers(_ context.Context, k ipvs.VSKey) ([]ipvs.RealServer, 
 		return nil, fmt.Errorf("virtual server %s: no such process", k)
 	}
 	out := make([]ipvs.RealServer, 0, len(v.rs))
-	for _, a := range rsKeys(v) {
+	for _, a := range sorted.KeysFunc(v.rs, netip.AddrPort.Compare) {
 		out = append(out, v.rs[a])
 	}
 	return out, nil
-}
-
-func rsKeys(v *fakeVS) []netip.AddrPort {
-	keys := make([]netip.AddrPort, 0, len(v.rs))
-	for a := range v.rs {
-		keys = append(keys, a)
-	}
-	slices.SortFunc(keys, netip.AddrPort.Compare)
-	return keys
 }
 
 // AddRealServer implements ipvs.Kernel.
 func (f *Fake) AddRealServer(_ context.Context, k ipvs.VSKey, rs ipvs.RealServer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record(true, "AddRealServer %s %s weight %d", k, rs.Addr, rs.Weight); err != nil {
+	v, err := f.changeVS(k, "AddRealServer %s %s weight %d", k, rs.Addr, rs.Weight)
+	if err != nil {
 		return err
-	}
-	v, ok := f.vs[k]
-	if !ok {
-		return fmt.Errorf("virtual server %s: no such process", k)
 	}
 	if _, dup := v.rs[rs.Addr]; dup {
 		return fmt.Errorf("real server %s of %s: file exists", rs.Addr, k)
@@ -250,12 +233,9 @@ func (f *Fake) AddRealServer(_ context.Context, k ipvs.VSKey, rs ipvs.RealServer
 func (f *Fake) UpdateRealServer(_ context.Context, k ipvs.VSKey, rs ipvs.RealServer) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if err := f.record(true, "UpdateRealServer %s %s weight %d", k, rs.Addr, rs.Weight); err != nil {
+	v, err := f.changeVS(k, "UpdateRealServer %s %s weight %d", k, rs.Addr, rs.Weight)
+	if err != nil {
 		return err
-	}
-	v, ok := f.vs[k]
-	if !ok {
-		return fmt.Errorf("virtual server %s: no such process", k)
 	}
 	cur, ok := v.rs[rs.Addr]
 	if !ok {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 )
 
 // EnsureDummy implements ipvs.Kernel.
@@ -61,7 +63,7 @@ func (f *Fake) Addresses(_ context.Context, name string) ([]netip.Addr, error) {
 	if !ok {
 		return nil, nil
 	}
-	return sortedAddrs(l.addrs), nil
+	return sorted.KeysFunc(l.addrs, netip.Addr.Compare), nil
 }
 
 // AddAddress implements ipvs.Kernel.

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"net/netip"
 	"regexp"
-	"slices"
 	"strings"
+
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
+	"github.com/switchyard-proxy/switchyard/dataplane/ipvs"
 )
 
 // Run implements command.Runner: ipset in the ipsettest.Fake, iptables
@@ -73,21 +75,21 @@ func (f *Fake) AddForeignSet(name, typ, family string, members ...string) {
 func (f *Fake) Dump() string {
 	f.mu.Lock()
 	var b strings.Builder
-	for _, n := range sortedKeys(f.links) {
+	for _, n := range sorted.Keys(f.links) {
 		l := f.links[n]
 		state := "down"
 		if l.up {
 			state = "up"
 		}
 		fmt.Fprintf(&b, "link %s %s %s\n", n, l.typ, state)
-		for _, a := range sortedAddrs(l.addrs) {
+		for _, a := range sorted.KeysFunc(l.addrs, netip.Addr.Compare) {
 			fmt.Fprintf(&b, "  addr %s\n", a)
 		}
 	}
-	for _, k := range f.vsKeys() {
+	for _, k := range sorted.KeysFunc(f.vs, ipvs.VSKey.Compare) {
 		v := f.vs[k]
 		fmt.Fprintf(&b, "vs %s\n", vsDesc(v.vs))
-		for _, a := range rsKeys(v) {
+		for _, a := range sorted.KeysFunc(v.rs, netip.AddrPort.Compare) {
 			rs := v.rs[a]
 			fmt.Fprintf(&b, "  -> %s masq weight %d", a, rs.Weight)
 			if rs.ActiveConns+rs.InactiveConns > 0 {
@@ -105,22 +107,4 @@ func (f *Fake) Dump() string {
 	f.mu.Unlock()
 	b.WriteString(f.ipt.Dump())
 	return b.String()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-func sortedAddrs(m map[netip.Addr]bool) []netip.Addr {
-	keys := make([]netip.Addr, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, netip.Addr.Compare)
-	return keys
 }

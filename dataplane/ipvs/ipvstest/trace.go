@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/switchyard-proxy/switchyard/dataplane/explain"
+	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables/iptablestest"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipvs"
 )
@@ -34,8 +35,8 @@ func (f *Fake) linkAddrs() []netip.Addr {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []netip.Addr
-	for _, n := range sortedKeys(f.links) {
-		out = append(out, sortedAddrs(f.links[n].addrs)...)
+	for _, n := range sorted.Keys(f.links) {
+		out = append(out, sorted.KeysFunc(f.links[n].addrs, netip.Addr.Compare)...)
 	}
 	return out
 }
@@ -53,7 +54,7 @@ func (f *Fake) balance(b iptablestest.Branch) ([]iptablestest.Branch, bool, erro
 	var rss []ipvs.RealServer
 	if ok {
 		vs = v.vs
-		for _, a := range rsKeys(v) {
+		for _, a := range sorted.KeysFunc(v.rs, netip.AddrPort.Compare) {
 			rss = append(rss, v.rs[a])
 		}
 	}

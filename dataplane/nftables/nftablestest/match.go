@@ -140,14 +140,11 @@ func (r *ruleRun) lookup(i int, f flow, sels []selector, vals []value, applies, 
 // vmap is "vmap @map" with "@map" at i: the element's verdict ends the
 // rule; no element, no match.
 func (r *ruleRun) vmap(i int, f flow, sels []selector, vals []value, applies bool) ([]branch, error) {
-	name, ok := strings.CutPrefix(r.tok(i), "@")
-	if !ok {
-		return nil, fmt.Errorf("vmap %q: only named maps are rendered", r.tok(i))
+	m, err := r.namedMap(i, "vmap")
+	if err != nil {
+		return nil, err
 	}
-	m := r.w.table.Maps[name]
-	if m == nil {
-		return nil, fmt.Errorf("vmap of missing map %s", name)
-	}
+	name := m.Name
 	el, err := find(m.Elements, sels, vals)
 	if err != nil {
 		return nil, fmt.Errorf("map %s: %w", name, err)

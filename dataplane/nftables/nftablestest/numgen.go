@@ -91,7 +91,7 @@ func (r *ruleRun) numgenMatch(i int, f flow) ([]branch, error) {
 // numgenVmap is "numgen … vmap @map", "@map" at i: a branch per element
 // the draw can reach, ending in its verdict.
 func (r *ruleRun) numgenVmap(i int, f flow, ng numgen) ([]branch, error) {
-	m, err := r.numgenMap(i)
+	m, err := r.namedMap(i, "numgen")
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +109,7 @@ func (r *ruleRun) numgenVmap(i int, f flow, ng numgen) ([]branch, error) {
 // endpoint, with its range's share. Draws no element covers make the
 // rule fail (no DNAT), as the kernel's lookup does.
 func (r *ruleRun) dnatMap(i int, f flow, ng numgen) ([]branch, error) {
-	m, err := r.numgenMap(i)
+	m, err := r.namedMap(i, "numgen")
 	if err != nil {
 		return nil, err
 	}
@@ -133,14 +133,15 @@ func (r *ruleRun) dnatMap(i int, f flow, ng numgen) ([]branch, error) {
 	})
 }
 
-func (r *ruleRun) numgenMap(i int) (*knftables.FakeMap, error) {
+// namedMap is the map "@name" at i, which what (the statement) looks up.
+func (r *ruleRun) namedMap(i int, what string) (*knftables.FakeMap, error) {
 	name, ok := strings.CutPrefix(r.tok(i), "@")
 	if !ok {
-		return nil, fmt.Errorf("numgen map %q: only named maps are rendered", r.tok(i))
+		return nil, fmt.Errorf("%s %q: only named maps are rendered", what, r.tok(i))
 	}
 	m := r.w.table.Maps[name]
 	if m == nil {
-		return nil, fmt.Errorf("missing map %s", name)
+		return nil, fmt.Errorf("%s of missing map %s", what, name)
 	}
 	return m, nil
 }
