@@ -33,6 +33,13 @@ func (a *applied) Applied(gen uint64, names iter.Seq[string]) {
 	a.calls = append(a.calls, appliedCall{gen, slices.Collect(names)})
 }
 
+// takeAck is one cycle of a stream: it takes w's view and ACKs it.
+func takeAck(w *cache.Watch) cache.NodeView {
+	nv, _ := w.Take()
+	w.Acked(nv, nil)
+	return nv
+}
+
 // TestApplyObserver: an ACK tells the observer the names the acknowledged
 // view brought to the node at their desired version, with the generation
 // of the view the stream took; each step is the stream's Take then ACK.
@@ -53,8 +60,7 @@ func TestApplyObserver(t *testing.T) {
 		run: func(t *testing.T, c *cache.Cache, w *cache.Watch, o *applied) {
 			o.gen = 2
 			c.Publish("n1", base.With(svc("a", 2)), []string{"ns/a"})
-			nv, _ := w.Take()
-			w.Acked(nv, nil)
+			takeAck(w)
 		},
 		want: []appliedCall{{2, []string{"ns/a"}}},
 	}, {
@@ -62,8 +68,7 @@ func TestApplyObserver(t *testing.T) {
 		run: func(t *testing.T, c *cache.Cache, w *cache.Watch, o *applied) {
 			o.gen = 2
 			c.Publish("n1", base.With(svc("a", 2)), []string{"ns/a", "ns/b", "ns/gone"})
-			nv, _ := w.Take()
-			w.Acked(nv, nil)
+			takeAck(w)
 		},
 		want: []appliedCall{{2, []string{"ns/a"}}},
 	}, {
@@ -86,8 +91,7 @@ func TestApplyObserver(t *testing.T) {
 			w.Nacked(&spb.Status{Code: 3})
 			o.gen = 3
 			c.Publish("n1", base.With(svc("a", 2), svc("c", 2)), []string{"ns/c"})
-			nv, _ := w.Take()
-			w.Acked(nv, nil)
+			takeAck(w)
 		},
 		want: []appliedCall{{3, []string{"ns/a", "ns/c"}}},
 	}, {
@@ -95,8 +99,7 @@ func TestApplyObserver(t *testing.T) {
 		run: func(t *testing.T, c *cache.Cache, w *cache.Watch, o *applied) {
 			o.gen = 2
 			c.Publish("n1", base.With(svc("b", 2), svc("d", 1)), nil)
-			nv, _ := w.Take()
-			w.Acked(nv, nil)
+			takeAck(w)
 		},
 		want: []appliedCall{{2, []string{"ns/b", "ns/d"}}},
 	}, {
@@ -137,12 +140,10 @@ func TestApplyObserver(t *testing.T) {
 			o.gen = 2
 			c.Publish("n1", base.With(svc("a", 2)), []string{"ns/a"})
 			w2 := c.Watch("n1", agent("n1"), "delta")
-			nv, _ := w2.Take()
-			w2.Acked(nv, nil)
+			nv := takeAck(w2)
 			o.gen = 3
 			c.Publish("n1", nv.(*cachetest.NodeView).With(svc("b", 2)), []string{"ns/b"})
-			nv, _ = w2.Take()
-			w2.Acked(nv, nil)
+			takeAck(w2)
 		},
 		want: []appliedCall{{3, []string{"ns/b"}}},
 	}}
@@ -152,8 +153,7 @@ func TestApplyObserver(t *testing.T) {
 			c := cache.New(cache.WithApplyObserver(o))
 			c.Publish("n1", base, nil)
 			w := c.Watch("n1", agent("n1"), "delta")
-			nv, _ := w.Take()
-			w.Acked(nv, nil)
+			takeAck(w)
 			tt.run(t, c, w, o)
 			if o.calls == nil {
 				o.calls = []appliedCall{}
@@ -188,8 +188,7 @@ func BenchmarkAcked(b *testing.B) {
 				}
 				c.Publish("n1", nvs[0], nil)
 				w := c.Watch("n1", agent("n1"), "delta")
-				nv, _ := w.Take()
-				w.Acked(nv, nil)
+				takeAck(w)
 				tr.ServicesChanged(names, nil)
 				i := 0
 				b.ReportAllocs()

@@ -18,48 +18,39 @@ var sink any
 
 // BenchmarkCompute measures a full recompute: every service's views and
 // every node's NodeView.
-func BenchmarkCompute(b *testing.B) {
+func BenchmarkCompute(b *testing.B) { benchCompute(b, Options{}) }
+
+// BenchmarkComputeSerial is BenchmarkCompute on one worker.
+func BenchmarkComputeSerial(b *testing.B) { benchCompute(b, Options{Workers: 1}) }
+
+func benchCompute(b *testing.B, opts Options) {
 	st := genState(benchSpec)
 	nodes := make([]string, benchSpec.nodes)
 	for i := range nodes {
 		nodes[i] = genNodeName(i)
 	}
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := cpuTime()
-	for b.Loop() {
-		ix := NewIndex(st, Options{})
+	loopCPU(b, func() {
+		ix := NewIndex(st, opts)
 		views := make([]*NodeView, len(nodes))
 		for i, n := range nodes {
 			views[i] = ix.Node(n)
 		}
 		sink = views
-	}
-	reportCPU(b, start)
+	})
 }
 
-// reportCPU reports CPU time (all threads, GC included) per operation.
-func reportCPU(b *testing.B, start int64) {
-	if end := cpuTime(); start >= 0 && end >= 0 {
-		b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
-	}
-}
-
-// BenchmarkComputeSerial is BenchmarkCompute on one worker.
-func BenchmarkComputeSerial(b *testing.B) {
-	st := genState(benchSpec)
+// loopCPU runs op in a benchmark loop, reporting allocations and the CPU
+// time (all threads, GC included) per operation.
+func loopCPU(b *testing.B, op func()) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := cpuTime()
 	for b.Loop() {
-		ix := NewIndex(st, Options{Workers: 1})
-		views := make([]*NodeView, benchSpec.nodes)
-		for i := range views {
-			views[i] = ix.Node(genNodeName(i))
-		}
-		sink = views
+		op()
 	}
-	reportCPU(b, start)
+	if end := cpuTime(); start >= 0 && end >= 0 {
+		b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
+	}
 }
 
 // BenchmarkNode measures one node's view from a built Index.

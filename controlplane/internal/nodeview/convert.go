@@ -1,7 +1,7 @@
 package nodeview
 
 import (
-	"net/netip"
+	"fmt"
 	"strings"
 	"unicode/utf8"
 
@@ -18,10 +18,10 @@ func baseView(svc *model.Service, m merged) *switchyardv1.ServiceView {
 		Namespace:                text(svc.Key.Namespace),
 		Name:                     text(svc.Key.Name),
 		Type:                     serviceType(svc.Type),
-		ClusterIps:               addrStrings(svc.ClusterIPs),
-		ExternalIps:              addrStrings(svc.ExternalIPs),
-		LoadBalancerIps:          addrStrings(svc.LoadBalancerIPs),
-		LoadBalancerSourceRanges: prefixStrings(svc.LoadBalancerSourceRanges),
+		ClusterIps:               stringsOf(svc.ClusterIPs),
+		ExternalIps:              stringsOf(svc.ExternalIPs),
+		LoadBalancerIps:          stringsOf(svc.LoadBalancerIPs),
+		LoadBalancerSourceRanges: stringsOf(svc.LoadBalancerSourceRanges),
 		SessionAffinity:          switchyardv1.SessionAffinity_SESSION_AFFINITY_NONE,
 		ExternalTrafficPolicy:    trafficPolicy(svc.ExternalPolicy),
 		InternalTrafficPolicy:    trafficPolicy(svc.InternalPolicy),
@@ -87,24 +87,15 @@ func trafficPolicy(p model.TrafficPolicy) switchyardv1.TrafficPolicy {
 	return switchyardv1.TrafficPolicy_TRAFFIC_POLICY_CLUSTER
 }
 
-func addrStrings(addrs []netip.Addr) []string {
-	if len(addrs) == 0 {
+// stringsOf formats addresses or prefixes; none is nil, as the view leaves
+// an empty list unset.
+func stringsOf[T fmt.Stringer](xs []T) []string {
+	if len(xs) == 0 {
 		return nil
 	}
-	out := make([]string, len(addrs))
-	for i, a := range addrs {
-		out[i] = a.String()
-	}
-	return out
-}
-
-func prefixStrings(prefixes []netip.Prefix) []string {
-	if len(prefixes) == 0 {
-		return nil
-	}
-	out := make([]string, len(prefixes))
-	for i, p := range prefixes {
-		out[i] = p.String()
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = x.String()
 	}
 	return out
 }

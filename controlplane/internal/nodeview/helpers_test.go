@@ -15,18 +15,23 @@ import (
 type svcOpt func(*model.Service)
 
 func newSvc(name string, opts ...svcOpt) *model.Service {
-	s := &model.Service{
+	return withOpts(&model.Service{
 		Key:            model.ServiceKey{Namespace: "ns", Name: name},
 		Type:           model.TypeClusterIP,
 		ClusterIPs:     []netip.Addr{netip.MustParseAddr("10.96.0.10")},
 		Ports:          []model.ServicePort{{Name: "http", Protocol: model.ProtocolTCP, Port: 80}},
 		ExternalPolicy: model.PolicyCluster,
 		InternalPolicy: model.PolicyCluster,
-	}
+	}, opts)
+}
+
+// withOpts returns v changed by each of opts in turn, as every builder
+// here takes the ways its value differs from the usual one.
+func withOpts[T any, O ~func(*T)](v *T, opts []O) *T {
 	for _, o := range opts {
-		o(s)
+		o(v)
 	}
-	return s
+	return v
 }
 
 func withPorts(ports ...model.ServicePort) svcOpt {
@@ -119,17 +124,13 @@ type epOpt func(*model.Endpoint)
 
 // newEP makes a ready, serving endpoint on node in zone.
 func newEP(addr, node, zone string, opts ...epOpt) model.Endpoint {
-	e := model.Endpoint{
+	return *withOpts(&model.Endpoint{
 		Address:  netip.MustParseAddr(addr),
 		Ready:    true,
 		Serving:  true,
 		NodeName: node,
 		Zone:     zone,
-	}
-	for _, o := range opts {
-		o(&e)
-	}
-	return e
+	}, opts)
 }
 
 // notReady: not ready, not serving, not terminating (e.g. starting).
@@ -162,17 +163,24 @@ func nodesOf(specs ...string) map[string]*model.Node {
 	return m
 }
 
+// webState is a state of service web with one endpoint, 10.0.0.1 on n1
+// in zone a, and the nodes nodesOf(nodes...).
+func webState(nodes ...string) *model.State {
+	st := model.NewState()
+	svc := newSvc("web")
+	st.Services[svc.Key] = svc
+	st.Slices[svc.Key] = slicesOf(newSlice("web", "web-a", httpPort, newEP("10.0.0.1", "n1", "a")))
+	st.Nodes = nodesOf(nodes...)
+	return st
+}
+
 // Builders for expected protos.
 
 type wantOpt func(*switchyardv1.Endpoint)
 
 // wantEP is a ready, serving endpoint; give its ports with pt.
 func wantEP(addr, node, zone string, opts ...wantOpt) *switchyardv1.Endpoint {
-	e := &switchyardv1.Endpoint{Address: addr, Ready: true, Serving: true, NodeName: node, Zone: zone}
-	for _, o := range opts {
-		o(e)
-	}
-	return e
+	return withOpts(&switchyardv1.Endpoint{Address: addr, Ready: true, Serving: true, NodeName: node, Zone: zone}, opts)
 }
 
 // pt adds a port (service port name, target port) to a wanted endpoint.

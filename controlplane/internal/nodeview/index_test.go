@@ -217,18 +217,15 @@ func collectPairs(nv *NodeView) map[string]string {
 	return m
 }
 
-func addrs(s ...string) []netip.Addr {
-	out := make([]netip.Addr, len(s))
-	for i, a := range s {
-		out[i] = netip.MustParseAddr(a)
-	}
-	return out
-}
+func addrs(s ...string) []netip.Addr { return parseAll(netip.MustParseAddr, s) }
 
-func prefixes(s ...string) []netip.Prefix {
-	out := make([]netip.Prefix, len(s))
-	for i, p := range s {
-		out[i] = netip.MustParsePrefix(p)
+func prefixes(s ...string) []netip.Prefix { return parseAll(netip.MustParsePrefix, s) }
+
+// parseAll parses each of ss with parse, which panics on a bad one.
+func parseAll[T any](parse func(string) T, ss []string) []T {
+	out := make([]T, len(ss))
+	for i, s := range ss {
+		out[i] = parse(s)
 	}
 	return out
 }

@@ -86,7 +86,7 @@ func newSettingsBase(d Defaults) settingsBase {
 		minSync:   d.MinSyncPeriod,
 		sync:      d.SyncPeriod,
 		scheduler: text(d.IPVSScheduler),
-		cidrs:     prefixStrings(d.ClusterCIDRs),
+		cidrs:     stringsOf(d.ClusterCIDRs),
 		masqAll:   d.MasqueradeAll,
 		nodePorts: slices.Clone(d.NodePortAddresses),
 	}
@@ -243,7 +243,7 @@ func (c configBase) nodeConfig(name string, node *model.Node) *View {
 	nc.ServiceCidrs = c.serviceCIDRs
 	if node != nil {
 		nc.Zone = text(node.Zone)
-		nc.NodeIps = addrStrings(node.Addresses)
+		nc.NodeIps = stringsOf(node.Addresses)
 	}
 	return newConfigResource(text(name), nc)
 }
@@ -265,7 +265,7 @@ func serviceCIDRs(st *model.State) []string {
 	slices.SortFunc(ps, func(a, b netip.Prefix) int {
 		return cmp.Or(a.Addr().Compare(b.Addr()), cmp.Compare(a.Bits(), b.Bits()))
 	})
-	return prefixStrings(slices.Compact(ps))
+	return stringsOf(slices.Compact(ps))
 }
 
 // serviceRanges recomputes the service ranges. A different list

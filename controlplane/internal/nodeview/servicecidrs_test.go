@@ -4,7 +4,6 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
-	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
 )
@@ -71,13 +70,12 @@ func TestNodeConfigCarriesRangesAndNodePorts(t *testing.T) {
 }
 
 func TestUpdateServiceCIDRs(t *testing.T) {
-	nodes := []string{"n1", "n2", "n3", "ghost"}
-	tests := []struct {
-		name     string
-		edit     func(st *model.State)
-		services []string
-		want     Changes
-	}{
+	state := func() *model.State {
+		st := smallState()
+		st.ServiceCIDRs["kubernetes"] = serviceCIDR("kubernetes", "10.96.0.0/16")
+		return st
+	}
+	runConfigCases(t, state, Options{}, []configCase{
 		{
 			name: "a ServiceCIDR added: every node's config, nothing listed",
 			edit: func(st *model.State) { st.ServiceCIDRs["extra"] = serviceCIDR("extra", "10.100.0.0/16") },
@@ -107,33 +105,12 @@ func TestUpdateServiceCIDRs(t *testing.T) {
 			services: []string{"plain"},
 			want:     Changes{Names: []string{"ns/plain"}},
 		},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			st := smallState()
-			st.ServiceCIDRs["kubernetes"] = serviceCIDR("kubernetes", "10.96.0.0/16")
-			ix := NewIndex(st, Options{})
-			before := snapshotNodes(ix, nodes)
-			tc.edit(st)
-			var services []model.ServiceKey
-			for _, s := range tc.services {
-				services = append(services, key(s))
+	}, func(t *testing.T, st *model.State, next *Index, _ Changes) {
+		for _, n := range configNodes {
+			now := next.Node(n).Config()
+			if diff := cmp.Diff(serviceCIDRs(st), configOf(t, now).GetServiceCidrs()); diff != "" {
+				t.Errorf("%s: service_cidrs (-want +got):\n%s", n, diff)
 			}
-			next, got := ix.Update(st, services, nil)
-			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("Changes (-want +got):\n%s", diff)
-			}
-			checkChanges(t, tc.name, before, next, got)
-			checkSameIndex(t, tc.name, NewIndex(st, Options{}), next, nodes)
-			for _, n := range nodes {
-				was, now := ix.Node(n).Config(), next.Node(n).Config()
-				if changed := was.Version != now.Version; changed != tc.want.AllConfigs {
-					t.Errorf("%s: config version changed = %v, want %v", n, changed, tc.want.AllConfigs)
-				}
-				if diff := cmp.Diff(serviceCIDRs(st), configOf(t, now).GetServiceCidrs()); diff != "" {
-					t.Errorf("%s: service_cidrs (-want +got):\n%s", n, diff)
-				}
-			}
-		})
-	}
+		}
+	})
 }

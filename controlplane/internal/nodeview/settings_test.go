@@ -52,11 +52,7 @@ func TestSettingsHash(t *testing.T) {
 // service views shared, and give exactly the versions a fresh Index with
 // those settings gives (a replica that read the new settings at start).
 func TestWithDefaults(t *testing.T) {
-	st := model.NewState()
-	svc := newSvc("web")
-	st.Services[svc.Key] = svc
-	st.Slices[svc.Key] = slicesOf(newSlice("web", "web-a", httpPort, newEP("10.0.0.1", "n1", "a")))
-	st.Nodes = nodesOf("n1@a", "n2@b")
+	st := webState("n1@a", "n2@b")
 	iptables := Defaults{Mode: switchyardv1.DataplaneMode_DATAPLANE_MODE_IPTABLES}
 	nft := Defaults{Mode: switchyardv1.DataplaneMode_DATAPLANE_MODE_NFTABLES}
 	ix := NewIndex(st, Options{Defaults: iptables})

@@ -97,26 +97,20 @@ type nodeEdit struct {
 // move is a node whose zone changed.
 type move struct{ name, from, to string }
 
-func (u *updater) nodeEdit(name string) *nodeEdit {
-	if u.nodes == nil {
-		u.nodes = map[string]*nodeEdit{}
-	}
-	e := u.nodes[name]
-	if e == nil {
-		e = &nodeEdit{}
-		u.nodes[name] = e
-	}
-	return e
-}
+func (u *updater) nodeEdit(name string) *nodeEdit { return editOf(&u.nodes, name) }
 
-func (u *updater) zoneEdit(zone string) *zoneEdit {
-	if u.zones == nil {
-		u.zones = map[string]*zoneEdit{}
+func (u *updater) zoneEdit(zone string) *zoneEdit { return editOf(&u.zones, zone) }
+
+// editOf returns the edit of key in *edits, adding an empty one (and the
+// map, which stays nil while an update edits nothing there) if need be.
+func editOf[E any](edits *map[string]*E, key string) *E {
+	if *edits == nil {
+		*edits = map[string]*E{}
 	}
-	e := u.zones[zone]
+	e := (*edits)[key]
 	if e == nil {
-		e = &zoneEdit{}
-		u.zones[zone] = e
+		e = new(E)
+		(*edits)[key] = e
 	}
 	return e
 }

@@ -12,13 +12,7 @@ import (
 // service of benchSpec, no node view.
 func BenchmarkNewIndex(b *testing.B) {
 	st := genState(benchSpec)
-	b.ReportAllocs()
-	b.ResetTimer()
-	start := cpuTime()
-	for b.Loop() {
-		sink = NewIndex(st, Options{})
-	}
-	reportCPU(b, start)
+	loopCPU(b, func() { sink = NewIndex(st, Options{}) })
 }
 
 // togglingService returns the key of service i of benchSpec and a function

@@ -132,6 +132,70 @@ func TestUpdateNodeChanges(t *testing.T) {
 	}})
 }
 
+// checkUpdate updates ix to st, the named services and nodes listed as
+// changed, and checks the Changes it reports.
+func checkUpdate(t *testing.T, ix *Index, st *model.State, services, nodes []string, want Changes) (*Index, Changes) {
+	t.Helper()
+	var keys []model.ServiceKey
+	for _, s := range services {
+		keys = append(keys, key(s))
+	}
+	next, got := ix.Update(st, keys, nodes)
+	if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("Changes (-want +got):\n%s", diff)
+	}
+	return next, got
+}
+
+// configNodes are the nodes whose NodeConfigs the config cases check: the
+// state's three and one it does not know.
+var configNodes = []string{"n1", "n2", "n3", "ghost"}
+
+// configCase is an edit of the state that may change NodeConfigs: the
+// services and nodes then listed as changed, and the Changes Update must
+// report.
+type configCase struct {
+	name     string
+	edit     func(st *model.State)
+	services []string
+	nodes    []string
+	want     Changes
+}
+
+// runConfigCases applies each case's edit to a new state and checks the
+// update: its Changes, that they list every resource that changed, that
+// the result is what a new Index gives, that every NodeConfig changed
+// version exactly when want.AllConfigs, and then check.
+func runConfigCases(t *testing.T, state func() *model.State, opts Options, cases []configCase,
+	check func(t *testing.T, st *model.State, next *Index, got Changes)) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			st := state()
+			ix := NewIndex(st, opts)
+			before := snapshotNodes(ix, configNodes)
+			tc.edit(st)
+			next, got := checkUpdate(t, ix, st, tc.services, tc.nodes, tc.want)
+			checkChanges(t, tc.name, before, next, got)
+			checkSameIndex(t, tc.name, NewIndex(st, opts), next, configNodes)
+			checkConfigVersions(t, ix, next, configNodes, tc.want.AllConfigs)
+			check(t, st, next, got)
+		})
+	}
+}
+
+// checkConfigVersions checks that the NodeConfig of every node changed
+// version from ix to next if and only if changed.
+func checkConfigVersions(t *testing.T, ix, next *Index, nodes []string, changed bool) {
+	t.Helper()
+	for _, n := range nodes {
+		was, now := ix.Node(n).Config(), next.Node(n).Config()
+		if got := was.Version != now.Version; got != changed {
+			t.Errorf("%s: config version changed = %v, want %v", n, got, changed)
+		}
+	}
+}
+
 func runUpdateCases(t *testing.T, tests []updateCase) {
 	t.Helper()
 	for _, tc := range tests {
@@ -139,14 +203,7 @@ func runUpdateCases(t *testing.T, tests []updateCase) {
 			st := smallState()
 			ix := NewIndex(st, Options{})
 			tc.edit(st)
-			var services []model.ServiceKey
-			for _, s := range tc.services {
-				services = append(services, key(s))
-			}
-			next, got := ix.Update(st, services, tc.nodes)
-			if diff := cmp.Diff(tc.want, got, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("Changes (-want +got):\n%s", diff)
-			}
+			next, got := checkUpdate(t, ix, st, tc.services, tc.nodes, tc.want)
 			if got.Empty() != (len(tc.want.Names)+len(tc.want.Removed)+len(tc.want.Zones)+len(tc.want.Nodes)+len(tc.want.ConfigNodes) == 0) {
 				t.Errorf("Empty = %v for %+v", got.Empty(), got)
 			}

@@ -109,11 +109,7 @@ func TestNewViewIsAMarshal(t *testing.T) {
 // TestVersionPinned pins the hashing scheme: these values must be the same
 // in every build and every replica. Change them only on purpose.
 func TestVersionPinned(t *testing.T) {
-	st := model.NewState()
-	svc := newSvc("web")
-	st.Services[svc.Key] = svc
-	st.Slices[svc.Key] = slicesOf(newSlice("web", "web-a", httpPort, newEP("10.0.0.1", "n1", "a")))
-	st.Nodes = nodesOf("n1@a")
+	st := webState("n1@a")
 	nv := Compute(st, "n1")
 	got := map[string]string{"system": nv.Version()}
 	for name, version := range nv.Pairs() {

@@ -186,6 +186,14 @@ func (b *bed) tick() {
 	}
 }
 
+// ticks ticks n times, the clock stepping every after each tick.
+func (b *bed) ticks(n int, every time.Duration) {
+	for range n {
+		b.tick()
+		b.clk.Step(every)
+	}
+}
+
 // serve connects node to replica i, programming settings hash h.
 func (b *bed) serve(i int, node, h string) {
 	b.replicas[i].reports[node] = NodeReport{Connected: true, SettingsHash: h}
@@ -276,10 +284,7 @@ func TestDriverReplicasGateEachOther(t *testing.T) {
 	target, old := p.TargetHash(), p.SettingsHash("node-01")
 	b.serve(0, "node-00", old)
 	b.serve(1, "node-01", old)
-	for range 3 {
-		b.tick()
-		b.clk.Step(10 * time.Second)
-	}
+	b.ticks(3, 10*time.Second)
 	if b.cm.prog.Step != 0 {
 		t.Fatalf("the canary step moved on before the canary applied: %v", b.cm.prog)
 	}
@@ -288,10 +293,7 @@ func TestDriverReplicasGateEachOther(t *testing.T) {
 	sp.Name = "two-canaries"
 	b.spec = sp
 	b.serve(0, "node-00", target)
-	for range 4 {
-		b.tick()
-		b.clk.Step(5 * time.Second)
-	}
+	b.ticks(4, 5*time.Second)
 	if b.cm.prog.Step != 0 {
 		t.Fatalf("cp-a moved on while cp-b's canary had not applied: %v", b.cm.prog)
 	}
@@ -302,10 +304,7 @@ func TestDriverReplicasGateEachOther(t *testing.T) {
 		t.Errorf("cp-a while cp-b waits: %v", st)
 	}
 	b.serve(1, "node-01", target)
-	for range 4 { // cp-b's entry goes, then a whole pause
-		b.tick()
-		b.clk.Step(5 * time.Second)
-	}
+	b.ticks(4, 5*time.Second) // cp-b's entry goes, then a whole pause
 	if b.cm.prog.Step != 1 || len(b.cm.prog.Waiting) != 0 {
 		t.Errorf("after node-01 applied and the pause: progress %v", b.cm.prog)
 	}

@@ -1,17 +1,38 @@
 package translate
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 )
 
+// parseCase is an input to a parser and what it must give in canonical
+// form, "" when the parser rejects it.
+type parseCase struct{ in, want string }
+
+// runParseCases parses each case's input with parse, named what in
+// errors, and checks the canonical form and, for a result, check.
+func runParseCases[T fmt.Stringer](t *testing.T, what string, parse func(string) (T, bool), check func(*testing.T, T), cases []parseCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.in, func(t *testing.T) {
+			v, ok := parse(tc.in)
+			got := ""
+			if ok {
+				got = v.String()
+				check(t, v)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("%s(%q) mismatch (-want +got):\n%s", what, tc.in, diff)
+			}
+		})
+	}
+}
+
 func TestParseAddr(t *testing.T) {
-	cases := []struct {
-		in   string
-		want string // "" when rejected
-	}{
+	runParseCases(t, "parseAddr", parseAddr, func(*testing.T, netip.Addr) {}, []parseCase{
 		{in: "10.0.0.1", want: "10.0.0.1"},
 		{in: "010.000.000.001", want: "10.0.0.1"},
 		{in: "10.0.0.0256"},
@@ -29,26 +50,16 @@ func TestParseAddr(t *testing.T) {
 		{in: "::"},
 		{in: ""},
 		{in: "localhost"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.in, func(t *testing.T) {
-			addr, ok := parseAddr(tc.in)
-			got := ""
-			if ok {
-				got = addr.String()
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("parseAddr(%q) mismatch (-want +got):\n%s", tc.in, diff)
-			}
-		})
-	}
+	})
 }
 
 func TestParsePrefix(t *testing.T) {
-	cases := []struct {
-		in   string
-		want string // "" when rejected
-	}{
+	masked := func(t *testing.T, p netip.Prefix) {
+		if p != p.Masked() {
+			t.Errorf("prefix %s not masked", p)
+		}
+	}
+	runParseCases(t, "parsePrefix", parsePrefix, masked, []parseCase{
 		{in: "192.0.2.0/24", want: "192.0.2.0/24"},
 		{in: "192.0.2.77/24", want: "192.0.2.0/24"},
 		{in: "010.0.0.0/8", want: "10.0.0.0/8"},
@@ -61,22 +72,7 @@ func TestParsePrefix(t *testing.T) {
 		{in: "0.0.0.0/0", want: "0.0.0.0/0"},
 		{in: "::/0", want: "::/0"},
 		{in: "fe80::%eth0/64"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.in, func(t *testing.T) {
-			p, ok := parsePrefix(tc.in)
-			got := ""
-			if ok {
-				got = p.String()
-				if p != p.Masked() {
-					t.Errorf("prefix %s not masked", p)
-				}
-			}
-			if diff := cmp.Diff(tc.want, got); diff != "" {
-				t.Errorf("parsePrefix(%q) mismatch (-want +got):\n%s", tc.in, diff)
-			}
-		})
-	}
+	})
 }
 
 func TestFamilies(t *testing.T) {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 // Recorder receives one call per skipped object, dropped part or clamped
@@ -108,6 +110,46 @@ type tally struct {
 
 func newTally(rec Recorder, kind Kind, namespace, name string) tally {
 	return tally{rec: rec, kind: kind, namespace: namespace, name: name}
+}
+
+// apiObject is a pointer to an API object, as each translator takes one.
+type apiObject[T any] interface {
+	*T
+	GetNamespace() string
+	GetName() string
+}
+
+// objectTally returns the tally that reports on behalf of obj or, for a
+// nil obj, the *SkipError that skips it: every translator's first step.
+func objectTally[T any, P apiObject[T]](rec Recorder, kind Kind, obj P) (tally, error) {
+	if obj == nil {
+		return tally{}, newTally(rec, kind, "", "").skip(ReasonNilObject, "nil %s", kind)
+	}
+	return newTally(rec, kind, obj.GetNamespace(), obj.GetName()), nil
+}
+
+// clusterTally is objectTally for a cluster-scoped object, which has no
+// namespace whatever its metadata says, and whose name must be a DNS-1123
+// subdomain as the API server requires.
+func clusterTally[T any, P apiObject[T]](rec Recorder, kind Kind, obj P) (tally, error) {
+	t, err := objectTally(rec, kind, obj)
+	if err != nil {
+		return tally{}, err
+	}
+	t.namespace = ""
+	if err := t.checkName(t.name); err != nil {
+		return tally{}, err
+	}
+	return t, nil
+}
+
+// checkName skips the object unless name is a DNS-1123 subdomain, the rule
+// for the names of Nodes, ServiceCIDRs and EndpointSlices.
+func (t tally) checkName(name string) error {
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		return t.skip(ReasonInvalidName, "name: %s", strings.Join(msgs, "; "))
+	}
+	return nil
 }
 
 // drop records that part of the object was dropped, defaulted or clamped.

@@ -2,12 +2,10 @@ package translate
 
 import (
 	"net/netip"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
 	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
@@ -18,10 +16,10 @@ import (
 // address type FQDN or unknown, or with invalid names); otherwise bad ports
 // and endpoints are dropped and reported to rec, which may be nil.
 func EndpointSlice(slice *discoveryv1.EndpointSlice, rec Recorder) (*model.EndpointSlice, error) {
-	if slice == nil {
-		return nil, newTally(rec, KindEndpointSlice, "", "").skip(ReasonNilObject, "nil EndpointSlice")
+	t, err := objectTally(rec, KindEndpointSlice, slice)
+	if err != nil {
+		return nil, err
 	}
-	t := newTally(rec, KindEndpointSlice, slice.Namespace, slice.Name)
 	service, err := sliceService(slice, t)
 	if err != nil {
 		return nil, err
@@ -53,8 +51,8 @@ func sliceService(slice *discoveryv1.EndpointSlice, t tally) (model.ServiceKey, 
 	if err := serviceport.CheckNamespace(slice.Namespace); err != nil {
 		return model.ServiceKey{}, t.skip(ReasonInvalidName, "namespace: %v", err)
 	}
-	if msgs := validation.IsDNS1123Subdomain(slice.Name); len(msgs) > 0 {
-		return model.ServiceKey{}, t.skip(ReasonInvalidName, "name: %s", strings.Join(msgs, "; "))
+	if err := t.checkName(slice.Name); err != nil {
+		return model.ServiceKey{}, err
 	}
 	name := slice.Labels[discoveryv1.LabelServiceName]
 	if name == "" {

@@ -16,7 +16,7 @@ import (
 // testSlice returns a minimal valid IPv4 slice of service default/web with
 // one port and one endpoint, changed by mods.
 func testSlice(mods ...func(*discoveryv1.EndpointSlice)) *discoveryv1.EndpointSlice {
-	slice := &discoveryv1.EndpointSlice{
+	return modified(&discoveryv1.EndpointSlice{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: "default",
 			Name:      "web-abc12",
@@ -27,26 +27,18 @@ func testSlice(mods ...func(*discoveryv1.EndpointSlice)) *discoveryv1.EndpointSl
 			Name: ptr("http"), Protocol: ptr(corev1.ProtocolTCP), Port: ptr[int32](8080),
 		}},
 		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"10.1.0.1"}}},
-	}
-	for _, mod := range mods {
-		mod(slice)
-	}
-	return slice
+	}, mods)
 }
 
 // wantSlice returns the translation of testSlice() changed by mods.
 func wantSlice(mods ...func(*model.EndpointSlice)) *model.EndpointSlice {
-	slice := &model.EndpointSlice{
+	return modified(&model.EndpointSlice{
 		Key:       model.SliceKey{Namespace: "default", Name: "web-abc12"},
 		Service:   model.ServiceKey{Namespace: "default", Name: "web"},
 		Family:    model.IPv4,
 		Ports:     []model.EndpointPort{{Name: "http", Protocol: model.ProtocolTCP, Port: 8080}},
 		Endpoints: []model.Endpoint{readyEndpoint("10.1.0.1")},
-	}
-	for _, mod := range mods {
-		mod(slice)
-	}
-	return slice
+	}, mods)
 }
 
 func readyEndpoint(ip string) model.Endpoint {
@@ -69,28 +61,11 @@ func conditions(ready, serving, terminating *bool) discoveryv1.EndpointCondition
 	return discoveryv1.EndpointConditions{Ready: ready, Serving: serving, Terminating: terminating}
 }
 
-type sliceCase struct {
-	name       string
-	in         *discoveryv1.EndpointSlice
-	want       *model.EndpointSlice
-	wantSkip   Reason
-	wantCounts string
-}
+type sliceCase = translateCase[*discoveryv1.EndpointSlice, model.EndpointSlice]
 
 func runSliceCases(t *testing.T, cases []sliceCase) {
 	t.Helper()
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			counts := NewCounts()
-			got, err := EndpointSlice(tc.in, counts)
-			checkOutcome(t, err, tc.wantSkip, tc.want, got, tc.wantCounts, counts)
-			if got != nil {
-				if err := checkSlice(got); err != nil {
-					t.Errorf("invariants: %v", err)
-				}
-			}
-		})
-	}
+	runTranslateCases(t, EndpointSlice, checkSlice, cases)
 }
 
 func TestEndpointSliceSkips(t *testing.T) {

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
 )
@@ -15,12 +14,9 @@ import (
 // its InternalIP then ExternalIP addresses, parsed and deduplicated.
 // Other address types are ignored.
 func Node(node *corev1.Node, rec Recorder) (*model.Node, error) {
-	if node == nil {
-		return nil, newTally(rec, KindNode, "", "").skip(ReasonNilObject, "nil Node")
-	}
-	t := newTally(rec, KindNode, "", node.Name)
-	if msgs := validation.IsDNS1123Subdomain(node.Name); len(msgs) > 0 {
-		return nil, t.skip(ReasonInvalidName, "name: %s", strings.Join(msgs, "; "))
+	t, err := clusterTally(rec, KindNode, node)
+	if err != nil {
+		return nil, err
 	}
 	out := &model.Node{
 		Name: node.Name,

@@ -23,13 +23,7 @@ func nodeAddr(typ corev1.NodeAddressType, addr string) corev1.NodeAddress {
 func TestNode(t *testing.T) {
 	internal, external := corev1.NodeInternalIP, corev1.NodeExternalIP
 	zone := map[string]string{corev1.LabelTopologyZone: "zone-1"}
-	cases := []struct {
-		name       string
-		in         *corev1.Node
-		want       *model.Node
-		wantSkip   Reason
-		wantCounts string
-	}{
+	runTranslateCases(t, Node, checkNode, []translateCase[*corev1.Node, model.Node]{
 		{
 			name: "internal before external, whatever the status order",
 			in: testNode("node-a.example", zone,
@@ -56,17 +50,5 @@ func TestNode(t *testing.T) {
 		{name: "nil", wantSkip: ReasonNilObject, wantCounts: "Node/NilObject=1"},
 		{name: "empty name", in: testNode("", nil), wantSkip: ReasonInvalidName, wantCounts: "Node/InvalidName=1"},
 		{name: "odd name", in: testNode("Node A", nil), wantSkip: ReasonInvalidName, wantCounts: "Node/InvalidName=1"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			counts := NewCounts()
-			got, err := Node(tc.in, counts)
-			checkOutcome(t, err, tc.wantSkip, tc.want, got, tc.wantCounts, counts)
-			if got != nil {
-				if err := checkNode(got); err != nil {
-					t.Errorf("invariants: %v", err)
-				}
-			}
-		})
-	}
+	})
 }

@@ -19,10 +19,10 @@ const LabelServiceProxyName = "service.kubernetes.io/service-proxy-name"
 // without a usable cluster IP or with invalid names); otherwise bad parts
 // are dropped and reported to rec, which may be nil.
 func Service(svc *corev1.Service, rec Recorder) (*model.Service, error) {
-	if svc == nil {
-		return nil, newTally(rec, KindService, "", "").skip(ReasonNilObject, "nil Service")
+	t, err := objectTally(rec, KindService, svc)
+	if err != nil {
+		return nil, err
 	}
-	t := newTally(rec, KindService, svc.Namespace, svc.Name)
 	typ, err := serviceType(svc, t)
 	if err != nil {
 		return nil, err

@@ -12,7 +12,7 @@ import (
 
 // testService returns a minimal valid ClusterIP service changed by mods.
 func testService(mods ...func(*corev1.Service)) *corev1.Service {
-	svc := &corev1.Service{
+	return modified(&corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
 		Spec: corev1.ServiceSpec{
 			Type:       corev1.ServiceTypeClusterIP,
@@ -20,27 +20,19 @@ func testService(mods ...func(*corev1.Service)) *corev1.Service {
 			ClusterIPs: []string{"10.0.0.10"},
 			Ports:      []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
 		},
-	}
-	for _, mod := range mods {
-		mod(svc)
-	}
-	return svc
+	}, mods)
 }
 
 // wantService returns the translation of testService() changed by mods.
 func wantService(mods ...func(*model.Service)) *model.Service {
-	svc := &model.Service{
+	return modified(&model.Service{
 		Key:            model.ServiceKey{Namespace: "default", Name: "web"},
 		Type:           model.TypeClusterIP,
 		ClusterIPs:     addrs("10.0.0.10"),
 		Ports:          []model.ServicePort{{Name: "http", Protocol: model.ProtocolTCP, Port: 80}},
 		ExternalPolicy: model.PolicyCluster,
 		InternalPolicy: model.PolicyCluster,
-	}
-	for _, mod := range mods {
-		mod(svc)
-	}
-	return svc
+	}, mods)
 }
 
 func clusterIPsAre(ips ...string) func(*corev1.Service) {
@@ -54,28 +46,11 @@ func asType(typ corev1.ServiceType) func(*corev1.Service) {
 	return func(s *corev1.Service) { s.Spec.Type = typ }
 }
 
-type serviceCase struct {
-	name       string
-	in         *corev1.Service
-	want       *model.Service
-	wantSkip   Reason
-	wantCounts string
-}
+type serviceCase = translateCase[*corev1.Service, model.Service]
 
 func runServiceCases(t *testing.T, cases []serviceCase) {
 	t.Helper()
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			counts := NewCounts()
-			got, err := Service(tc.in, counts)
-			checkOutcome(t, err, tc.wantSkip, tc.want, got, tc.wantCounts, counts)
-			if got != nil {
-				if err := checkService(got); err != nil {
-					t.Errorf("invariants: %v", err)
-				}
-			}
-		})
-	}
+	runTranslateCases(t, Service, checkService, cases)
 }
 
 func TestServiceSkips(t *testing.T) {

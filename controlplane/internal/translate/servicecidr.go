@@ -2,10 +2,8 @@ package translate
 
 import (
 	"slices"
-	"strings"
 
 	networkingv1 "k8s.io/api/networking/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
 )
@@ -17,12 +15,9 @@ import (
 // every object's spec.cidrs until the object is gone, since cluster IPs
 // of a range being deleted may still be allocated.
 func ServiceCIDR(obj *networkingv1.ServiceCIDR, rec Recorder) (*model.ServiceCIDR, error) {
-	if obj == nil {
-		return nil, newTally(rec, KindServiceCIDR, "", "").skip(ReasonNilObject, "nil ServiceCIDR")
-	}
-	t := newTally(rec, KindServiceCIDR, "", obj.Name)
-	if msgs := validation.IsDNS1123Subdomain(obj.Name); len(msgs) > 0 {
-		return nil, t.skip(ReasonInvalidName, "name: %s", strings.Join(msgs, "; "))
+	t, err := clusterTally(rec, KindServiceCIDR, obj)
+	if err != nil {
+		return nil, err
 	}
 	out := &model.ServiceCIDR{Name: obj.Name}
 	for _, raw := range obj.Spec.CIDRs {

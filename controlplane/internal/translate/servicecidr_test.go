@@ -15,13 +15,7 @@ func TestServiceCIDR(t *testing.T) {
 	}
 	deleting := sc("old", "10.100.0.0/16")
 	deleting.DeletionTimestamp = &metav1.Time{}
-	cases := []struct {
-		name       string
-		in         *networkingv1.ServiceCIDR
-		want       *model.ServiceCIDR
-		wantSkip   Reason
-		wantCounts string
-	}{
+	runTranslateCases(t, ServiceCIDR, nil, []translateCase[*networkingv1.ServiceCIDR, model.ServiceCIDR]{
 		{
 			name: "both families, in spec order",
 			in:   sc("kubernetes", "10.96.0.0/16", "fd00:10:96::/112"),
@@ -46,12 +40,5 @@ func TestServiceCIDR(t *testing.T) {
 		{name: "no cidrs", in: sc("empty"), want: &model.ServiceCIDR{Name: "empty"}},
 		{name: "nil", wantSkip: ReasonNilObject, wantCounts: "ServiceCIDR/NilObject=1"},
 		{name: "odd name", in: sc("Not_A_Name", "10.96.0.0/16"), wantSkip: ReasonInvalidName, wantCounts: "ServiceCIDR/InvalidName=1"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			counts := &Counts{}
-			got, err := ServiceCIDR(tc.in, counts)
-			checkOutcome(t, err, tc.wantSkip, tc.want, got, tc.wantCounts, counts)
-		})
-	}
+	})
 }

@@ -11,8 +11,6 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/nodeview"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
@@ -20,21 +18,8 @@ import (
 
 // config returns the NodeConfig node has, or nil.
 func (r *recorder) config(t *testing.T, node string) *switchyardv1.NodeConfig {
-	r.mu.Lock()
-	nv := r.views[node]
-	r.mu.Unlock()
-	if nv == nil {
-		return nil
-	}
-	v, ok := nv.Get(node)
-	if !ok {
-		return nil
-	}
-	res := &switchyardv1.Resource{}
-	if err := proto.Unmarshal(v.Bytes, res); err != nil {
-		t.Fatalf("decode %s: %v", node, err)
-	}
-	return res.GetNodeConfig()
+	t.Helper()
+	return r.resource(t, node, node).GetNodeConfig()
 }
 
 // cpSlice is an EndpointSlice of the control plane's own Service, as the

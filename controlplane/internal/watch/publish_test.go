@@ -1,11 +1,9 @@
 package watch
 
 import (
-	"context"
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -87,21 +85,8 @@ func TestObservedPublisher(t *testing.T) {
 	client := fake.NewClientset(testService(), testSlice("10.244.0.5"), testNode("node-a", "z1"), testNode("node-b", "z2"))
 	rec := newRecorder()
 	obs := &serviceCalls{t: t, rec: rec}
-	w := New(Config{Client: client, Publisher: ObservedPublisher{Publisher: rec, Services: obs}})
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- w.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil && ctx.Err() == nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	select {
-	case <-w.Ready():
-	case <-time.After(10 * time.Second):
-		t.Fatal("watcher never became ready")
-	}
+	startWatcher(t, Config{Client: client, Publisher: ObservedPublisher{Publisher: rec, Services: obs}})
+	ctx := t.Context()
 
 	if _, err := client.DiscoveryV1().EndpointSlices("web").Update(ctx, testSlice("10.244.0.5", "10.244.1.7"), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

@@ -86,6 +86,14 @@ func runWatcherWith(t *testing.T, cfg Config) *recorder {
 	t.Helper()
 	rec := newRecorder()
 	cfg.Publisher = rec
+	startWatcher(t, cfg)
+	return rec
+}
+
+// startWatcher runs a watcher of cfg, Publisher as given, until the test
+// ends and waits for it to be ready.
+func startWatcher(t *testing.T, cfg Config) {
+	t.Helper()
 	w := New(cfg)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -101,5 +109,4 @@ func runWatcherWith(t *testing.T, cfg Config) *recorder {
 	case <-time.After(10 * time.Second):
 		t.Fatal("watcher never became ready")
 	}
-	return rec
 }

@@ -44,8 +44,9 @@ func (r *recorder) Remove(node string) {
 	r.removed = append(r.removed, node)
 }
 
-// service returns the ServiceView node has for name, or nil.
-func (r *recorder) service(t *testing.T, node, name string) *switchyardv1.ServiceView {
+// resource returns the Resource named name in node's newest view, or nil.
+func (r *recorder) resource(t *testing.T, node, name string) *switchyardv1.Resource {
+	t.Helper()
 	r.mu.Lock()
 	nv := r.views[node]
 	r.mu.Unlock()
@@ -60,7 +61,13 @@ func (r *recorder) service(t *testing.T, node, name string) *switchyardv1.Servic
 	if err := proto.Unmarshal(v.Bytes, res); err != nil {
 		t.Fatalf("decode %s: %v", name, err)
 	}
-	return res.GetService()
+	return res
+}
+
+// service returns the ServiceView node has for name, or nil.
+func (r *recorder) service(t *testing.T, node, name string) *switchyardv1.ServiceView {
+	t.Helper()
+	return r.resource(t, node, name).GetService()
 }
 
 func (r *recorder) hasNode(node string) bool {
