@@ -9,6 +9,9 @@ import (
 	"slices"
 	"strings"
 
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -35,7 +38,10 @@ type command struct {
 	failCode int
 	// offline commands dial nothing, so they skip the connection checks.
 	offline bool
-	// bind registers the command's own flags on fs and returns its action.
+	// run is the action of a command without flags of its own.
+	run action
+	// bind, for a command with flags of its own, registers them on fs and
+	// returns its action.
 	bind func(fs *flag.FlagSet) action
 }
 
@@ -56,6 +62,26 @@ func (s *session) rpcContext(ctx context.Context) (context.Context, context.Canc
 }
 
 func (s *session) json() bool { return s.opts.Output == OutputJSON }
+
+// query makes one AdminService call, named rpc in its error, bounded by
+// --timeout, and prints the response: -o json as protojson, else with
+// text. The response is returned for the commands whose exit code
+// depends on it.
+func query[Req any, Resp proto.Message](ctx context.Context, s *session, rpc string,
+	call func(context.Context, Req, ...grpc.CallOption) (Resp, error), req Req,
+	text func(io.Writer, Resp) error,
+) (Resp, error) {
+	ctx, cancel := s.rpcContext(ctx)
+	defer cancel()
+	resp, err := call(ctx, req)
+	if err != nil {
+		return resp, callFailed(rpc, err)
+	}
+	if s.json() {
+		return resp, printProto(s.out, resp)
+	}
+	return resp, text(s.out, resp)
+}
 
 func commands() []command {
 	return []command{statusCommand(), explainCommand(), viewCommand(), diffCommand(), serviceCommand(), rolloutCommand()}
@@ -169,6 +195,9 @@ func (c command) flagSet() (*flag.FlagSet, *Options, action) {
 	fs.Usage = func() {}
 	o := &Options{}
 	bindGlobal(fs, o)
+	if c.bind == nil {
+		return fs, o, c.run
+	}
 	return fs, o, c.bind(fs)
 }
 

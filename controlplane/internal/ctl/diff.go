@@ -2,7 +2,6 @@ package ctl
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 
@@ -30,7 +29,7 @@ func diffCommand() command {
 			"that the node has not acknowledged at their desired version (GetService, one call per service).\n" +
 			"AdminService has no RPC for the acknowledged view's content, so a changed NodeConfig or a service\n" +
 			"removed from the view shows only as differing versions. Exits 0 in sync, 1 when they differ, 2 on error.",
-		bind: func(*flag.FlagSet) action { return runDiff },
+		run: runDiff,
 	}
 }
 

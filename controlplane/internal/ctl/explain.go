@@ -83,16 +83,8 @@ func explainRequest(args []string, desired bool, mode string) (*switchyardv1.Exp
 }
 
 func runExplain(ctx context.Context, s *session, req *switchyardv1.ExplainRequest) (int, error) {
-	ctx, cancel := s.rpcContext(ctx)
-	defer cancel()
-	resp, err := s.client.Explain(ctx, req)
-	if err != nil {
-		return 0, callFailed("Explain", err)
-	}
-	if s.json() {
-		return ExitOK, printProto(s.out, resp)
-	}
-	return ExitOK, printExplain(s.out, resp)
+	_, err := query(ctx, s, "Explain", s.client.Explain, req, printExplain)
+	return ExitOK, err
 }
 
 func printExplain(w io.Writer, resp *switchyardv1.ExplainResponse) error {

@@ -45,14 +45,7 @@ func newFleet(t *testing.T) (*cache.Cache, fleet) {
 	t.Helper()
 	now := time.Date(2030, 5, 6, 7, 8, 9, 0, time.UTC)
 	c := cache.New(cache.WithClock(clocktesting.NewFakePassiveClock(now)))
-	web := cachetest.Service("shop", "web", "10.96.0.10", 80)
-	sv := web.GetService()
-	sv.Ports[0].Name = "http"
-	for _, ip := range []string{"10.244.1.2", "10.244.2.2"} {
-		sv.ClusterEndpoints = append(sv.ClusterEndpoints, &switchyardv1.Endpoint{
-			Address: ip, Ports: []*switchyardv1.EndpointPort{{Name: "http", Port: 8080}}, Ready: true, Serving: true})
-	}
-	sv.HasAnyEndpoints = true
+	web := servertest.ServedService("shop", "web", "10.96.0.10", 80, "10.244.1.2", "10.244.2.2")
 	f := fleet{web: cachetest.MustView(t, web), dbV2: cachetest.MustView(t, cachetest.Service("shop", "db", "10.96.0.20", 5433))}
 	dbV1 := cachetest.MustView(t, cachetest.Service("shop", "db", "10.96.0.20", 5432))
 	f.a1 = cachetest.NewNodeView(cachetest.MustView(t, cachetest.NodeConfig("node-a", "zone-1")), f.web, dbV1)

@@ -2,7 +2,6 @@ package ctl
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 
@@ -19,25 +18,19 @@ func rolloutCommand() command {
 			"(none, progressing, pausing, halted, complete), its steps and how many nodes each reaches, and\n" +
 			"one line per reached node (applied, pending, nacked, unhealthy, not-connected). Replicas agree\n" +
 			"on the step; each gates on the agents connected to it. Exits 3 when the rollout halted.",
-		bind: func(*flag.FlagSet) action { return runRollout },
+		run: runRollout,
 	}
 }
 
 func runRollout(ctx context.Context, s *session, _ []string) (int, error) {
-	ctx, cancel := s.rpcContext(ctx)
-	defer cancel()
-	resp, err := s.client.GetRollout(ctx, &switchyardv1.GetRolloutRequest{})
+	resp, err := query(ctx, s, "GetRollout", s.client.GetRollout, &switchyardv1.GetRolloutRequest{}, printRollout)
 	if err != nil {
-		return 0, callFailed("GetRollout", err)
+		return 0, err
 	}
-	code := ExitOK
 	if resp.GetState() == "halted" {
-		code = ExitHalted
+		return ExitHalted, nil
 	}
-	if s.json() {
-		return code, printProto(s.out, resp)
-	}
-	return code, printRollout(s.out, resp)
+	return ExitOK, nil
 }
 
 func printRollout(w io.Writer, r *switchyardv1.GetRolloutResponse) error {

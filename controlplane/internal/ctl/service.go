@@ -2,7 +2,6 @@ package ctl
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -20,7 +19,7 @@ func serviceCommand() command {
 			"node's ACK of it; absent until a node acknowledged a change since the replica started). Then one\n" +
 			"line per node: the service's version the node should have and whether it acknowledged it.\n" +
 			"-o json prints the whole response, every node's view of the service included.",
-		bind: func(*flag.FlagSet) action { return runService },
+		run: runService,
 	}
 }
 
@@ -38,16 +37,11 @@ func runService(ctx context.Context, s *session, args []string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	ctx, cancel := s.rpcContext(ctx)
-	defer cancel()
-	resp, err := s.client.GetService(ctx, &switchyardv1.GetServiceRequest{Namespace: namespace, Name: name})
-	if err != nil {
-		return 0, callFailed("GetService", err)
-	}
-	if s.json() {
-		return ExitOK, printProto(s.out, resp)
-	}
-	return ExitOK, printService(s.out, namespace+"/"+name, resp)
+	_, err = query(ctx, s, "GetService", s.client.GetService, &switchyardv1.GetServiceRequest{Namespace: namespace, Name: name},
+		func(w io.Writer, resp *switchyardv1.GetServiceResponse) error {
+			return printService(w, namespace+"/"+name, resp)
+		})
+	return ExitOK, err
 }
 
 func printService(w io.Writer, name string, resp *switchyardv1.GetServiceResponse) error {

@@ -2,7 +2,6 @@ package ctl
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -21,21 +20,13 @@ func statusCommand() command {
 			"IN SYNC is yes when the node acknowledged the version it should have. LAST APPLY and LATENCY are the\n" +
 			"apply duration and network programming latency of the agent's latest ACK; NACK its latest refusal.\n" +
 			"Exits 0 whatever the nodes' state: use diff NODE to test one node.",
-		bind: func(*flag.FlagSet) action { return runStatus },
+		run: runStatus,
 	}
 }
 
 func runStatus(ctx context.Context, s *session, _ []string) (int, error) {
-	ctx, cancel := s.rpcContext(ctx)
-	defer cancel()
-	resp, err := s.client.ListNodes(ctx, &switchyardv1.ListNodesRequest{})
-	if err != nil {
-		return 0, callFailed("ListNodes", err)
-	}
-	if s.json() {
-		return ExitOK, printProto(s.out, resp)
-	}
-	return ExitOK, printStatus(s.out, resp)
+	_, err := query(ctx, s, "ListNodes", s.client.ListNodes, &switchyardv1.ListNodesRequest{}, printStatus)
+	return ExitOK, err
 }
 
 func printStatus(w io.Writer, resp *switchyardv1.ListNodesResponse) error {

@@ -2,60 +2,36 @@ package ctl_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/admin"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/adminauth"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/servertest"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
-// testCA issues certificates for one test.
+// testCA is a servertest.CA whose certificates are files in dir, as
+// switchyardctl's flags name them: ca.crt, and name.crt and name.key for
+// each certificate issued.
 type testCA struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-	dir  string
-	pool *x509.CertPool
+	*servertest.CA
+	dir string
 }
 
 func newTestCA(t *testing.T, dir string) *testCA {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ca := &testCA{cert: cert, key: key, dir: dir, pool: x509.NewCertPool()}
-	ca.pool.AddCert(cert)
-	writePEM(t, filepath.Join(dir, "ca.crt"), "CERTIFICATE", der)
+	ca := &testCA{CA: servertest.NewCA(t), dir: dir}
+	ca.WriteCA(t, dir)
 	return ca
 }
 
@@ -63,33 +39,9 @@ func newTestCA(t *testing.T, dir string) *testCA {
 // the pair.
 func (ca *testCA) issue(t *testing.T, name string, usage x509.ExtKeyUsage, dns []string, orgs ...string) tls.Certificate {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name, Organization: orgs},
-		DNSNames: dns, NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	writePEM(t, filepath.Join(ca.dir, name+".crt"), "CERTIFICATE", der)
-	writePEM(t, filepath.Join(ca.dir, name+".key"), "EC PRIVATE KEY", keyDER)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
-}
-
-func writePEM(t *testing.T, path, typ string, der []byte) {
-	t.Helper()
-	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	c := ca.Issue(t, servertest.Leaf{CN: name, Orgs: orgs, DNS: dns, Usage: usage})
+	servertest.WriteLeaf(t, ca.dir, name, c)
+	return c
 }
 
 // stubReviewer allows the token "ops" and knows "dev" as a user RBAC
@@ -113,7 +65,7 @@ func serveTLS(t *testing.T, ca *testCA, src admin.Source) (tcp, unix string) {
 	t.Helper()
 	serverCert := ca.issue(t, "controlplane", x509.ExtKeyUsageServerAuth, []string{"switchyard.test"})
 	creds := credentials.NewTLS(&tls.Config{
-		Certificates: []tls.Certificate{serverCert}, ClientCAs: ca.pool,
+		Certificates: []tls.Certificate{serverCert}, ClientCAs: ca.Pool,
 		ClientAuth: tls.VerifyClientCertIfGiven, MinVersion: tls.VersionTLS12,
 	})
 	g := grpc.NewServer(grpc.Creds(creds),

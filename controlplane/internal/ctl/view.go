@@ -2,7 +2,6 @@ package ctl
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -19,21 +18,14 @@ func viewCommand() command {
 			"One line per resource: for services the type, cluster IPs, external and load-balancer IPs,\n" +
 			"ports (name:port[:nodePort]/protocol) and how many cluster-wide and node-local endpoints the node\n" +
 			"may use. -o json prints the whole response, every endpoint included.",
-		bind: func(*flag.FlagSet) action { return runView },
+		run: runView,
 	}
 }
 
 func runView(ctx context.Context, s *session, args []string) (int, error) {
-	ctx, cancel := s.rpcContext(ctx)
-	defer cancel()
-	resp, err := s.client.GetNodeView(ctx, &switchyardv1.GetNodeViewRequest{NodeName: args[0]})
-	if err != nil {
-		return 0, callFailed("GetNodeView", err)
-	}
-	if s.json() {
-		return ExitOK, printProto(s.out, resp)
-	}
-	return ExitOK, printView(s.out, args[0], resp)
+	_, err := query(ctx, s, "GetNodeView", s.client.GetNodeView, &switchyardv1.GetNodeViewRequest{NodeName: args[0]},
+		func(w io.Writer, resp *switchyardv1.GetNodeViewResponse) error { return printView(w, args[0], resp) })
+	return ExitOK, err
 }
 
 func printView(w io.Writer, node string, resp *switchyardv1.GetNodeViewResponse) error {

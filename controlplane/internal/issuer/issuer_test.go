@@ -62,14 +62,21 @@ func verify(t *testing.T, c *fake.Clientset, i *Issuer) *x509.Certificate {
 	return crt.Leaf
 }
 
-func TestLoadCreatesOneCA(t *testing.T) {
-	now := time.Now()
-	c := fake.NewClientset()
-	first, err := Load(t.Context(), config(c, &now))
+// load loads an issuer over c at *now and verifies it.
+func load(t *testing.T, c *fake.Clientset, now *time.Time) *Issuer {
+	t.Helper()
+	i, err := Load(t.Context(), config(c, now))
 	if err != nil {
 		t.Fatal(err)
 	}
-	verify(t, c, first)
+	verify(t, c, i)
+	return i
+}
+
+func TestLoadCreatesOneCA(t *testing.T) {
+	now := time.Now()
+	c := fake.NewClientset()
+	first := load(t, c, &now)
 	sec, err := c.CoreV1().Secrets(ns).Get(t.Context(), "switchyard-controlplane-ca", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
@@ -78,14 +85,10 @@ func TestLoadCreatesOneCA(t *testing.T) {
 		t.Errorf("Secret type %q labels %v", sec.Type, sec.Labels)
 	}
 	// A second replica uses the same CA: agents trust one bundle.
-	second, err := Load(t.Context(), config(c, &now))
-	if err != nil {
-		t.Fatal(err)
-	}
+	second := load(t, c, &now)
 	if string(second.CAPEM()) != string(first.CAPEM()) {
 		t.Error("a second replica made another CA")
 	}
-	verify(t, c, second)
 }
 
 // TestLoadLosesTheRace: another replica creates the Secret between this
@@ -110,14 +113,10 @@ func TestLoadLosesTheRace(t *testing.T) {
 		}
 		return true, nil, apierrors.NewAlreadyExists(schema.GroupResource{Resource: "secrets"}, sec.Name)
 	})
-	i, err := Load(t.Context(), config(c, &now))
-	if err != nil {
-		t.Fatal(err)
-	}
+	i := load(t, c, &now)
 	if !raced || string(i.CAPEM()) != string(winner.certPEM) {
 		t.Errorf("raced=%t; the loser serves its own CA, not the winner's", raced)
 	}
-	verify(t, c, i)
 }
 
 func TestLoadRefusesWhatIsNotACA(t *testing.T) {
@@ -165,14 +164,9 @@ func TestLoadAdoptsCertManagerCA(t *testing.T) {
 	c := fake.NewClientset(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "switchyard-controlplane-ca", Namespace: ns},
 		Data: map[string][]byte{corev1.TLSCertKey: ca.certPEM, corev1.TLSPrivateKeyKey: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: sec1})}})
 	now := time.Now()
-	i, err := Load(t.Context(), config(c, &now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if string(i.CAPEM()) != string(ca.certPEM) {
+	if i := load(t, c, &now); string(i.CAPEM()) != string(ca.certPEM) {
 		t.Error("an existing CA was replaced")
 	}
-	verify(t, c, i)
 }
 
 // TestBundleRepaired: a bundle that holds something else is replaced.
@@ -180,11 +174,7 @@ func TestBundleRepaired(t *testing.T) {
 	c := fake.NewClientset(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "switchyard-ca-bundle", Namespace: ns},
 		Data: map[string]string{BundleKey: "stale", "other": "kept"}})
 	now := time.Now()
-	i, err := Load(t.Context(), config(c, &now))
-	if err != nil {
-		t.Fatal(err)
-	}
-	verify(t, c, i)
+	load(t, c, &now)
 	cm, _ := c.CoreV1().ConfigMaps(ns).Get(t.Context(), "switchyard-ca-bundle", metav1.GetOptions{})
 	if cm.Data["other"] != "kept" {
 		t.Error("the repair dropped other keys")

@@ -3,17 +3,16 @@ package server_test
 import (
 	"bytes"
 	"context"
-	"net"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache/cachetest"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/servertest"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -45,21 +44,8 @@ func FuzzDiscoveryRequests(f *testing.F) {
 
 	c := cache.New()
 	c.Publish("node-a", cachetest.NewNodeView(cachetest.MustView(f, cachetest.Service("default", "web", "10.96.0.10", 80))), nil)
-	srv := server.New(server.Config{}, c, nil, nil)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		f.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, lis) }()
-	f.Cleanup(func() { cancel(); <-done })
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { conn.Close() })
-	client := switchyardv1.NewDiscoveryServiceClient(conn)
+	addr, _ := run(f, server.New(server.Config{}, c, nil, nil))
+	client := switchyardv1.NewDiscoveryServiceClient(servertest.Dial(f, addr))
 
 	f.Fuzz(func(t *testing.T, data []byte, delta bool) {
 		sctx, scancel := context.WithTimeout(t.Context(), 50*time.Millisecond)

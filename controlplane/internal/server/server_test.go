@@ -34,7 +34,7 @@ func TestMain(m *testing.M) {
 
 // run serves srv on 127.0.0.1 until the test ends and returns its address
 // and a function that stops it and returns Serve's result.
-func run(t *testing.T, srv *server.Server) (string, func() error) {
+func run(t testing.TB, srv *server.Server) (string, func() error) {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -59,6 +59,18 @@ func run(t *testing.T, srv *server.Server) (string, func() error) {
 		}
 	})
 	return lis.Addr().String(), stop
+}
+
+// newMetrics returns the control plane's metrics on a registry of their
+// own, and the registry.
+func newMetrics(t *testing.T) (*prometheus.Registry, *metrics.Metrics) {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg, m
 }
 
 func logger(t *testing.T) *slog.Logger {
@@ -114,14 +126,8 @@ func TestHealthAndReflection(t *testing.T) {
 }
 
 func TestServeDiscoveryAdminAndMetrics(t *testing.T) {
-	c := cache.New()
-	nv := cachetest.NewNodeView(cachetest.Services(t, "ns", 2, 0)...)
-	c.Publish("n1", nv, nil)
-	reg := prometheus.NewPedanticRegistry()
-	m, err := metrics.New(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, nv := servertest.Published("n1", cachetest.Services(t, "ns", 2, 0)...)
+	reg, m := newMetrics(t)
 	addr, stop := run(t, server.New(server.Config{ControlPlaneID: "cp-test"}, c, logger(t), m))
 	conn := servertest.Dial(t, addr)
 
@@ -133,13 +139,7 @@ func TestServeDiscoveryAdminAndMetrics(t *testing.T) {
 	if err := st.Send(&switchyardv1.DeltaSnapshotsRequest{ResponseNonce: r.GetNonce(), AppliedVersion: r.GetSystemVersion()}); err != nil {
 		t.Fatal(err)
 	}
-	sotw, err := switchyardv1.NewDiscoveryServiceClient(conn).StreamSnapshots(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sotw.Send(&switchyardv1.StreamSnapshotsRequest{Node: &switchyardv1.Node{Name: "n2"}}); err != nil {
-		t.Fatal(err)
-	}
+	servertest.Open(t, servertest.SotWWire{}, conn, &switchyardv1.StreamSnapshotsRequest{Node: &switchyardv1.Node{Name: "n2"}}, false)
 	servertest.Eventually(t, "ACK and sotw stream recorded", func() bool {
 		var acked, n2 bool
 		for _, s := range c.Snapshot() {
@@ -221,7 +221,7 @@ func TestMTLSNodeIdentity(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.client.RootCAs = ca.pool
+			tt.client.RootCAs = ca.Pool
 			conn := servertest.Dial(t, addr, grpc.WithTransportCredentials(credentials.NewTLS(tt.client)))
 			r, _, err := firstDelta(t, conn, tt.node)
 			if got := status.Code(err); got != tt.want {
@@ -276,14 +276,8 @@ func TestMTLSAdminIsForOperators(t *testing.T) {
 // one of --max-unknown-node-streams slots, the next is refused with
 // ResourceExhausted and counted, and a real node is never refused.
 func TestUnknownNodeStreamsBounded(t *testing.T) {
-	c := cache.New()
-	nv := cachetest.NewNodeView(cachetest.Services(t, "ns", 1, 0)...)
-	c.Publish("n1", nv, nil)
-	reg := prometheus.NewPedanticRegistry()
-	m, err := metrics.New(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, nv := servertest.Published("n1", cachetest.Services(t, "ns", 1, 0)...)
+	_, m := newMetrics(t)
 	ready := make(chan struct{})
 	close(ready)
 	addr, _ := run(t, server.New(server.Config{Ready: ready, MaxUnknownNodeStreams: 1}, c, logger(t), m))

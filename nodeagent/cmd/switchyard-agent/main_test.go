@@ -1,44 +1,26 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/discovery/cptest"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/runtest"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestDryRunAgent runs the command in dry-run mode against a scripted
 // control plane: it prints what it would program, ACKs, and on shutdown
 // (SIGTERM is a canceled context) returns cleanly.
 func TestDryRunAgent(t *testing.T) {
 	cp := cptest.New(t)
-	var stdout, stderr syncBuffer
+	var stdout, stderr runtest.Buffer
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() {

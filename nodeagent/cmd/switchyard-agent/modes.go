@@ -64,33 +64,29 @@ func dataplanes(ctx context.Context, stdout io.Writer, log *slog.Logger) func(sw
 		if dp, ok := built[m]; ok {
 			return dp, nil
 		}
-		var dp dataplane.Dataplane
+		var (
+			dp  dataplane.Dataplane
+			err error
+		)
 		switch m {
 		case switchyardv1.DataplaneMode_DATAPLANE_MODE_DRY_RUN:
 			dp = dryrun.New(stdout)
 		case switchyardv1.DataplaneMode_DATAPLANE_MODE_IPTABLES:
-			var err error
-			if dp, err = newIPTables(log); err != nil {
-				return nil, err
-			}
+			dp, err = newIPTables(log)
 		case switchyardv1.DataplaneMode_DATAPLANE_MODE_NFTABLES:
-			var err error
-			if dp, err = newNFTables(log); err != nil {
-				return nil, err
-			}
+			dp, err = newNFTables(log)
 		case switchyardv1.DataplaneMode_DATAPLANE_MODE_IPVS:
-			var err error
-			if dp, err = newIPVS(ctx, log); err != nil {
-				return nil, err
-			}
+			dp, err = newIPVS(ctx, log)
 		case switchyardv1.DataplaneMode_DATAPLANE_MODE_USERSPACE:
-			us, err := userspace.New(userspace.Config{Logger: log.With("mode", "userspace")})
+			dp, err = userspace.New(userspace.Config{Logger: log.With("mode", "userspace")})
 			if err != nil {
-				return nil, fmt.Errorf("userspace mode: %w", err)
+				err = fmt.Errorf("userspace mode: %w", err)
 			}
-			dp = us
 		default:
-			return nil, fmt.Errorf("unknown dataplane mode %s", modeName(m))
+			err = fmt.Errorf("unknown dataplane mode %s", modeName(m))
+		}
+		if err != nil {
+			return nil, err
 		}
 		built[m] = dp
 		return dp, nil
@@ -98,43 +94,45 @@ func dataplanes(ctx context.Context, stdout io.Writer, log *slog.Logger) func(sw
 }
 
 func newIPTables(log *slog.Logger) (dataplane.Dataplane, error) {
-	h, err := netlink.NewHandle(unix.NETLINK_NETFILTER)
-	if err != nil {
-		return nil, fmt.Errorf("iptables mode: netlink handle for conntrack: %w", err)
-	}
-	dp, err := iptables.New(iptables.Config{
-		Runner:    command.ExecRunner{},
-		Conntrack: conntrack.Netlink{Handle: h},
-		Logger:    log.With("mode", "iptables"),
-		// The drift checks' cheap fingerprints: the nf_tables generation
-		// (iptables-nft) and the x_tables entry counts (legacy); without
-		// them every check reads the tables back.
-		Generation: nftgen.NewReader(nftgen.DialOwnNamespace).Generation,
-		LegacyInfo: xtinfo.NewReader(xtinfo.DialOwnNamespace).Info,
+	return withConntrack("iptables", func(ct conntrack.Netlink) (dataplane.Dataplane, error) {
+		return iptables.New(iptables.Config{
+			Runner:    command.ExecRunner{},
+			Conntrack: ct,
+			Logger:    log.With("mode", "iptables"),
+			// The drift checks' cheap fingerprints: the nf_tables generation
+			// (iptables-nft) and the x_tables entry counts (legacy); without
+			// them every check reads the tables back.
+			Generation: nftgen.NewReader(nftgen.DialOwnNamespace).Generation,
+			LegacyInfo: xtinfo.NewReader(xtinfo.DialOwnNamespace).Info,
+		})
 	})
-	if err != nil {
-		h.Close()
-		return nil, fmt.Errorf("iptables mode: %w", err)
-	}
-	return dp, nil
 }
 
 func newNFTables(log *slog.Logger) (dataplane.Dataplane, error) {
+	return withConntrack("nftables", func(ct conntrack.Netlink) (dataplane.Dataplane, error) {
+		return nftables.New(nftables.Config{
+			Runner:    command.ExecRunner{},
+			Conntrack: ct,
+			Logger:    log.With("mode", "nftables"),
+			// Partial syncs over netlink: 4-10x less CPU than nft 1.0.6, which
+			// loads every chain name before adding a rule; full syncs use nft.
+			PartialNetlink: nftables.DialOwnNamespace,
+		})
+	})
+}
+
+// withConntrack builds mode's dataplane with conntrack cleanup over a
+// netlink handle of its own, which it closes when the build fails (a built
+// dataplane owns it from then on).
+func withConntrack(mode string, build func(conntrack.Netlink) (dataplane.Dataplane, error)) (dataplane.Dataplane, error) {
 	h, err := netlink.NewHandle(unix.NETLINK_NETFILTER)
 	if err != nil {
-		return nil, fmt.Errorf("nftables mode: netlink handle for conntrack: %w", err)
+		return nil, fmt.Errorf("%s mode: netlink handle for conntrack: %w", mode, err)
 	}
-	dp, err := nftables.New(nftables.Config{
-		Runner:    command.ExecRunner{},
-		Conntrack: conntrack.Netlink{Handle: h},
-		Logger:    log.With("mode", "nftables"),
-		// Partial syncs over netlink: 4-10x less CPU than nft 1.0.6, which
-		// loads every chain name before adding a rule; full syncs use nft.
-		PartialNetlink: nftables.DialOwnNamespace,
-	})
+	dp, err := build(conntrack.Netlink{Handle: h})
 	if err != nil {
 		h.Close()
-		return nil, fmt.Errorf("nftables mode: %w", err)
+		return nil, fmt.Errorf("%s mode: %w", mode, err)
 	}
 	return dp, nil
 }

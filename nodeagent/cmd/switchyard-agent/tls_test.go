@@ -24,6 +24,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/discovery/cptest"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/persist"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/runtest"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -85,7 +86,7 @@ func TestTLS(t *testing.T) {
 
 // agentRun is the command running in the background.
 type agentRun struct {
-	stdout, stderr syncBuffer
+	stdout, stderr runtest.Buffer
 	stateDir       string
 	cancel         context.CancelFunc
 	done           chan error
@@ -131,8 +132,8 @@ func (ag *agentRun) stop(t *testing.T) {
 func (ag *agentRun) refused(t *testing.T, cp *cptest.Server, hs *handshakes, wantErr string) {
 	t.Helper()
 	const attempts = 3
-	waitFor(t, "three handshake attempts", func() bool { return hs.count() >= attempts })
-	waitFor(t, "the handshake error in the agent's log", func() bool { return strings.Contains(ag.stderr.String(), wantErr) })
+	runtest.Eventually(t, "three handshake attempts", func() bool { return hs.count() >= attempts })
+	runtest.Eventually(t, "the handshake error in the agent's log", func() bool { return strings.Contains(ag.stderr.String(), wantErr) })
 	ag.stop(t)
 
 	at := hs.times()
@@ -155,17 +156,6 @@ func (ag *agentRun) refused(t *testing.T, cp *cptest.Server, hs *handshakes, wan
 	}
 	if !strings.Contains(ag.stderr.String(), "retryIn=") {
 		t.Errorf("agent log lacks the retry wait:\n%s", ag.stderr.String())
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(cptest.Timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %v", what, cptest.Timeout)
-		}
-		time.Sleep(10 * time.Millisecond) // poll for the condition
 	}
 }
 

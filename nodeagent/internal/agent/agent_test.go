@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -24,7 +22,9 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/discovery"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/discovery/cptest"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/healthcheck/healthchecktest"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/persist"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/runtest"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -38,11 +38,10 @@ type node struct {
 	// faults stands between the agent and dp; it passes every call
 	// until a test sets a plan.
 	faults *dataplanetest.Faulty
-	cancel context.CancelFunc
-	done   chan error
-
-	mu    sync.Mutex
-	hcMap map[uint32]string
+	// stop is SIGTERM: the stream closes, the rules stay.
+	stop func()
+	// hc is where the health check node ports listen.
+	hc healthchecktest.Ports
 }
 
 type nodeOpts struct {
@@ -57,7 +56,7 @@ type nodeOpts struct {
 
 func startNode(t *testing.T, no nodeOpts) *node {
 	t.Helper()
-	n := &node{t: t, dp: dataplanetest.New("dry-run"), hcMap: map[uint32]string{}, done: make(chan error, 1)}
+	n := &node{t: t, dp: dataplanetest.New("dry-run")}
 	var faultOpts []dataplanetest.FaultyOption
 	if no.clock != nil {
 		faultOpts = append(faultOpts, dataplanetest.WithAfter(no.clock.After))
@@ -82,7 +81,7 @@ func startNode(t *testing.T, no nodeOpts) *node {
 		StateDir:          no.stateDir,
 		HealthzAddr:       "127.0.0.1:0",
 		MetricsAddr:       "127.0.0.1:0",
-		HealthCheckListen: n.listenHC,
+		HealthCheckListen: n.hc.Listen,
 		SyncPeriod:        10 * time.Second,
 		Backoff:           discovery.Backoff{Initial: 10 * time.Millisecond, Max: 200 * time.Millisecond},
 		Clock:             no.clock,
@@ -96,40 +95,8 @@ func startNode(t *testing.T, no nodeOpts) *node {
 		t.Fatal(err)
 	}
 	n.a = a
-	ctx, cancel := context.WithCancel(t.Context())
-	n.cancel = cancel
-	go func() { n.done <- a.Run(ctx) }()
-	t.Cleanup(n.stop)
+	n.stop = runtest.Start(t, a.Run)
 	return n
-}
-
-// stop is SIGTERM: the stream closes, the rules stay.
-func (n *node) stop() {
-	n.cancel()
-	if n.done == nil {
-		return
-	}
-	if err := <-n.done; err != nil {
-		n.t.Errorf("agent Run: %v", err)
-	}
-	n.done = nil
-}
-
-func (n *node) listenHC(port uint32) (net.Listener, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.hcMap[port] = l.Addr().String()
-	return l, nil
-}
-
-func (n *node) hcAddr(port uint32) string {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	return n.hcMap[port]
 }
 
 func svc(name, version string) *switchyardv1.Resource {
@@ -148,17 +115,6 @@ func expectAck(t *testing.T, cp *cptest.Server, nonce, version string) {
 	r := cp.Next()
 	if r.GetResponseNonce() != nonce || r.GetAppliedVersion() != version || r.GetErrorDetail() != nil {
 		t.Fatalf("want ACK of %s at %s, got %v", nonce, version, r)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(cptest.Timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond) // poll for the condition
 	}
 }
 
@@ -221,7 +177,7 @@ func TestRestartRestoresWithoutFlush(t *testing.T) {
 	// reconciles the restored view with a full apply and never flushes.
 	cp.Stop()
 	second := startNode(t, nodeOpts{addrs: []string{cp.Addr()}, stateDir: dir})
-	waitFor(t, "reconcile", func() bool { return len(second.dp.Calls()) > 0 })
+	runtest.Eventually(t, "reconcile", func() bool { return len(second.dp.Calls()) > 0 })
 	calls := second.dp.Calls()
 	if calls[0].Op != "apply" || !calls[0].Opts.Full {
 		t.Errorf("first call = %+v, want a full apply", calls[0])
@@ -276,7 +232,7 @@ func TestControlPlaneGoneRulesUntouched(t *testing.T) {
 	// 30 s of fake time without a control plane: backoff timers and
 	// periodic resyncs fire, the rules stay as they were.
 	for elapsed := time.Duration(0); elapsed < 30*time.Second; elapsed += 100 * time.Millisecond {
-		waitFor(t, "agent waiting on its timers", func() bool { return clk.Waiters() >= 2 })
+		runtest.Eventually(t, "agent waiting on its timers", func() bool { return clk.Waiters() >= 2 })
 		clk.Step(100 * time.Millisecond)
 	}
 	if got := n.dp.Dump(); got != before {
@@ -292,7 +248,7 @@ func TestControlPlaneGoneRulesUntouched(t *testing.T) {
 	}
 
 	cp.Restart()
-	waitFor(t, "reconnect", func() bool {
+	runtest.Eventually(t, "reconnect", func() bool {
 		if cp.Streams() == 2 {
 			return true
 		}
@@ -310,21 +266,6 @@ func TestControlPlaneGoneRulesUntouched(t *testing.T) {
 	if !strings.Contains(n.dp.Dump(), "ns/b ips=10.96.0.2") {
 		t.Errorf("not converged:\n%s", n.dp.Dump())
 	}
-}
-
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := client.Get(url)
-	if err != nil {
-		t.Fatalf("GET %s: %v", url, err)
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(body)
 }
 
 func lbLocal(version string, local int) *switchyardv1.Resource {
@@ -346,16 +287,16 @@ func TestHTTPEndpoints(t *testing.T) {
 	push(cp, "s1", "n1", nil, lbLocal("1", 1))
 	expectAck(t, cp, "n1", "s1")
 
-	code, body := get(t, "http://"+n.hcAddr(32000)+"/")
+	code, body := healthchecktest.Get(t, "http://"+n.hc.Addr(32000)+"/")
 	if code != http.StatusOK || !strings.Contains(body, `"localEndpoints":1`) {
 		t.Errorf("health-check port with a local endpoint: %d %s", code, body)
 	}
 	push(cp, "s2", "n2", nil, lbLocal("2", 0))
 	expectAck(t, cp, "n2", "s2")
-	if code, body := get(t, "http://"+n.hcAddr(32000)+"/"); code != http.StatusServiceUnavailable || !strings.Contains(body, `"localEndpoints":0`) {
+	if code, body := healthchecktest.Get(t, "http://"+n.hc.Addr(32000)+"/"); code != http.StatusServiceUnavailable || !strings.Contains(body, `"localEndpoints":0`) {
 		t.Errorf("health-check port without local endpoints: %d %s", code, body)
 	}
-	hc := n.hcAddr(32000)
+	hc := n.hc.Addr(32000)
 	push(cp, "s3", "n3", []string{"ns/lb"})
 	expectAck(t, cp, "n3", "s3")
 	if c, err := net.Dial("tcp", hc); err == nil {
@@ -364,7 +305,7 @@ func TestHTTPEndpoints(t *testing.T) {
 	}
 
 	for _, path := range []string{"/healthz", "/livez"} {
-		code, body := get(t, "http://"+n.a.HealthzAddr()+path)
+		code, body := healthchecktest.Get(t, "http://"+n.a.HealthzAddr()+path)
 		var st struct {
 			LastUpdated, CurrentTime, NodeName string
 			NodeHealthy                        bool
@@ -376,7 +317,7 @@ func TestHTTPEndpoints(t *testing.T) {
 			t.Errorf("%s = %d %s", path, code, body)
 		}
 	}
-	_, metrics := get(t, "http://"+n.a.MetricsAddr()+"/metrics")
+	_, metrics := healthchecktest.Get(t, "http://"+n.a.MetricsAddr()+"/metrics")
 	for _, want := range []string{`switchyard_agent_applied_version{version="s3"} 1`, "kubeproxy_sync_proxy_rules_duration_seconds_count",
 		`switchyard_agent_control_plane_connected{address="` + cp.Addr() + `"} 1`} {
 		if !strings.Contains(metrics, want) {

@@ -1,37 +1,18 @@
 package agent
 
 import (
-	"bytes"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/discovery/cptest"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/persist"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/runtest"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/view"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
-
-// logBuffer is an io.Writer safe for the agent's goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 func nodeConfig(version string, addrs ...string) *switchyardv1.Resource {
 	return &switchyardv1.Resource{Name: "node-a", Version: version, Body: &switchyardv1.Resource_NodeConfig{
@@ -152,7 +133,7 @@ func TestLearntControlPlanesAtStart(t *testing.T) {
 				}
 			}
 			configured := cptest.New(t)
-			var log logBuffer
+			var log runtest.Buffer
 			n := startNode(t, nodeOpts{addrs: []string{configured.Addr()}, stateDir: dir, log: &log})
 			if diff := cmp.Diff(tc.wantOrder(configured.Addr()), n.a.ControlPlanes()); diff != "" {
 				t.Errorf("dial order (-want +got):\n%s", diff)

@@ -1,82 +1,22 @@
 package agent
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"net"
 	"net/http"
 	"net/netip"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/canary"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/canary/canarytest"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/discovery/cptest"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/healthcheck/healthchecktest"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/persist"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/runtest"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
-
-// fakeKernel forwards the canary's connections as the fake dataplane's
-// applied rules say: cluster IP:port to the endpoint, then to the
-// loopback port the endpoint's listener really got. broken stands for a
-// foreign DROP in front of those rules.
-type fakeKernel struct {
-	dp *dataplanetest.Fake
-
-	mu      sync.Mutex
-	listens map[string]string
-	broken  bool
-}
-
-func (k *fakeKernel) listen(ctx context.Context, network, addr string) (net.Listener, error) {
-	l, err := (&net.ListenConfig{}).Listen(ctx, network, "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.listens[addr] = l.Addr().String()
-	return l, nil
-}
-
-func (k *fakeKernel) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	k.mu.Lock()
-	to, err := k.forward(addr)
-	k.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	return (&net.Dialer{}).DialContext(ctx, network, to)
-}
-
-func (k *fakeKernel) forward(addr string) (string, error) {
-	if k.broken {
-		return "", errors.New("operation not permitted (a foreign DROP)")
-	}
-	st := k.dp.Applied()
-	for _, sv := range st.Services {
-		for _, p := range sv.GetPorts() {
-			if len(sv.GetClusterIps()) == 0 || net.JoinHostPort(sv.GetClusterIps()[0], fmt.Sprint(p.GetPort())) != addr || len(sv.GetClusterEndpoints()) == 0 {
-				continue
-			}
-			ep := sv.GetClusterEndpoints()[0]
-			if to, ok := k.listens[net.JoinHostPort(ep.GetAddress(), fmt.Sprint(ep.GetPorts()[0].GetPort()))]; ok {
-				return to, nil
-			}
-		}
-	}
-	return "", fmt.Errorf("no rule forwards %s", addr)
-}
-
-func (k *fakeKernel) setBroken(b bool) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.broken = b
-}
 
 type healthz struct {
 	NodeHealthy     bool
@@ -86,7 +26,7 @@ type healthz struct {
 
 func (n *node) healthz(t *testing.T, path string) (int, healthz) {
 	t.Helper()
-	code, body := get(t, "http://"+n.a.HealthzAddr()+path)
+	code, body := healthchecktest.Get(t, "http://"+n.a.HealthzAddr()+path)
 	var h healthz
 	if err := json.Unmarshal([]byte(body), &h); err != nil {
 		t.Fatalf("%s: %q: %v", path, body, err)
@@ -103,16 +43,17 @@ func (n *node) healthz(t *testing.T, path string) (int, healthz) {
 func TestDatapathCanary(t *testing.T) {
 	cp := cptest.New(t)
 	dir := t.TempDir()
-	var k *fakeKernel
+	// k is the node's kernel under the canary: it forwards as the fake
+	// dataplane's applied rules say, behind a foreign DROP at first.
+	var k canarytest.Datapath
 	n := startNode(t, nodeOpts{addrs: []string{cp.Addr()}, stateDir: dir, options: func(o *Options) {
 		o.DatapathCanary = netip.MustParseAddrPort("10.96.255.200:80")
 		o.DatapathCanaryPort = 10264
 		o.DatapathProbeInterval = 20 * time.Millisecond
-		k = &fakeKernel{listens: map[string]string{}}
-		o.CanaryDial, o.CanaryListen = k.dial, k.listen
+		o.CanaryDial, o.CanaryListen = k.Dial, k.Listen
 	}})
-	k.dp = n.dp
-	k.setBroken(true)
+	k.Program(func() map[string]*switchyardv1.ServiceView { return n.dp.Applied().Services })
+	k.SetFaults(canarytest.Faults{Broken: errors.New("operation not permitted (a foreign DROP)")})
 	cp.Next()
 	// Before the first sync: not probed, healthy.
 	if code, h := n.healthz(t, "/healthz"); code != http.StatusOK || h.DatapathHealthy != nil {
@@ -137,27 +78,27 @@ func TestDatapathCanary(t *testing.T) {
 		t.Errorf("the persisted view holds the canary (or %v)", err)
 	}
 
-	hc := "http://" + n.hcAddr(32000) + "/"
-	waitFor(t, "/healthz 503 with the rules broken", func() bool {
+	hc := "http://" + n.hc.Addr(32000) + "/"
+	runtest.Eventually(t, "/healthz 503 with the rules broken", func() bool {
 		code, h := n.healthz(t, "/healthz")
 		return code == http.StatusServiceUnavailable && h.DatapathHealthy != nil && !*h.DatapathHealthy &&
 			strings.Contains(h.DatapathError, "foreign DROP")
 	})
-	if code, body := get(t, hc); code != http.StatusServiceUnavailable || !strings.Contains(body, `"serviceProxyHealthy":false`) {
+	if code, body := healthchecktest.Get(t, hc); code != http.StatusServiceUnavailable || !strings.Contains(body, `"serviceProxyHealthy":false`) {
 		t.Errorf("health-check node port with the datapath broken: %d %s", code, body)
 	}
 	if code, _ := n.healthz(t, "/livez"); code != http.StatusOK {
 		t.Errorf("/livez = %d with the datapath broken, want 200", code)
 	}
-	k.setBroken(false)
-	waitFor(t, "/healthz 200 once the rules forward", func() bool {
+	k.SetFaults(canarytest.Faults{})
+	runtest.Eventually(t, "/healthz 200 once the rules forward", func() bool {
 		code, h := n.healthz(t, "/healthz")
 		return code == http.StatusOK && h.DatapathHealthy != nil && *h.DatapathHealthy && h.DatapathError == ""
 	})
-	if code, _ := get(t, hc); code != http.StatusOK {
+	if code, _ := healthchecktest.Get(t, hc); code != http.StatusOK {
 		t.Errorf("health-check node port with the datapath repaired: %d", code)
 	}
-	_, metrics := get(t, "http://"+n.a.MetricsAddr()+"/metrics")
+	_, metrics := healthchecktest.Get(t, "http://"+n.a.MetricsAddr()+"/metrics")
 	for _, want := range []string{"switchyard_agent_datapath_healthy 1", `switchyard_agent_datapath_probes_total{result="failed"}`,
 		`switchyard_agent_datapath_probes_total{result="ok"}`} {
 		if !strings.Contains(metrics, want) {

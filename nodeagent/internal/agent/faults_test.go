@@ -14,6 +14,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/discovery/cptest"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/persist"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/runtest"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -151,7 +152,7 @@ func TestResyncRepairsAHalfWayApply(t *testing.T) {
 
 	n := len(first.dp.Calls())
 	clk.Step(10 * time.Second) // the sync period
-	waitFor(t, "full resync", func() bool { return len(first.dp.Calls()) > n })
+	runtest.Eventually(t, "full resync", func() bool { return len(first.dp.Calls()) > n })
 	first.kernelHolds(svc("ns/a", "1"), svc("ns/b", "1"))
 	if c := first.dp.Calls()[n]; !c.Opts.Full {
 		t.Errorf("resync = %+v, want full", c.Opts)
@@ -180,7 +181,7 @@ func TestSlowApplyLosesNoUpdate(t *testing.T) {
 	release := make(chan struct{})
 	n.faults.SetPlan(dataplanetest.Script(dataplanetest.Fault{Kind: dataplanetest.Slow, Release: release}))
 	push(cp, "s2", "n2", nil, svc("ns/b", "1"))
-	waitFor(t, "the slow commit", func() bool { return n.faults.Waiting() == 1 })
+	runtest.Eventually(t, "the slow commit", func() bool { return n.faults.Waiting() == 1 })
 	push(cp, "s3", "n3", nil, svc("ns/a", "2"))
 	push(cp, "s4", "n4", []string{"ns/b"}, svc("ns/c", "1"))
 	cp.NoRequest()
@@ -203,7 +204,7 @@ func TestShutdownDuringASlowApply(t *testing.T) {
 	expectAck(t, cp, "n1", "s1")
 	n.faults.SetPlan(dataplanetest.Script(dataplanetest.Fault{Kind: dataplanetest.Slow, Release: make(chan struct{})}))
 	push(cp, "s2", "n2", nil, svc("ns/a", "2"))
-	waitFor(t, "the slow commit", func() bool { return n.faults.Waiting() == 1 })
+	runtest.Eventually(t, "the slow commit", func() bool { return n.faults.Waiting() == 1 })
 	stopped := make(chan struct{})
 	go func() { n.stop(); close(stopped) }()
 	select {

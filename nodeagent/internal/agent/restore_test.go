@@ -10,6 +10,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/discovery/cptest"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/persist"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/runtest"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/view"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -58,7 +59,7 @@ func TestRestartRejectsUntrustedStateFile(t *testing.T) {
 			dir := t.TempDir()
 			tt.write(t, filepath.Join(dir, persist.FileName))
 			cp := cptest.New(t)
-			var log logBuffer
+			var log runtest.Buffer
 			n := startNode(t, nodeOpts{addrs: []string{cp.Addr()}, stateDir: dir, log: &log})
 			first := cp.Next()
 			if got := first.GetInitialResourceVersions(); len(got) != 0 {
@@ -106,7 +107,7 @@ func TestRestartAfterCrashBetweenCommitAndSave(t *testing.T) {
 	cp := cptest.New(t)
 	cp.Stop()
 	n := startNode(t, nodeOpts{addrs: []string{cp.Addr()}, stateDir: dir})
-	waitFor(t, "reconcile", func() bool { return len(n.dp.Calls()) > 0 })
+	runtest.Eventually(t, "reconcile", func() bool { return len(n.dp.Calls()) > 0 })
 	if diff := cmp.Diff([]string{"ns/a", "ns/b", "ns/c"}, n.dp.Services()); diff != "" {
 		t.Errorf("restored (-want +got):\n%s", diff)
 	}

@@ -1,7 +1,6 @@
 package canary
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,7 +8,6 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -18,85 +16,19 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/canary/canarytest"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/health"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/metrics"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/runtest"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// datapath stands for the node's kernel: Dial forwards a connection to
-// the canary's cluster IP as the rules in state say, to where Listen put
-// the listener of the endpoint's address (a loopback port of the test's
-// choosing), unless it is broken or a foreign server answers instead.
-type datapath struct {
-	t *testing.T
-
-	mu      sync.Mutex
-	state   *dataplane.State
-	broken  error
-	foreign string
-	listens map[string]string
-	listenE error
-	dials   int
-}
-
-func (p *datapath) Listen(ctx context.Context, network, addr string) (net.Listener, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.listenE != nil {
-		return nil, p.listenE
-	}
-	l, err := (&net.ListenConfig{}).Listen(ctx, network, "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	p.listens[addr] = l.Addr().String()
-	return l, nil
-}
-
-func (p *datapath) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	p.mu.Lock()
-	p.dials++
-	to, err := p.forward(addr)
-	p.mu.Unlock()
-	if err != nil {
-		return nil, err
-	}
-	return (&net.Dialer{}).DialContext(ctx, network, to)
-}
-
-// forward is the DNAT of the canary's rules: cluster IP:port to the
-// endpoint, then to the loopback port its listener really has.
-func (p *datapath) forward(addr string) (string, error) {
-	if p.broken != nil {
-		return "", p.broken
-	}
-	if p.foreign != "" {
-		return p.foreign, nil
-	}
-	sv := p.state.Services[Name]
-	if sv == nil || len(sv.GetClusterIps()) == 0 || netip.AddrPortFrom(netip.MustParseAddr(sv.GetClusterIps()[0]), uint16(sv.GetPorts()[0].GetPort())).String() != addr {
-		return "", fmt.Errorf("dial %s: %w", addr, syscall.ECONNREFUSED)
-	}
-	ep := sv.GetClusterEndpoints()[0]
-	to, ok := p.listens[net.JoinHostPort(ep.GetAddress(), fmt.Sprint(ep.GetPorts()[0].GetPort()))]
-	if !ok {
-		return "", fmt.Errorf("dial %s: nothing listens on the endpoint: %w", addr, syscall.ECONNREFUSED)
-	}
-	return to, nil
-}
-
-func (p *datapath) set(f func(p *datapath)) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	f(p)
-}
-
 type bed struct {
 	t       *testing.T
 	c       *Canary
-	path    *datapath
+	path    *canarytest.Datapath
 	clk     *clocktesting.FakeClock
 	tracker *health.Tracker
 	metrics *metrics.Metrics
@@ -106,7 +38,7 @@ type bed struct {
 func newBed(t *testing.T, nodeIPs ...string) *bed {
 	t.Helper()
 	b := &bed{t: t, clk: clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)), metrics: metrics.New(), armed: true}
-	b.path = &datapath{t: t, listens: map[string]string{}}
+	b.path = &canarytest.Datapath{}
 	b.tracker = health.NewTracker(b.clk, "node-a", time.Minute)
 	c, err := New(Config{VIP: netip.MustParseAddrPort("10.96.255.200:80"), Port: 10264, Interval: 2 * time.Second,
 		Armed: func() bool { return b.armed }, Health: b.tracker, Metrics: b.metrics, Clock: b.clk,
@@ -117,9 +49,14 @@ func newBed(t *testing.T, nodeIPs ...string) *bed {
 	b.c = c
 	st := &dataplane.State{Config: &switchyardv1.NodeConfig{NodeName: "node-a", NodeIps: nodeIPs}, Services: map[string]*switchyardv1.ServiceView{}}
 	c.Decorate(st, nil)
-	b.path.state = st
+	b.program(st)
 	t.Cleanup(c.closeListener)
 	return b
+}
+
+// program has the datapath forward as st's rules say.
+func (b *bed) program(st *dataplane.State) {
+	b.path.Program(func() map[string]*switchyardv1.ServiceView { return st.Services })
 }
 
 // probes counts the probes of each result.
@@ -158,11 +95,11 @@ func TestThresholds(t *testing.T) {
 		}
 	}()
 	defer func() { _ = foreign.Close(); <-done }()
-	ok := func(p *datapath) { p.broken, p.foreign = nil, "" }
-	broken := func(p *datapath) { p.broken = refused }
-	elsewhere := func(p *datapath) { p.foreign = foreign.Addr().String() }
+	ok := canarytest.Faults{}
+	broken := canarytest.Faults{Broken: refused}
+	elsewhere := canarytest.Faults{Foreign: foreign.Addr().String()}
 	steps := []struct {
-		path    func(*datapath)
+		faults  canarytest.Faults
 		healthy bool
 		err     string
 	}{
@@ -179,7 +116,7 @@ func TestThresholds(t *testing.T) {
 	}
 	b := newBed(t, "10.200.0.10")
 	for i, s := range steps {
-		b.path.set(s.path)
+		b.path.SetFaults(s.faults)
 		b.clk.Step(time.Second)
 		b.c.tick(t.Context())
 		if got := b.tracker.Healthy(); got != s.healthy {
@@ -211,18 +148,18 @@ func (b *bed) status() health.DatapathStatus {
 func TestNotCountedBeforeFirstSync(t *testing.T) {
 	b := newBed(t, "10.200.0.10")
 	b.armed = false
-	b.path.set(func(p *datapath) { p.broken = errors.New("no rules yet") })
+	b.path.SetFaults(canarytest.Faults{Broken: errors.New("no rules yet")})
 	for range 3 {
 		b.c.tick(t.Context())
 	}
-	if _, ok := b.tracker.Datapath(); ok || !b.tracker.Healthy() || b.path.dials != 0 {
-		t.Errorf("probed before the first sync: dials %d, healthy %t", b.path.dials, b.tracker.Healthy())
+	if _, ok := b.tracker.Datapath(); ok || !b.tracker.Healthy() || b.path.Dials() != 0 {
+		t.Errorf("probed before the first sync: dials %d, healthy %t", b.path.Dials(), b.tracker.Healthy())
 	}
 	b.armed = true
 	b.c.tick(t.Context())
 	b.c.tick(t.Context())
-	if b.tracker.Healthy() || b.path.dials != 2 {
-		t.Errorf("after the first sync: dials %d, healthy %t; want 2 failed probes, unhealthy", b.path.dials, b.tracker.Healthy())
+	if b.tracker.Healthy() || b.path.Dials() != 2 {
+		t.Errorf("after the first sync: dials %d, healthy %t; want 2 failed probes, unhealthy", b.path.Dials(), b.tracker.Healthy())
 	}
 }
 
@@ -234,8 +171,8 @@ func TestSkipped(t *testing.T) {
 		b := newBed(t, "fd00::10")
 		b.c.tick(t.Context())
 		b.c.tick(t.Context())
-		if st := b.status(); !st.Healthy || !strings.Contains(st.Err, "not probed: the NodeConfig names no IPv4 node address") || b.path.dials != 0 {
-			t.Errorf("status %+v, dials %d", st, b.path.dials)
+		if st := b.status(); !st.Healthy || !strings.Contains(st.Err, "not probed: the NodeConfig names no IPv4 node address") || b.path.Dials() != 0 {
+			t.Errorf("status %+v, dials %d", st, b.path.Dials())
 		}
 		if got, want := b.probes(), `switchyard_agent_datapath_healthy 1; switchyard_agent_datapath_probes_total{result="skipped"} 2`; got != want {
 			t.Errorf("metrics:\n got %s\nwant %s", got, want)
@@ -243,17 +180,17 @@ func TestSkipped(t *testing.T) {
 	})
 	t.Run("port taken", func(t *testing.T) {
 		b := newBed(t, "10.200.0.10")
-		b.path.set(func(p *datapath) { p.broken = syscall.ECONNREFUSED })
+		b.path.SetFaults(canarytest.Faults{Broken: syscall.ECONNREFUSED})
 		b.c.tick(t.Context())
-		b.path.set(func(p *datapath) { p.listenE = syscall.EADDRINUSE })
+		b.path.SetFaults(canarytest.Faults{Broken: syscall.ECONNREFUSED, ListenErr: syscall.EADDRINUSE})
 		b.c.closeListener()
 		b.c.tick(t.Context())
-		b.path.set(func(p *datapath) { p.broken = nil; p.listenE = nil })
+		b.path.SetFaults(canarytest.Faults{})
 		if st := b.status(); !st.Healthy || !strings.Contains(st.Err, "canary listener on 10.200.0.10:10264") {
 			t.Errorf("status %+v", st)
 		}
 		// The failure before the skip is forgotten: one more is not two in a row.
-		b.path.set(func(p *datapath) { p.broken = syscall.ECONNREFUSED })
+		b.path.SetFaults(canarytest.Faults{Broken: syscall.ECONNREFUSED})
 		b.c.tick(t.Context())
 		if !b.tracker.Healthy() {
 			t.Error("unhealthy after one failure past a skip")
@@ -265,50 +202,26 @@ func TestSkipped(t *testing.T) {
 // when the node's address changes, and closes it when ctx ends.
 func TestRun(t *testing.T) {
 	b := newBed(t, "10.200.0.10")
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- b.c.Run(ctx) }()
-	dials := func() int {
-		b.path.mu.Lock()
-		defer b.path.mu.Unlock()
-		return b.path.dials
-	}
+	stop := runtest.Start(t, b.c.Run)
 	for i := 1; i <= 3; i++ {
-		waitFor(t, "the timer", b.clk.HasWaiters)
+		runtest.Eventually(t, "the timer", b.clk.HasWaiters)
 		if i == 3 {
 			st := &dataplane.State{Config: &switchyardv1.NodeConfig{NodeName: "node-a", NodeIps: []string{"10.200.0.11"}}, Services: map[string]*switchyardv1.ServiceView{}}
 			b.c.Decorate(st, nil)
-			b.path.set(func(p *datapath) { p.state = st })
+			b.program(st)
 		}
 		b.clk.Step(2 * time.Second)
-		waitFor(t, fmt.Sprintf("probe %d", i), func() bool { return dials() == i })
+		runtest.Eventually(t, fmt.Sprintf("probe %d", i), func() bool { return b.path.Dials() == i })
 	}
-	waitFor(t, "the third probe's outcome", func() bool {
+	runtest.Eventually(t, "the third probe's outcome", func() bool {
 		st, ok := b.tracker.Datapath()
 		return ok && st.LastProbe == b.clk.Now()
 	})
 	if st := b.status(); !st.Healthy || st.Err != "" {
 		t.Errorf("after the node's address moved: %+v", st)
 	}
-	b.path.mu.Lock()
-	listens := len(b.path.listens)
-	b.path.mu.Unlock()
-	if listens != 2 {
+	if listens := b.path.Listens(); listens != 2 {
 		t.Errorf("listened %d times, want 2 (the node's address moved once)", listens)
 	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run: %v", err)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond) // poll for the condition
-	}
+	stop()
 }

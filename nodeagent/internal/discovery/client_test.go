@@ -21,6 +21,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/discovery"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/discovery/cptest"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/runtest"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/view"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -137,15 +138,7 @@ func startWith(t *testing.T, a discovery.Applier, clk *clocktesting.FakeClock, e
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	runtest.Start(t, c.Run)
 	return c
 }
 
@@ -299,7 +292,7 @@ func TestBackoffWaitsOnClockWhileControlPlaneGone(t *testing.T) {
 	// 30 s of fake time without a control plane: each attempt waits on the
 	// clock (never a tight loop), and nothing is applied.
 	for elapsed := time.Duration(0); elapsed < 30*time.Second; elapsed += 40 * time.Millisecond {
-		waitFor(t, clk.HasWaiters)
+		runtest.Eventually(t, "the backoff timer", clk.HasWaiters)
 		clk.Step(40 * time.Millisecond)
 	}
 	if streams := cp.Streams(); streams != 1 {
@@ -309,7 +302,7 @@ func TestBackoffWaitsOnClockWhileControlPlaneGone(t *testing.T) {
 	cp.Restart()
 	var again cptest.Request
 	for again.DeltaSnapshotsRequest == nil {
-		waitFor(t, func() bool { return clk.HasWaiters() || cp.Streams() == 2 })
+		runtest.Eventually(t, "the backoff timer or the second stream", func() bool { return clk.HasWaiters() || cp.Streams() == 2 })
 		if cp.Streams() == 2 {
 			again = cp.Next()
 			break
@@ -318,17 +311,6 @@ func TestBackoffWaitsOnClockWhileControlPlaneGone(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]string{"ns/a": "1"}, again.GetInitialResourceVersions()); diff != "" {
 		t.Errorf("initial_resource_versions (-want +got):\n%s", diff)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(cptest.Timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met before the deadline")
-		}
-		time.Sleep(time.Millisecond) // poll for the condition
 	}
 }
 

@@ -2,70 +2,37 @@ package healthcheck
 
 import (
 	"encoding/json"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	"go.uber.org/goleak"
 
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/healthcheck/healthchecktest"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/view"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// ports maps the node ports of the test to free loopback ports.
-type ports struct {
-	mu    sync.Mutex
-	addrs map[uint32]string
-}
-
-func (p *ports) listen(port uint32) (net.Listener, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.addrs[port] = l.Addr().String()
-	return l, nil
-}
-
-func (p *ports) addr(port uint32) string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.addrs[port]
-}
-
 func get(t *testing.T, addr string) (int, body) {
 	t.Helper()
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-	resp, err := client.Get("http://" + addr + "/")
-	if err != nil {
-		t.Fatalf("GET %s: %v", addr, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
+	code, data := healthchecktest.Get(t, "http://"+addr+"/")
 	var b body
-	if err := json.Unmarshal(data, &b); err != nil {
+	if err := json.Unmarshal([]byte(data), &b); err != nil {
 		t.Fatalf("body %q: %v", data, err)
 	}
-	return resp.StatusCode, b
+	return code, b
 }
 
 func TestServers(t *testing.T) {
-	p := &ports{addrs: map[uint32]string{}}
+	p := &healthchecktest.Ports{}
 	var healthy atomic.Bool
 	healthy.Store(true)
-	s := New(Config{Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Listen: p.listen, ProxyHealthy: healthy.Load})
+	s := New(Config{Logger: slog.New(slog.NewTextHandler(t.Output(), nil)), Listen: p.Listen, ProxyHealthy: healthy.Load})
 	defer s.Close()
 
 	if err := s.Sync([]Service{{Namespace: "ns", Name: "a", Port: 30001, LocalEndpoints: 2}, {Namespace: "ns", Name: "b", Port: 30002}}); err != nil {
@@ -85,7 +52,7 @@ func TestServers(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			healthy.Store(tt.healthy)
-			code, got := get(t, p.addr(tt.port))
+			code, got := get(t, p.Addr(tt.port))
 			var want body
 			if err := json.Unmarshal([]byte(tt.want), &want); err != nil {
 				t.Fatal(err)
@@ -101,11 +68,11 @@ func TestServers(t *testing.T) {
 	healthy.Store(true)
 
 	// b gains an endpoint, a goes away.
-	oldA := p.addr(30001)
+	oldA := p.Addr(30001)
 	if err := s.Sync([]Service{{Namespace: "ns", Name: "b", Port: 30002, LocalEndpoints: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	if code, b := get(t, p.addr(30002)); code != http.StatusOK || b.LocalEndpoints != 1 {
+	if code, b := get(t, p.Addr(30002)); code != http.StatusOK || b.LocalEndpoints != 1 {
 		t.Errorf("b after update: %d %+v", code, b)
 	}
 	if _, err := net.Dial("tcp", oldA); err == nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/healthcheck"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/persist"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/runtest"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/view"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -79,15 +80,8 @@ func benchSyncer(b *testing.B, build func() (dataplane.Dataplane, error), n int)
 	if err != nil {
 		b.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(b.Context())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	b.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.Error(err)
-		}
-	})
+	runtest.Start(b, s.Run)
+	ctx := b.Context()
 	first := &view.Update{SystemVersion: "s0", Resources: map[string]*switchyardv1.Resource{
 		"node": {Name: "node", Version: "1", Body: &switchyardv1.Resource_NodeConfig{NodeConfig: dataplanetest.BenchConfig()}}}}
 	for i := range n {

@@ -65,8 +65,7 @@ func TestDriftRepairedByAFullSync(t *testing.T) {
 	if _, err := h.s.Apply(t.Context(), update("s1", svc("ns/a", "1"))); err != nil {
 		t.Fatal(err)
 	}
-	h.waitFor("timers armed", h.clk.HasWaiters)
-	h.clk.Step(5 * time.Second)
+	h.fire("timers armed", 5*time.Second)
 	h.waitFor("a clean check", func() bool { return dp.count() == 1 })
 	if st := h.s.Drift(); st.GetLastCheck() == nil || st.GetRepairs() != 0 || st.GetLastDrift() != nil {
 		t.Errorf("after a clean check: %v", st)
@@ -75,13 +74,10 @@ func TestDriftRepairedByAFullSync(t *testing.T) {
 	var found dataplane.Drift
 	found.Add(dataplane.DriftChain, "KUBE-SVC-X")
 	dp.set(found)
-	h.waitFor("drift timer re-armed", h.clk.HasWaiters)
-	h.clk.Step(5 * time.Second)
+	h.fire("drift timer re-armed", 5*time.Second)
 	h.waitFor("the repair", func() bool { return len(h.calls()) == 2 })
 	want := []string{"DATAPLANE_MODE_DRY_RUN apply full=true", "DATAPLANE_MODE_DRY_RUN apply full=true"}
-	if d := cmp.Diff(want, h.calls()); d != "" {
-		t.Errorf("calls (-want +got):\n%s", d)
-	}
+	h.wantCalls(t, want)
 	h.waitFor("repair counted", func() bool { return h.s.Drift().GetRepairs() == 1 })
 	st := h.s.Drift()
 	if d := cmp.Diff([]string{"chain KUBE-SVC-X"}, st.GetLastDriftDetail()); d != "" || st.GetLastDrift() == nil || st.GetError() != "" {
@@ -97,8 +93,7 @@ func TestDriftUnsupportedAndDisabled(t *testing.T) {
 	if _, err := h.s.Apply(t.Context(), update("s1", svc("ns/a", "1"))); err != nil {
 		t.Fatal(err)
 	}
-	h.waitFor("timers armed", h.clk.HasWaiters)
-	h.clk.Step(5 * time.Second)
+	h.fire("timers armed", 5*time.Second)
 	h.waitFor("unsupported reported", func() bool { return h.s.Drift().GetError() == "unsupported" })
 	if n := len(h.calls()); n != 1 {
 		t.Errorf("%d applies, want only the first", n)

@@ -92,9 +92,7 @@ func TestSyncAfterAFailureIsFull(t *testing.T) {
 			}
 			want := append([]string{"DATAPLANE_MODE_DRY_RUN apply full=true"}, tc.reached...)
 			want = append(want, "DATAPLANE_MODE_DRY_RUN apply full=true", "DATAPLANE_MODE_DRY_RUN apply full=false")
-			if diff := cmp.Diff(want, h.calls()); diff != "" {
-				t.Errorf("calls (-want +got):\n%s", diff)
-			}
+			h.wantCalls(t, want)
 		})
 	}
 }
@@ -138,9 +136,7 @@ func TestSlowSyncLosesNothingThatArrivesMeanwhile(t *testing.T) {
 		"DATAPLANE_MODE_DRY_RUN apply full=false", // s2, slow
 		"DATAPLANE_MODE_DRY_RUN apply full=false", // s3 and s4 as one
 	}
-	if diff := cmp.Diff(want, h.calls()); diff != "" {
-		t.Errorf("calls (-want +got):\n%s", diff)
-	}
+	h.wantCalls(t, want)
 	if diff := cmp.Diff(map[string]string{"ns/a": "4", "ns/c": "1"}, h.s.Versions()); diff != "" {
 		t.Errorf("versions (-want +got):\n%s", diff)
 	}
@@ -177,9 +173,7 @@ func TestShutdownCancelsASlowSync(t *testing.T) {
 		t.Errorf("Apply s2 = %v, want the cancellation", err)
 	}
 	want := []string{"intend s1 [ns/a]", "DATAPLANE_MODE_DRY_RUN apply full=true", "save s1", "intend s2 [ns/a]"}
-	if diff := cmp.Diff(want, h.calls()); diff != "" {
-		t.Errorf("calls (-want +got):\n%s", diff)
-	}
+	h.wantCalls(t, want)
 	if in := h.faults(dry).Injections(); len(in) != 1 || !in[0].Canceled {
 		t.Errorf("injections = %+v, want the slow commit canceled", in)
 	}
@@ -228,9 +222,7 @@ func TestRepairSavesTheView(t *testing.T) {
 		"DATAPLANE_MODE_DRY_RUN apply full=true", // nothing new to tell the journal
 		"intend s4 [ns/d]", "DATAPLANE_MODE_DRY_RUN apply full=false", "save s4",
 	}
-	if diff := cmp.Diff(want, h.calls()); diff != "" {
-		t.Errorf("calls (-want +got):\n%s", diff)
-	}
+	h.wantCalls(t, want)
 	h.kernelIsApplied()
 }
 
@@ -287,9 +279,7 @@ func TestModeSwitchFaults(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			if diff := cmp.Diff(tt.want, h.calls()); diff != "" {
-				t.Errorf("calls (-want +got):\n%s", diff)
-			}
+			h.wantCalls(t, tt.want)
 			if got := h.s.Mode(); got != tt.wantMode {
 				t.Errorf("Mode = %v, want %v", got, tt.wantMode)
 			}

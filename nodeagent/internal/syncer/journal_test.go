@@ -7,8 +7,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/view"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
@@ -70,9 +68,7 @@ func TestJournalAroundCommit(t *testing.T) {
 			if (err != nil) != (tt.applyErr != nil) {
 				t.Fatalf("Apply = %v, want error %v", err, tt.applyErr)
 			}
-			if diff := cmp.Diff(tt.want, h.calls()); diff != "" {
-				t.Errorf("calls (-want +got):\n%s", diff)
-			}
+			h.wantCalls(t, tt.want)
 		})
 	}
 }

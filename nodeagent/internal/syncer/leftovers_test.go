@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/view"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
@@ -122,9 +120,7 @@ func TestCleanOthers(t *testing.T) {
 			}
 			// A clean-up runs after the ACK is answered: wait for it.
 			h.waitFor("the calls", func() bool { return len(h.calls()) >= len(tc.want) })
-			if diff := cmp.Diff(tc.want, h.calls()); diff != "" {
-				t.Errorf("calls (-want +got):\n%s", diff)
-			}
+			h.wantCalls(t, tc.want)
 		})
 	}
 }

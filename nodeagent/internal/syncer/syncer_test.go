@@ -17,6 +17,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/runtest"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/view"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -62,16 +63,7 @@ func newHarness(t *testing.T, restored *view.View, reconcile bool, opts ...func(
 		t.Fatal(err)
 	}
 	h.s = s
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	h.stop = sync.OnceFunc(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
-	t.Cleanup(h.stop)
+	h.stop = runtest.Start(t, s.Run)
 	return h
 }
 
@@ -114,12 +106,23 @@ func (h *harness) calls() []string {
 
 func (h *harness) waitFor(what string, cond func() bool) {
 	h.t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			h.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond) // poll for the condition
+	runtest.Eventually(h.t, what, cond)
+}
+
+// fire waits until the syncer armed its timers (armed names them) and
+// moves the clock by d.
+func (h *harness) fire(armed string, d time.Duration) {
+	h.t.Helper()
+	h.waitFor(armed, h.clk.HasWaiters)
+	h.clk.Step(d)
+}
+
+// wantCalls fails t unless the dataplane and journal calls so far are
+// want.
+func (h *harness) wantCalls(t *testing.T, want []string) {
+	t.Helper()
+	if diff := cmp.Diff(want, h.calls()); diff != "" {
+		t.Errorf("calls (-want +got):\n%s", diff)
 	}
 }
 
@@ -160,9 +163,7 @@ func TestFirstSyncIsFullThenCoalesced(t *testing.T) {
 		}
 	}
 	want := []string{"DATAPLANE_MODE_DRY_RUN apply full=true", "DATAPLANE_MODE_DRY_RUN apply full=false"}
-	if diff := cmp.Diff(want, h.calls()); diff != "" {
-		t.Errorf("calls (-want +got):\n%s", diff)
-	}
+	h.wantCalls(t, want)
 	if diff := cmp.Diff([]string{"ns/a", "ns/b", "ns/c"}, h.dp(dry).Services()); diff != "" {
 		t.Errorf("applied (-want +got):\n%s", diff)
 	}
@@ -176,13 +177,10 @@ func TestPeriodicFullResync(t *testing.T) {
 	if _, err := h.s.Apply(t.Context(), update("s1", svc("ns/a", "1"))); err != nil {
 		t.Fatal(err)
 	}
-	h.waitFor("timers armed", h.clk.HasWaiters)
-	h.clk.Step(30 * time.Second)
+	h.fire("timers armed", 30*time.Second)
 	h.waitFor("full resync", func() bool { return len(h.calls()) == 2 })
 	want := []string{"DATAPLANE_MODE_DRY_RUN apply full=true", "DATAPLANE_MODE_DRY_RUN apply full=true"}
-	if diff := cmp.Diff(want, h.calls()); diff != "" {
-		t.Errorf("calls (-want +got):\n%s", diff)
-	}
+	h.wantCalls(t, want)
 }
 
 func TestFailedApplyKeepsLastGoodState(t *testing.T) {
@@ -216,9 +214,7 @@ func TestRestoredViewReconciledWithoutFlush(t *testing.T) {
 	restored := &view.View{SystemVersion: "s9", Resources: map[string]*switchyardv1.Resource{"ns/a": svc("ns/a", "1")}}
 	h := newHarness(t, restored, true)
 	h.waitFor("reconcile", func() bool { return len(h.calls()) == 1 })
-	if diff := cmp.Diff([]string{"DATAPLANE_MODE_DRY_RUN apply full=true"}, h.calls()); diff != "" {
-		t.Errorf("calls (-want +got):\n%s", diff)
-	}
+	h.wantCalls(t, []string{"DATAPLANE_MODE_DRY_RUN apply full=true"})
 	if diff := cmp.Diff([]string{"ns/a"}, h.dp(dry).Services()); diff != "" {
 		t.Errorf("applied (-want +got):\n%s", diff)
 	}
@@ -252,9 +248,7 @@ func TestModeSwitch(t *testing.T) {
 		"DATAPLANE_MODE_IPVS apply full=true", // the new mode first
 		"DATAPLANE_MODE_DRY_RUN cleanup full=false",
 	}
-	if diff := cmp.Diff(want, h.calls()); diff != "" {
-		t.Errorf("calls (-want +got):\n%s", diff)
-	}
+	h.wantCalls(t, want)
 	if diff := cmp.Diff([]string{"ns/a"}, h.dp(ipvs).Services()); diff != "" {
 		t.Errorf("ipvs applied (-want +got):\n%s", diff)
 	}

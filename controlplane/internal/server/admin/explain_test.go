@@ -9,20 +9,14 @@ import (
 	"google.golang.org/protobuf/testing/protocmp"
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache/cachetest"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/servertest"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 func TestExplain(t *testing.T) {
 	c, f := setup(t)
 	// node-c: a service with two endpoints, never acknowledged.
-	web := cachetest.Service("shop", "front", "10.96.0.40", 80)
-	sv := web.GetService()
-	sv.Ports[0].Name = "http"
-	for _, ip := range []string{"10.244.1.2", "10.244.2.2"} {
-		sv.ClusterEndpoints = append(sv.ClusterEndpoints, &switchyardv1.Endpoint{
-			Address: ip, Ports: []*switchyardv1.EndpointPort{{Name: "http", Port: 8080}}, Ready: true, Serving: true})
-	}
-	sv.HasAnyEndpoints = true
+	web := servertest.ServedService("shop", "front", "10.96.0.40", 80, "10.244.1.2", "10.244.2.2")
 	cfg := cachetest.NodeConfig("node-c", "zone-3")
 	cfg.GetNodeConfig().NodeIps = []string{"10.200.0.12"}
 	cfg.GetNodeConfig().ClusterCidrs = []string{"10.244.0.0/16"}

@@ -1,8 +1,10 @@
 // Package servertest runs the control plane's gRPC services on loopback
 // for tests: a real server, a real client connection, torn down with the
 // test; a scripted agent on a discovery stream of either wire variant;
-// and Fleet, AdminService over three nodes whose agents acknowledge a
-// change on a fake clock.
+// Fleet, AdminService over three nodes whose agents acknowledge a
+// change on a fake clock; ServedService, a service with endpoints for
+// the admin RPCs to report on; and CA, a throwaway certificate authority
+// for the TLS and mTLS tests of the server and of switchyardctl.
 //
 // The agent is generic over the two variants as package stream's session
 // is: its type parameters are a variant's request and response, and a
