@@ -28,14 +28,7 @@ func TestRealCluster(t *testing.T) {
 	if err := c.InstallPinnedDNS(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.InstallSwitchyard(ctx, cluster.OverlayBase, ""); err != nil {
-		t.Fatal(err)
-	}
-	waitCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	if err := c.WaitSwitchyard(waitCtx); err != nil {
-		t.Fatal(err)
-	}
+	installSwitchyard(t, c, cluster.OverlayBase, "")
 	t.Logf("switchyard pods Ready %v after install", time.Since(begin).Round(time.Millisecond))
 	settled(t, c)
 	nobodyTakesANode(t, c)
@@ -43,11 +36,7 @@ func TestRealCluster(t *testing.T) {
 	t.Logf("CoreDNS Ready (it lists Services through the kubernetes VIP) %v after install", time.Since(begin).Round(time.Millisecond))
 	t.Logf("bring-up %+v; resident memory: %s", c.Stats(), cluster.FormatMemory(c.Memory()))
 
-	if err := c.Apply(ctx, "workload", cluster.EchoWorkload(testNS, 3, 0)); err != nil {
-		t.Fatal(err)
-	}
-	kubectl(t, c, "-n", testNS, "rollout", "status", "deployment/echo", "--timeout=3m")
-	kubectl(t, c, "-n", testNS, "wait", "pod/client", "--for=condition=Ready", "--timeout=3m")
+	applyWorkload(t, c, testNS, "workload", cluster.EchoWorkload(testNS, 3, 0), "pod/client")
 	waitFor(t, "3 ready endpoints", time.Minute, func() (bool, error) { return ready(t, c) == 3, nil })
 
 	vip, err := c.ServiceAddr(ctx, testNS, "echo")
@@ -99,12 +88,7 @@ func TestRealCluster(t *testing.T) {
 	// cert-manager's certificates: the overlay replaces the control plane's
 	// flags and the agents' CA; both roll out and every agent reconnects
 	// with its kubelet's client certificate.
-	if err := c.InstallSwitchyard(ctx, cluster.OverlayMTLS, ""); err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitSwitchyard(waitCtx); err != nil {
-		t.Fatal(err)
-	}
+	installSwitchyard(t, c, cluster.OverlayMTLS, "")
 	settled(t, c)
 	spread(t, pod, "pod → ClusterIP over cert-manager-configured agents", vip, 40, 2)
 }

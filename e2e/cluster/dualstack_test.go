@@ -2,7 +2,6 @@ package cluster_test
 
 import (
 	"cmp"
-	"context"
 	"net"
 	"net/netip"
 	"slices"
@@ -31,22 +30,11 @@ func dualStack(t *testing.T, mode string) {
 	c := cluster.Start(t, cluster.Config{Nodes: 2, DualStack: true})
 	ctx := t.Context()
 	begin := time.Now()
-	if err := c.InstallSwitchyard(ctx, cluster.OverlayBase, mode); err != nil {
-		t.Fatal(err)
-	}
-	waitCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	if err := c.WaitSwitchyard(waitCtx); err != nil {
-		t.Fatal(err)
-	}
+	installSwitchyard(t, c, cluster.OverlayBase, mode)
 	settled(t, c)
 	t.Logf("bring-up %+v; switchyard (%s) settled %v after install", c.Stats(), mode, time.Since(begin).Round(time.Millisecond))
 
-	if err := c.Apply(ctx, "workload-dualstack", cluster.DualStackWorkload(testNS, 3, 0)); err != nil {
-		t.Fatal(err)
-	}
-	kubectl(t, c, "-n", testNS, "rollout", "status", "deployment/echo", "--timeout=3m")
-	kubectl(t, c, "-n", testNS, "wait", "pod/client", "--for=condition=Ready", "--timeout=3m")
+	applyWorkload(t, c, testNS, "workload-dualstack", cluster.DualStackWorkload(testNS, 3, 0), "pod/client")
 	// One IPv4 and one IPv6 EndpointSlice, three ready endpoints each.
 	waitFor(t, "6 ready endpoints of "+cluster.DualStackSvc, time.Minute, func() (bool, error) {
 		n, err := c.ReadyEndpoints(ctx, testNS, cluster.DualStackSvc)

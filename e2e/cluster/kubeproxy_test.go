@@ -61,11 +61,7 @@ func TestKubeProxyOnBed(t *testing.T) {
 		}
 	}
 
-	if err := c.Apply(ctx, "workload", cluster.EchoWorkload(kubeProxyNS, 3, 0)); err != nil {
-		t.Fatal(err)
-	}
-	kubectl(t, c, "-n", kubeProxyNS, "rollout", "status", "deployment/echo", "--timeout=3m")
-	kubectl(t, c, "-n", kubeProxyNS, "wait", "pod/client", "--for=condition=Ready", "--timeout=3m")
+	applyWorkload(t, c, kubeProxyNS, "workload", cluster.EchoWorkload(kubeProxyNS, 3, 0), "pod/client")
 	waitFor(t, "3 ready endpoints", time.Minute, func() (bool, error) {
 		n, err := c.ReadyEndpoints(ctx, kubeProxyNS, "echo")
 		return n == 3, err

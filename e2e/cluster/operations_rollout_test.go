@@ -140,7 +140,16 @@ type echoStream struct {
 
 const echoStreamRate = 10
 
-func startEchoStreams(ctx context.Context, b *opsBed) []*echoStream {
+// startEchoStreams starts an echoStream from each place; stop ends them
+// all, and so does the end of the test, which waits for them.
+func startEchoStreams(t *testing.T, b *opsBed) (streams []*echoStream, stop context.CancelFunc) {
+	ctx, stop := context.WithCancel(t.Context())
+	t.Cleanup(func() {
+		stop()
+		for _, s := range streams {
+			<-s.done
+		}
+	})
 	from := []struct {
 		what string
 		p    *probe.Prober
@@ -148,16 +157,15 @@ func startEchoStreams(ctx context.Context, b *opsBed) []*echoStream {
 		{"client pod (node-0's rules)", b.pod},
 		{"node-1 (its own rules)", probe.New(b.c.Topology(), b.c.NodeNS(1))},
 	}
-	var out []*echoStream
 	for _, f := range from {
 		s := &echoStream{from: f.what, began: time.Now(), done: make(chan struct{})}
 		go func() {
 			defer close(s.done)
 			s.res, s.err = f.p.Stream(ctx, b.vip, probe.StreamOptions{Rate: echoStreamRate, Timeout: 2 * time.Second})
 		}()
-		out = append(out, s)
+		streams = append(streams, s)
 	}
-	return out
+	return streams, stop
 }
 
 // checkEchoStreams waits for streams stopped by their context and fails
@@ -234,14 +242,7 @@ func rolloutSettings(t *testing.T, b *opsBed) {
 		t.Logf("before: replica on %s: %s", cluster.NodeName(i), r.GetSummary())
 	}
 
-	trafficCtx, stopTraffic := context.WithCancel(ctx)
-	streams := startEchoStreams(trafficCtx, b)
-	t.Cleanup(func() {
-		stopTraffic()
-		for _, s := range streams {
-			<-s.done
-		}
-	})
+	streams, stopTraffic := startEchoStreams(t, b)
 	time.Sleep(time.Second) // traffic before the change
 	start := putSettings(ctx, t, cs, ns, orig+fmt.Sprintf(`rollout:
   name: to-nftables
@@ -366,14 +367,7 @@ func rolloutHalts(t *testing.T, b *opsBed, cs kubernetes.Interface, orig string)
 	const pause = 60 * time.Second
 	vip := netip.MustParseAddrPort(canaryVIP)
 
-	trafficCtx, stopTraffic := context.WithCancel(ctx)
-	streams := startEchoStreams(trafficCtx, b)
-	t.Cleanup(func() {
-		stopTraffic()
-		for _, s := range streams {
-			<-s.done
-		}
-	})
+	streams, stopTraffic := startEchoStreams(t, b)
 	start := putSettings(ctx, t, cs, ns, orig+fmt.Sprintf(`mode: nftables
 rollout:
   name: slower-resync

@@ -113,21 +113,10 @@ func TestRealClusterOperations(t *testing.T) {
 func setUpOperations(t *testing.T, c *cluster.Cluster) *opsBed {
 	ctx := t.Context()
 	begin := time.Now()
-	if err := c.InstallSwitchyard(ctx, cluster.OverlayBase, ""); err != nil {
-		t.Fatal(err)
-	}
-	waitCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
-	defer cancel()
-	if err := c.WaitSwitchyard(waitCtx); err != nil {
-		t.Fatal(err)
-	}
+	installSwitchyard(t, c, cluster.OverlayBase, "")
 	settled(t, c)
 	t.Logf("switchyard installed and settled %v after install", time.Since(begin).Round(time.Millisecond))
-	if err := c.Apply(ctx, "operations-workload", cluster.EchoWorkload(testNS, 3, 0)+operationsWorkload(testNS)); err != nil {
-		t.Fatal(err)
-	}
-	kubectl(t, c, "-n", testNS, "rollout", "status", "deployment/echo", "--timeout=3m")
-	kubectl(t, c, "-n", testNS, "wait", "pod/client", "pod/pinned", "--for=condition=Ready", "--timeout=3m")
+	applyWorkload(t, c, testNS, "operations-workload", cluster.EchoWorkload(testNS, 3, 0)+operationsWorkload(testNS), "pod/client", "pod/pinned")
 	waitFor(t, "3 ready endpoints", time.Minute, func() (bool, error) { return ready(t, c) == 3, nil })
 	b := &opsBed{c: c, outside: probe.New(c.Topology(), c.ClientNS())}
 	var err error

@@ -1,8 +1,6 @@
 package cluster
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
@@ -10,49 +8,35 @@ import (
 	"encoding/hex"
 	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/switchyard-proxy/switchyard/e2e/internal/testca"
 )
 
 // authority is a throwaway certificate authority whose files live in dir.
 type authority struct {
 	dir      string
-	name     string
-	cert     *x509.Certificate
-	key      *ecdsa.PrivateKey
+	ca       *testca.CA
 	CertFile string
 	KeyFile  string
 }
 
-// newAuthority creates a CA named name, writing <name>.crt and <name>.key.
+// newAuthority creates a CA named name, valid for ten years, writing
+// <name>.crt and <name>.key.
 func newAuthority(dir, name string) (*authority, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	ca, err := testca.New(name, 10*365*24*time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	key, err := ca.KeyPEM()
 	if err != nil {
 		return nil, fmt.Errorf("ca %s: %w", name, err)
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(10 * 365 * 24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature | x509.KeyUsageCRLSign,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, fmt.Errorf("ca %s: %w", name, err)
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, fmt.Errorf("ca %s: %w", name, err)
-	}
-	a := &authority{dir: dir, name: name, cert: cert, key: key,
-		CertFile: filepath.Join(dir, name+".crt"), KeyFile: filepath.Join(dir, name+".key")}
-	if err := writeKeyPair(a.CertFile, a.KeyFile, der, key); err != nil {
+	a := &authority{dir: dir, ca: ca, CertFile: filepath.Join(dir, name+".crt"), KeyFile: filepath.Join(dir, name+".key")}
+	if err := writeKeyPair(a.CertFile, a.KeyFile, ca.CertPEM(), key); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -69,20 +53,14 @@ type leaf struct {
 	client bool
 }
 
-// issue signs l and writes <name>.crt and <name>.key; it returns their paths.
+// issue signs l, valid for a year, and writes <name>.crt and <name>.key;
+// it returns their paths.
 func (a *authority) issue(l leaf) (certFile, keyFile string, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return "", "", fmt.Errorf("issue %s: %w", l.name, err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: l.cn, Organization: l.orgs},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(365 * 24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
-		DNSNames:     l.dns,
-		IPAddresses:  l.ips,
+	tmpl := x509.Certificate{
+		Subject:     pkix.Name{CommonName: l.cn, Organization: l.orgs},
+		KeyUsage:    x509.KeyUsageDigitalSignature | x509.KeyUsageKeyEncipherment,
+		DNSNames:    l.dns,
+		IPAddresses: l.ips,
 	}
 	if l.server {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageServerAuth)
@@ -90,31 +68,24 @@ func (a *authority) issue(l leaf) (certFile, keyFile string, err error) {
 	if l.client {
 		tmpl.ExtKeyUsage = append(tmpl.ExtKeyUsage, x509.ExtKeyUsageClientAuth)
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, a.cert, &key.PublicKey, a.key)
+	cert, key, err := a.ca.Issue(tmpl, 365*24*time.Hour)
 	if err != nil {
 		return "", "", fmt.Errorf("issue %s: %w", l.name, err)
 	}
 	certFile, keyFile = filepath.Join(a.dir, l.name+".crt"), filepath.Join(a.dir, l.name+".key")
-	return certFile, keyFile, writeKeyPair(certFile, keyFile, der, key)
+	return certFile, keyFile, writeKeyPair(certFile, keyFile, cert, key)
 }
 
-func writeKeyPair(certFile, keyFile string, der []byte, key *ecdsa.PrivateKey) error {
-	kd, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return fmt.Errorf("marshal key: %w", err)
-	}
-	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
+// writeKeyPair writes a certificate (readable by all) and its key (by
+// the owner only), both PEM.
+func writeKeyPair(certFile, keyFile string, cert, key []byte) error {
+	if err := os.WriteFile(certFile, cert, 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", certFile, err)
 	}
-	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kd}), 0o600); err != nil {
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", keyFile, err)
 	}
 	return nil
-}
-
-func serial() *big.Int {
-	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
-	return n
 }
 
 // writeServiceAccountKey writes the RSA key pair that signs and verifies

@@ -25,6 +25,32 @@ func kubectl(t *testing.T, c *cluster.Cluster, args ...string) string {
 	return strings.TrimSpace(string(out))
 }
 
+// installSwitchyard installs Switchyard from overlay in mode ("" for the
+// overlay's own) and waits up to five minutes for its pods to be Ready.
+func installSwitchyard(t *testing.T, c *cluster.Cluster, overlay, mode string) {
+	t.Helper()
+	if err := c.InstallSwitchyard(t.Context(), overlay, mode); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	if err := c.WaitSwitchyard(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// applyWorkload applies manifest (as name) and waits up to three minutes
+// each for the rollout of ns's echo Deployment and for pods (such as
+// "pod/client") to be Ready.
+func applyWorkload(t *testing.T, c *cluster.Cluster, ns, name, manifest string, pods ...string) {
+	t.Helper()
+	if err := c.Apply(t.Context(), name, manifest); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, c, "-n", ns, "rollout", "status", "deployment/echo", "--timeout=3m")
+	kubectl(t, c, append(append([]string{"-n", ns, "wait"}, pods...), "--for=condition=Ready", "--timeout=3m")...)
+}
+
 // waitFor polls cond every 200 ms until it holds or timeout passes.
 func waitFor(t *testing.T, what string, timeout time.Duration, cond func() (bool, error)) time.Duration {
 	t.Helper()

@@ -1,6 +1,7 @@
 package compare
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -111,61 +112,47 @@ type Config struct {
 }
 
 func (c Config) withDefaults() Config {
-	if c.EndpointsPerService == 0 {
-		c.EndpointsPerService = DefaultEndpointsPerService
-	}
-	if c.Changes == 0 {
-		c.Changes = DefaultChanges
-	}
+	c.EndpointsPerService = cmp.Or(c.EndpointsPerService, DefaultEndpointsPerService)
+	c.Changes = cmp.Or(c.Changes, DefaultChanges)
 	if c.KubeProxyModes == nil {
 		c.KubeProxyModes = []string{"iptables", "nftables"}
 	}
 	if c.SwitchyardModes == nil {
 		c.SwitchyardModes = []string{"iptables", "nftables"}
 	}
-	if c.MinSyncPeriod == 0 {
-		c.MinSyncPeriod = DefaultMinSyncPeriod
-	}
-	if c.CoalesceWindow == 0 {
-		c.CoalesceWindow = DefaultCoalesceWindow
-	}
-	if c.ChangeGap == 0 {
-		c.ChangeGap = DefaultChangeGap
-	}
-	if c.SyncTimeout == 0 {
-		c.SyncTimeout = DefaultSyncTimeout
-	}
-	if c.ChangeTimeout == 0 {
-		c.ChangeTimeout = DefaultChangeTimeout
-	}
-	if c.Parallel == 0 {
-		c.Parallel = DefaultParallel
-	}
-	if c.AgentLogLevel == "" {
-		c.AgentLogLevel = "info"
-	}
-	if c.Runs == 0 {
-		c.Runs = 1
-	}
+	c.MinSyncPeriod = cmp.Or(c.MinSyncPeriod, DefaultMinSyncPeriod)
+	c.CoalesceWindow = cmp.Or(c.CoalesceWindow, DefaultCoalesceWindow)
+	c.ChangeGap = cmp.Or(c.ChangeGap, DefaultChangeGap)
+	c.SyncTimeout = cmp.Or(c.SyncTimeout, DefaultSyncTimeout)
+	c.ChangeTimeout = cmp.Or(c.ChangeTimeout, DefaultChangeTimeout)
+	c.Parallel = cmp.Or(c.Parallel, DefaultParallel)
+	c.AgentLogLevel = cmp.Or(c.AgentLogLevel, "info")
+	c.Runs = cmp.Or(c.Runs, 1)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
 	return c
 }
 
+// validModes checks that proxy's modes are ones both proxies have.
+func validModes(proxy string, modes []string) error {
+	for _, m := range modes {
+		if m != "iptables" && m != "nftables" {
+			return fmt.Errorf("compare: %s mode %q: want iptables or nftables", proxy, m)
+		}
+	}
+	return nil
+}
+
 func (c Config) validate() error {
 	if len(c.Sizes) == 0 {
 		return errors.New("compare: no sizes")
 	}
-	for _, m := range c.KubeProxyModes {
-		if m != "iptables" && m != "nftables" {
-			return fmt.Errorf("compare: kube-proxy mode %q: want iptables or nftables", m)
-		}
+	if err := validModes("kube-proxy", c.KubeProxyModes); err != nil {
+		return err
 	}
-	for _, m := range c.SwitchyardModes {
-		if m != "iptables" && m != "nftables" {
-			return fmt.Errorf("compare: switchyard mode %q: want iptables or nftables", m)
-		}
+	if err := validModes("switchyard", c.SwitchyardModes); err != nil {
+		return err
 	}
 	if c.Runs < 0 || c.BurnCPUs < 0 {
 		return fmt.Errorf("compare: runs %d and burn CPUs %d must not be negative", c.Runs, c.BurnCPUs)

@@ -2,7 +2,6 @@ package compare
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -53,63 +52,41 @@ func kubeProxyArgs(bin, mode, kubeconfig string, minSync time.Duration) []string
 
 // runKubeProxy runs upstream kube-proxy in mode in a fresh node namespace
 // and measures it.
-func (e *env) runKubeProxy(ctx context.Context, mode string) (rec Record, err error) {
-	log := e.log.With("proxy", ProxyKubeProxy, "mode", mode)
-	rec = e.record(ProxyKubeProxy, mode)
-	topo, closeTopo, err := e.newTopology(ctx)
-	if err != nil {
-		return rec, err
-	}
-	defer func() { err = errors.Join(err, closeTopo()) }()
-	ns := topo.Node(0).NS
-	if mode == "iptables" {
-		rec.IptablesFlavour = iptablesVersion(ctx, topo, ns)
-	}
+func (e *env) runKubeProxy(ctx context.Context, n proxyNode) (err error) {
+	rec, log, topo, ns, mode := n.rec, n.log, n.topo, n.ns, n.rec.Mode
 	// kube-proxy's kubeconfig names https://127.0.0.1:PORT: serve that very
 	// address inside the namespace.
 	rl, err := startRelay(topo, ns, e.apiAddr, e.apiAddr, log)
 	if err != nil {
-		return rec, err
+		return err
 	}
 	defer rl.Close()
 
 	logPath := filepath.Join(e.dir, fmt.Sprintf("kube-proxy-%s-%d.log", mode, rec.Services))
 	logf, err := os.Create(logPath)
 	if err != nil {
-		return rec, err
+		return err
 	}
 	defer logf.Close()
 	argv := kubeProxyArgs(e.cfg.KubeProxyBinary, mode, e.api.KubeconfigPath(), e.cfg.MinSyncPeriod)
 	start := time.Now()
 	p, err := topo.Start(ctx, ns, netns.Cmd{Argv: argv, Stdout: logf, Stderr: logf})
 	if err != nil {
-		return rec, err
+		return err
 	}
 	log.Info("started kube-proxy", "ns", ns, "pid", p.Pid, "log", logPath)
-	alive := exited(p, "kube-proxy", logPath)
-	dumper := newRuleDumper(topo, ns, mode, "kube-proxy")
-	client := nsHTTPClient(topo, ns)
-	scrapeFn := func(ctx context.Context) (metrics, error) {
-		return scrape(ctx, client, "http://"+kubeProxyMetrics+"/metrics")
+	kp := started{nftTable: "kube-proxy", metrics: kubeProxyMetrics, start: start, alive: exited(p, "kube-proxy", logPath)}
+	if _, err := e.measureProxy(ctx, n, kp, func(time.Time) {
+		log.Info("kube-proxy synced", "seconds", rec.FirstSyncSeconds, "metricSeconds", rec.FirstSyncMetricSeconds)
+	}); err != nil {
+		return err
 	}
-	synced, source, err := e.waitFirstSync(ctx, dumper, alive, scrapeFn)
-	if err != nil {
-		return rec, err
-	}
-	rec.FirstSyncSeconds, rec.FirstSyncSource = seconds(synced.Sub(start)), source
-	rec.FirstSyncMetricSeconds = firstSyncMetric(ctx, scrapeFn, start, log)
-	log.Info("kube-proxy synced", "seconds", rec.FirstSyncSeconds, "metricSeconds", rec.FirstSyncMetricSeconds)
-	if rec.Changes, rec.ReadMedianSeconds, err = e.measureChanges(ctx, dumper, alive, scrapeFn); err != nil {
-		return rec, err
-	}
-	rec.summarize()
-	rec.PollMedianSeconds = dumper.pollMedian()
 	mem, err := launch.ReadMemory(p.Pid)
 	if err != nil {
-		return rec, err
+		return err
 	}
 	rec.RSSBytes, rec.HWMBytes = mem.RSS, mem.Peak
 	log.Info("kube-proxy measured", "rssMiB", strconv.FormatFloat(mibf(mem.RSS), 'f', 1, 64),
 		"hwmMiB", strconv.FormatFloat(mibf(mem.Peak), 'f', 1, 64))
-	return rec, p.Stop(ctx)
+	return p.Stop(ctx)
 }

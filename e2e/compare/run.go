@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -129,7 +130,7 @@ func runSize(ctx context.Context, cfg Config, dir string, size int, bins *binari
 				continue
 			}
 			stopBurn := burnCPU(ctx, cfg.BurnCPUs)
-			rec, err := p.run(ctx)
+			rec, err := e.measure(ctx, p)
 			stopBurn()
 			rec.Run = run
 			if errors.Is(err, ErrFirstSyncTimeout) {
@@ -147,22 +148,46 @@ func runSize(ctx context.Context, cfg Config, dir string, size int, bins *binari
 	return recs, nil
 }
 
-// proxyRun is one proxy in one mode, measured once.
+// proxyRun is one proxy in one mode, measured once (measure).
 type proxyRun struct {
 	proxy, mode string
-	run         func(context.Context) (Record, error)
+	// run starts the proxy in its node namespace, measures it into
+	// n.rec and stops it.
+	run func(ctx context.Context, n proxyNode) error
+}
+
+// proxyNode is a proxy's fresh node namespace and the record and logger
+// of its run.
+type proxyNode struct {
+	topo *netns.Topology
+	ns   string
+	rec  *Record
+	log  *slog.Logger
 }
 
 // proxies lists the configured kube-proxy modes, then Switchyard's.
 func (e *env) proxies() []proxyRun {
 	var out []proxyRun
 	for _, mode := range e.cfg.KubeProxyModes {
-		out = append(out, proxyRun{ProxyKubeProxy, mode, func(ctx context.Context) (Record, error) { return e.runKubeProxy(ctx, mode) }})
+		out = append(out, proxyRun{ProxyKubeProxy, mode, e.runKubeProxy})
 	}
 	for _, mode := range e.cfg.SwitchyardModes {
-		out = append(out, proxyRun{ProxySwitchyard, mode, func(ctx context.Context) (Record, error) { return e.runSwitchyard(ctx, mode) }})
+		out = append(out, proxyRun{ProxySwitchyard, mode, e.runSwitchyard})
 	}
 	return out
+}
+
+// measure runs p once in a fresh node namespace, torn down afterwards,
+// and returns its record.
+func (e *env) measure(ctx context.Context, p proxyRun) (rec Record, err error) {
+	rec = e.record(p.proxy, p.mode)
+	topo, closeTopo, err := e.newTopology(ctx, &rec)
+	if err != nil {
+		return rec, err
+	}
+	defer func() { err = errors.Join(err, closeTopo()) }()
+	err = p.run(ctx, proxyNode{topo: topo, ns: topo.Node(0).NS, rec: &rec, log: e.log.With("proxy", p.proxy, "mode", p.mode)})
+	return rec, err
 }
 
 // burnCPU keeps n threads busy until the returned func is called: a
@@ -192,12 +217,16 @@ func burnCPU(ctx context.Context, n int) func() {
 // burnSink keeps the burner's arithmetic from being optimised away.
 var burnSink atomic.Uint64
 
-// newTopology creates a proxy's node namespace; the returned func tears
-// it down (stopping every process in it first) and must be called.
-func (e *env) newTopology(ctx context.Context) (*netns.Topology, func() error, error) {
+// newTopology creates the node namespace of rec's proxy and, in the
+// iptables mode, records its iptables flavour in rec; the returned func
+// tears it down (stopping every process in it first) and must be called.
+func (e *env) newTopology(ctx context.Context, rec *Record) (*netns.Topology, func() error, error) {
 	topo, err := netns.Create(ctx, topologySpec, netns.Options{Logger: e.log})
 	if err != nil {
 		return nil, nil, err
+	}
+	if rec.Mode == "iptables" {
+		rec.IptablesFlavour = iptablesVersion(ctx, topo, topo.Node(0).NS)
 	}
 	return topo, func() error {
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -324,6 +353,47 @@ func (e *env) measureChanges(ctx context.Context, d *ruleDumper, alive func() er
 		out = append(out, c)
 	}
 	return out, medianSeconds(reads), nil
+}
+
+// started is a proxy running in its node namespace, as measureProxy
+// measures it.
+type started struct {
+	// nftTable is its nftables table, which the rule dumper reads in
+	// the nftables mode: "kube-proxy" or "switchyard".
+	nftTable string
+	// metrics is the address it serves /metrics on, in the namespace.
+	metrics string
+	// start is what its first sync counts from.
+	start time.Time
+	// alive reports why it no longer runs, or nil.
+	alive func() error
+}
+
+// measureProxy waits for p's first sync in n and records it in n.rec (its
+// time from p.start, by the rules and by the proxy's own metric), calls
+// synced with that time, then makes and times the changes
+// (measureChanges) and records them. It returns the HTTP client that
+// reaches the namespace's loopback.
+func (e *env) measureProxy(ctx context.Context, n proxyNode, p started, synced func(time.Time)) (*http.Client, error) {
+	rec := n.rec
+	dumper := newRuleDumper(n.topo, n.ns, rec.Mode, p.nftTable)
+	client := nsHTTPClient(n.topo, n.ns)
+	scrapeFn := func(ctx context.Context) (metrics, error) {
+		return scrape(ctx, client, "http://"+p.metrics+"/metrics")
+	}
+	at, source, err := e.waitFirstSync(ctx, dumper, p.alive, scrapeFn)
+	if err != nil {
+		return client, err
+	}
+	rec.FirstSyncSeconds, rec.FirstSyncSource = seconds(at.Sub(p.start)), source
+	rec.FirstSyncMetricSeconds = firstSyncMetric(ctx, scrapeFn, p.start, n.log)
+	synced(at)
+	if rec.Changes, rec.ReadMedianSeconds, err = e.measureChanges(ctx, dumper, p.alive, scrapeFn); err != nil {
+		return client, err
+	}
+	rec.summarize()
+	rec.PollMedianSeconds = dumper.pollMedian()
+	return client, nil
 }
 
 // firstSyncMetric is the proxy's own view of its first sync: its

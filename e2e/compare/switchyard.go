@@ -90,32 +90,22 @@ func (e *env) startControlPlane(ctx context.Context, bin, socket string) (*launc
 // in the given mode in a fresh node namespace, and measures them. First sync
 // counts from the control plane's start: it is what a cold cluster pays,
 // comparable to kube-proxy's start, which also lists everything itself.
-func (e *env) runSwitchyard(ctx context.Context, mode string) (rec Record, err error) {
-	log := e.log.With("proxy", ProxySwitchyard, "mode", mode)
-	rec = e.record(ProxySwitchyard, mode)
-	topo, closeTopo, err := e.newTopology(ctx)
-	if err != nil {
-		return rec, err
-	}
-	defer func() { err = errors.Join(err, closeTopo()) }()
-	ns := topo.Node(0).NS
-	if mode == "iptables" {
-		rec.IptablesFlavour = iptablesVersion(ctx, topo, ns)
-	}
+func (e *env) runSwitchyard(ctx context.Context, n proxyNode) (err error) {
+	rec, log, topo, ns, mode := n.rec, n.log, n.topo, n.ns, n.rec.Mode
 	runDir, err := os.MkdirTemp(e.dir, "sy-")
 	if err != nil {
-		return rec, err
+		return err
 	}
 	socket := filepath.Join(runDir, "cp.sock")
 
 	bins, err := e.bins.wait(ctx)
 	if err != nil {
-		return rec, err
+		return err
 	}
 	start := time.Now()
 	cp, err := e.startControlPlane(ctx, bins.ControlPlane, socket)
 	if err != nil {
-		return rec, err
+		return err
 	}
 	defer func() { err = errors.Join(err, cp.Stop(controlPlaneStopGrace)) }()
 	rec.ControlPlaneReadySeconds = seconds(time.Since(start))
@@ -125,42 +115,31 @@ func (e *env) runSwitchyard(ctx context.Context, mode string) (rec Record, err e
 	agentStart := time.Now()
 	p, err := e.startAgent(topo, ns, mode, bins.Agent, socket, filepath.Join(runDir, "agent"), logPath)
 	if err != nil {
-		return rec, err
+		return err
 	}
 	defer func() { err = errors.Join(err, p.Stop(agentStopGrace)) }()
 	log.Info("started switchyard-agent", "ns", ns, "pid", p.Pid(), "log", logPath)
-	alive := func() error { return errors.Join(cp.Alive(), p.Alive()) }
-	dumper := newRuleDumper(topo, ns, mode, "switchyard")
-	client := nsHTTPClient(topo, ns)
-	scrapeFn := func(ctx context.Context) (metrics, error) {
-		return scrape(ctx, client, "http://"+agentMetrics+"/metrics")
-	}
-	synced, source, err := e.waitFirstSync(ctx, dumper, alive, scrapeFn)
+	sy := started{nftTable: "switchyard", metrics: agentMetrics, start: start, alive: func() error { return errors.Join(cp.Alive(), p.Alive()) }}
+	client, err := e.measureProxy(ctx, n, sy, func(synced time.Time) {
+		rec.AgentSyncSeconds = seconds(synced.Sub(agentStart))
+		log.Info("switchyard synced", "seconds", rec.FirstSyncSeconds, "agentSeconds", rec.AgentSyncSeconds)
+	})
 	if err != nil {
-		return rec, err
+		return err
 	}
-	rec.FirstSyncSeconds, rec.FirstSyncSource = seconds(synced.Sub(start)), source
-	rec.FirstSyncMetricSeconds = firstSyncMetric(ctx, scrapeFn, start, log)
-	rec.AgentSyncSeconds = seconds(synced.Sub(agentStart))
-	log.Info("switchyard synced", "seconds", rec.FirstSyncSeconds, "agentSeconds", rec.AgentSyncSeconds)
-	if rec.Changes, rec.ReadMedianSeconds, err = e.measureChanges(ctx, dumper, alive, scrapeFn); err != nil {
-		return rec, err
-	}
-	rec.summarize()
-	rec.PollMedianSeconds = dumper.pollMedian()
-	if err := e.readSwitchyardMemory(&rec, p.Pid(), cp.Pid()); err != nil {
-		return rec, err
+	if err := e.readSwitchyardMemory(rec, p.Pid(), cp.Pid()); err != nil {
+		return err
 	}
 	if e.cfg.AgentHeapProfiles != "" {
 		path := filepath.Join(e.cfg.AgentHeapProfiles, fmt.Sprintf("agent-%s-%d-run%d.pb.gz", mode, rec.Services, rec.Run))
 		if err := fetchTo(ctx, client, "http://"+agentMetrics+"/debug/pprof/heap", path); err != nil {
-			return rec, fmt.Errorf("agent heap profile: %w", err)
+			return fmt.Errorf("agent heap profile: %w", err)
 		}
 		log.Info("agent heap profile", "path", path)
 	}
 	log.Info("switchyard measured", "agentRssMiB", strconv.FormatFloat(mibf(rec.RSSBytes), 'f', 1, 64),
 		"controlPlaneRssMiB", strconv.FormatFloat(mibf(rec.ControlPlaneRSSBytes), 'f', 1, 64))
-	return rec, nil
+	return nil
 }
 
 // startAgent starts switchyard-agent in mode in ns, connected to the

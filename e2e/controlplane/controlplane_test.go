@@ -18,6 +18,17 @@ import (
 
 const ns = "web"
 
+// withFixture starts an API server holding the fixture (fixture) and
+// returns it and the fixture's EndpointSlice client, with a context for
+// the test's calls that ends after two minutes or with the test.
+func withFixture(t *testing.T) (context.Context, *apiserver.Server, *eps.Client) {
+	t.Helper()
+	api := apiserver.Start(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx, api, fixture(ctx, t, api)
+}
+
 // fixture creates the namespace, two nodes and one ClusterIP service with
 // one endpoint through the real API server.
 func fixture(ctx context.Context, t *testing.T, api *apiserver.Server) *eps.Client {
@@ -150,10 +161,7 @@ func endpointsOf(resp *switchyardv1.DeltaSnapshotsResponse, name string) []strin
 // create, update and delete of a Service and its EndpointSlices in a real
 // kube-apiserver, and checks the deltas a connected agent receives.
 func TestControlPlaneAgainstRealAPIServer(t *testing.T) {
-	api := apiserver.Start(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	sc := fixture(ctx, t, api)
+	ctx, api, sc := withFixture(t)
 	cp := startControlPlane(t, api)
 	conn := dial(t, cp.grpc)
 

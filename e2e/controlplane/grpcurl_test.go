@@ -3,32 +3,13 @@ package controlplane_test
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
+	"github.com/switchyard-proxy/switchyard/e2e/internal/checkout"
 )
-
-// grpcurlPath finds the grpcurl that `make tools` installs into bin/.
-func grpcurlPath(t *testing.T) string {
-	t.Helper()
-	root, err := apiserver.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(root, "bin", "grpcurl")
-	if _, err := os.Stat(p); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("grpcurl missing at %s: make tools installs it", p)
-		}
-		t.Skipf("grpcurl missing at %s: run `make tools`", p)
-	}
-	return p
-}
 
 func grpcurl(ctx context.Context, t *testing.T, bin string, args ...string) string {
 	t.Helper()
@@ -45,11 +26,8 @@ func grpcurl(ctx context.Context, t *testing.T, bin string, args ...string) stri
 // plane: reflection lists and describes the services, ListNodes answers,
 // and StreamSnapshots returns one node's whole view to a one-shot client.
 func TestGrpcurl(t *testing.T) {
-	bin := grpcurlPath(t)
-	api := apiserver.Start(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	fixture(ctx, t, api)
+	bin := checkout.Grpcurl(t)
+	ctx, api, _ := withFixture(t)
 	cp := startControlPlane(t, api)
 
 	list := grpcurl(ctx, t, bin, "-plaintext", cp.grpc, "list")

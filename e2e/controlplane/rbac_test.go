@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -116,10 +115,7 @@ current-context: x
 // and serves; it can read nothing else and write nothing; the agent's
 // ServiceAccount can read nothing at all.
 func TestDeployRBAC(t *testing.T) {
-	api := apiserver.Start(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	fixture(ctx, t, api)
+	ctx, api, _ := withFixture(t)
 	applyRBAC(ctx, t, api.Client())
 	putSettings(ctx, t, api, "mode: nftables\n")
 

@@ -1,18 +1,16 @@
 package controlplane_test
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
+	"github.com/switchyard-proxy/switchyard/e2e/internal/checkout"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/readme"
 )
 
@@ -33,18 +31,8 @@ const ctlPkg = "github.com/switchyard-proxy/switchyard/controlplane/cmd/switchya
 // text (switchyardctl's tables) with hashes and padding normalized. No
 // agent is connected, so every node's view is desired, none applied.
 func TestREADMEExamples(t *testing.T) {
-	root, err := apiserver.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	examples, err := readme.Read(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := apiserver.Start(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	fixture(ctx, t, api)
+	examples := checkout.Examples(t)
+	ctx, api, _ := withFixture(t)
 	cp := startControlPlane(t, api)
 
 	for _, name := range readmeExamples {
@@ -95,7 +83,7 @@ func toolPath(t *testing.T, commands []string) string {
 	for _, c := range commands {
 		switch {
 		case strings.HasPrefix(c, "grpcurl "):
-			dirs = append(dirs, filepath.Dir(grpcurlPath(t)))
+			dirs = append(dirs, filepath.Dir(checkout.Grpcurl(t)))
 		case strings.HasPrefix(c, "switchyardctl "):
 			dirs = append(dirs, filepath.Dir(build(t, ctlPkg)))
 		}

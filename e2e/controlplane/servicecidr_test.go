@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"testing"
-	"time"
 
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -33,10 +32,7 @@ func (c *deltaClient) nodeConfigUntil(ctx context.Context, what string, ok func(
 // later reach every agent's NodeConfig as service_cidrs; deleting one
 // takes it out again. --nodeport-addresses reaches it too.
 func TestServiceCIDRReachesNodeConfig(t *testing.T) {
-	api := apiserver.Start(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	fixture(ctx, t, api)
+	ctx, api, _ := withFixture(t)
 	cp := startControlPlane(t, api, "--nodeport-addresses", "primary,192.168.0.0/16")
 	a := openDelta(ctx, t, dial(t, cp.grpc), "node-a", nil)
 

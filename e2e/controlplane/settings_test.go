@@ -8,7 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -90,10 +89,7 @@ func configOf(resp *switchyardv1.DeltaSnapshotsResponse, node string) *switchyar
 // refused and reported; a replica without the ConfigMap, on other flags,
 // reports the agent that comes to it with the others' settings.
 func TestReplicasShareOneSettingsConfigMap(t *testing.T) {
-	api := apiserver.Start(t)
-	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
-	defer cancel()
-	fixture(ctx, t, api)
+	ctx, api, _ := withFixture(t)
 	if _, err := api.Client().CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: systemNS}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

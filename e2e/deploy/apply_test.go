@@ -46,12 +46,8 @@ func TestApplyBase(t *testing.T) {
 	applyK(ctx, t, api, dir)
 	cs := api.Client()
 
-	dep := getDeployment(ctx, t, cs)
-	checkControlPlane(t, dep)
-	c := dep.Spec.Template.Spec.Containers[0]
+	_, c, ds := getWorkloads(ctx, t, cs)
 	checkTLSArgs(t, c.Args, "--ca-secret=switchyard-controlplane-ca", "--ca-bundle-configmap=switchyard-ca-bundle", "--client-ca-file=")
-	ds := getDaemonSet(ctx, t, cs)
-	checkAgent(t, ds)
 	checkRBAC(ctx, t, cs, baseRole)
 	if _, err := cs.PolicyV1().PodDisruptionBudgets(systemNS).Get(ctx, "switchyard-controlplane", metav1.GetOptions{}); err != nil {
 		t.Errorf("PodDisruptionBudget: %v", err)
@@ -99,9 +95,7 @@ func TestApplyPlaintextOverlay(t *testing.T) {
 	applyK(ctx, t, api, dir)
 	cs := api.Client()
 
-	dep := getDeployment(ctx, t, cs)
-	checkControlPlane(t, dep)
-	c := dep.Spec.Template.Spec.Containers[0]
+	dep, c, ds := getWorkloads(ctx, t, cs)
 	for _, p := range []*corev1.Probe{c.StartupProbe, c.ReadinessProbe, c.LivenessProbe} {
 		if p == nil || p.GRPC == nil || p.GRPC.Port != 18000 || p.HTTPGet != nil {
 			t.Errorf("control-plane probe %+v: want grpc on 18000 only (plaintext)", p)
@@ -112,8 +106,6 @@ func TestApplyPlaintextOverlay(t *testing.T) {
 	}) {
 		t.Errorf("plaintext control plane args %v: want --insecure and no TLS flag", c.Args)
 	}
-	ds := getDaemonSet(ctx, t, cs)
-	checkAgent(t, ds)
 	checkRBAC(ctx, t, cs, settingsRule)
 	if len(dep.Spec.Template.Spec.Volumes)+len(c.VolumeMounts) > 0 {
 		t.Errorf("plaintext control plane mounts %v", c.VolumeMounts)
@@ -151,15 +143,11 @@ func TestApplyMTLSOverlay(t *testing.T) {
 	applyK(ctx, t, api, dir)
 	cs := api.Client()
 
-	dep := getDeployment(ctx, t, cs)
-	checkControlPlane(t, dep)
-	c := dep.Spec.Template.Spec.Containers[0]
+	dep, c, ds := getWorkloads(ctx, t, cs)
 	checkTLSArgs(t, c.Args, "--tls-cert-file=", "--tls-private-key-file=", "--client-ca-file=")
 	if slices.ContainsFunc(c.Args, func(a string) bool { return strings.HasPrefix(a, "--ca-") }) {
 		t.Errorf("cert-manager control plane still issues its own certificate: %v", c.Args)
 	}
-	ds := getDaemonSet(ctx, t, cs)
-	checkAgent(t, ds)
 
 	objs := render(ctx, t, dir)
 	cfg := agentConfig(t, objs)
@@ -254,22 +242,22 @@ func podVolumes(vs []corev1.Volume) map[string]corev1.Volume {
 	return m
 }
 
-func getDeployment(ctx context.Context, t *testing.T, cs kubernetes.Interface) *appsv1.Deployment {
+// getWorkloads reads the stored control plane Deployment and agent
+// DaemonSet and checks what every install holds (checkControlPlane,
+// checkAgent); it returns them and the control plane's container.
+func getWorkloads(ctx context.Context, t *testing.T, cs kubernetes.Interface) (*appsv1.Deployment, corev1.Container, *appsv1.DaemonSet) {
 	t.Helper()
-	d, err := cs.AppsV1().Deployments(systemNS).Get(ctx, "switchyard-controlplane", metav1.GetOptions{})
+	dep, err := cs.AppsV1().Deployments(systemNS).Get(ctx, "switchyard-controlplane", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d
-}
-
-func getDaemonSet(ctx context.Context, t *testing.T, cs kubernetes.Interface) *appsv1.DaemonSet {
-	t.Helper()
-	d, err := cs.AppsV1().DaemonSets(systemNS).Get(ctx, "switchyard-agent", metav1.GetOptions{})
+	ds, err := cs.AppsV1().DaemonSets(systemNS).Get(ctx, "switchyard-agent", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d
+	checkControlPlane(t, dep)
+	checkAgent(t, ds)
+	return dep, dep.Spec.Template.Spec.Containers[0], ds
 }
 
 func checkControlPlane(t *testing.T, d *appsv1.Deployment) {

@@ -1,6 +1,7 @@
 package latency
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -41,20 +42,8 @@ func TestHistogram(t *testing.T) {
 		}
 		return h
 	}
-	before := scrape(`kubeproxy_network_programming_duration_seconds_bucket{le="0.25"} 1
-kubeproxy_network_programming_duration_seconds_bucket{le="0.5"} 1
-kubeproxy_network_programming_duration_seconds_bucket{le="1"} 1
-kubeproxy_network_programming_duration_seconds_bucket{le="+Inf"} 1
-kubeproxy_network_programming_duration_seconds_sum 0.1
-kubeproxy_network_programming_duration_seconds_count 1
-`)
-	after := scrape(`kubeproxy_network_programming_duration_seconds_bucket{le="0.25"} 2
-kubeproxy_network_programming_duration_seconds_bucket{le="0.5"} 3
-kubeproxy_network_programming_duration_seconds_bucket{le="1"} 5
-kubeproxy_network_programming_duration_seconds_bucket{le="+Inf"} 5
-kubeproxy_network_programming_duration_seconds_sum 2.1
-kubeproxy_network_programming_duration_seconds_count 5
-`)
+	before := scrape(programmingText([]int{1, 1, 1, 1}, 0.1))
+	after := scrape(programmingText([]int{2, 3, 5, 5}, 2.1))
 	d := after.minus(before)
 	if d.Count != 4 || math.Abs(d.Sum-2.0) > 1e-9 {
 		t.Fatalf("difference: %+v", d)
@@ -68,6 +57,19 @@ kubeproxy_network_programming_duration_seconds_count 5
 	if got := scrape("other_metric 1\n"); got.Count != 0 {
 		t.Errorf("a proxy without the histogram: %+v", got)
 	}
+}
+
+// programmingText is the network programming histogram as kube-proxy's
+// /metrics prints it: buckets holds the cumulative counts of le 0.25,
+// 0.5, 1 and +Inf (the last is the count), sum the observations' sum.
+func programmingText(buckets []int, sum float64) string {
+	var b strings.Builder
+	for i, le := range []string{"0.25", "0.5", "1", "+Inf"} {
+		fmt.Fprintf(&b, "kubeproxy_network_programming_duration_seconds_bucket{le=%q} %d\n", le, buckets[i])
+	}
+	fmt.Fprintf(&b, "kubeproxy_network_programming_duration_seconds_sum %v\n", sum)
+	fmt.Fprintf(&b, "kubeproxy_network_programming_duration_seconds_count %d\n", buckets[3])
+	return b.String()
 }
 
 // TestReport: ratios pair each kube-proxy record with Switchyard's of the

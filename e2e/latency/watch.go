@@ -54,18 +54,10 @@ func startTracker(ctx context.Context, cs kubernetes.Interface, ns, name string)
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = discoveryv1.LabelServiceName + "=" + name }))
 	podInf := pods.Core().V1().Pods().Informer()
 	sliceInf := slices.Discovery().V1().EndpointSlices().Informer()
-	if _, err := podInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { t.pod(obj, false) },
-		UpdateFunc: func(_, obj any) { t.pod(obj, false) },
-		DeleteFunc: func(obj any) { t.pod(obj, true) },
-	}); err != nil {
+	if _, err := podInf.AddEventHandler(eventsTo(t.pod)); err != nil {
 		return nil, fmt.Errorf("pod watch: %w", err)
 	}
-	if _, err := sliceInf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { t.slice(obj, false) },
-		UpdateFunc: func(_, obj any) { t.slice(obj, false) },
-		DeleteFunc: func(obj any) { t.slice(obj, true) },
-	}); err != nil {
+	if _, err := sliceInf.AddEventHandler(eventsTo(t.slice)); err != nil {
 		return nil, fmt.Errorf("EndpointSlice watch: %w", err)
 	}
 	pods.Start(ctx.Done())
@@ -74,6 +66,16 @@ func startTracker(ctx context.Context, cs kubernetes.Interface, ns, name string)
 		return nil, fmt.Errorf("watches did not sync: %w", context.Cause(ctx))
 	}
 	return t, nil
+}
+
+// eventsTo routes an informer's events to on, deleted telling whether
+// the object went.
+func eventsTo(on func(obj any, deleted bool)) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { on(obj, false) },
+		UpdateFunc: func(_, obj any) { on(obj, false) },
+		DeleteFunc: func(obj any) { on(obj, true) },
+	}
 }
 
 // get returns the record of pod name, creating it (t.mu held).

@@ -13,34 +13,42 @@ func (c *Cluster) ListNodes(ctx context.Context) ([]*switchyardv1.NodeStatus, er
 	return c.ListNodesAt(ctx, 0)
 }
 
+// adminAt makes call on replica i's AdminService with rpc; an error names
+// the call and the replica.
+func adminAt[R any](c *Cluster, i int, call string, rpc func(switchyardv1.AdminServiceClient) (R, error)) (R, error) {
+	resp, err := rpc(switchyardv1.NewAdminServiceClient(c.cps[i].conn))
+	if err != nil {
+		var none R
+		return none, fmt.Errorf("%s on %s: %w", call, c.cps[i].id, err)
+	}
+	return resp, nil
+}
+
+// listNodesAt is replica i's whole ListNodes answer.
+func (c *Cluster) listNodesAt(ctx context.Context, i int) (*switchyardv1.ListNodesResponse, error) {
+	return adminAt(c, i, "ListNodes", func(a switchyardv1.AdminServiceClient) (*switchyardv1.ListNodesResponse, error) {
+		return a.ListNodes(ctx, &switchyardv1.ListNodesRequest{})
+	})
+}
+
 // ListNodesAt asks replica i's AdminService.
 func (c *Cluster) ListNodesAt(ctx context.Context, i int) ([]*switchyardv1.NodeStatus, error) {
-	resp, err := switchyardv1.NewAdminServiceClient(c.cps[i].conn).ListNodes(ctx, &switchyardv1.ListNodesRequest{})
-	if err != nil {
-		return nil, fmt.Errorf("ListNodes on %s: %w", c.cps[i].id, err)
-	}
-	return resp.GetNodes(), nil
+	resp, err := c.listNodesAt(ctx, i)
+	return resp.GetNodes(), err
 }
 
 // APIWatchAt returns what replica i's ListNodes says of its watch of the
 // Kubernetes API.
 func (c *Cluster) APIWatchAt(ctx context.Context, i int) (*switchyardv1.ApiWatchStatus, error) {
-	resp, err := switchyardv1.NewAdminServiceClient(c.cps[i].conn).ListNodes(ctx, &switchyardv1.ListNodesRequest{})
-	if err != nil {
-		return nil, fmt.Errorf("ListNodes on %s: %w", c.cps[i].id, err)
-	}
-	return resp.GetApi(), nil
+	resp, err := c.listNodesAt(ctx, i)
+	return resp.GetApi(), err
 }
 
 // GetServiceAt asks replica i's AdminService for one service's per-node
 // status: its view on each node and whether the node acknowledged it.
 func (c *Cluster) GetServiceAt(ctx context.Context, i int, namespace, name string) ([]*switchyardv1.ServiceNodeStatus, error) {
-	resp, err := switchyardv1.NewAdminServiceClient(c.cps[i].conn).GetService(ctx,
-		&switchyardv1.GetServiceRequest{Namespace: namespace, Name: name})
-	if err != nil {
-		return nil, fmt.Errorf("GetService %s/%s on %s: %w", namespace, name, c.cps[i].id, err)
-	}
-	return resp.GetNodes(), nil
+	resp, err := c.ServiceAt(ctx, i, namespace, name)
+	return resp.GetNodes(), err
 }
 
 // Settled reports whether, on replica 0, every node's agent is connected
@@ -94,9 +102,7 @@ func (c *Cluster) NodeNames() []string { return append([]string(nil), c.nodeIDs.
 
 // ExplainAt asks replica i's AdminService what a node does with a packet.
 func (c *Cluster) ExplainAt(ctx context.Context, i int, req *switchyardv1.ExplainRequest) (*switchyardv1.ExplainResponse, error) {
-	resp, err := switchyardv1.NewAdminServiceClient(c.cps[i].conn).Explain(ctx, req)
-	if err != nil {
-		return nil, fmt.Errorf("Explain on %s: %w", c.cps[i].id, err)
-	}
-	return resp, nil
+	return adminAt(c, i, "Explain", func(a switchyardv1.AdminServiceClient) (*switchyardv1.ExplainResponse, error) {
+		return a.Explain(ctx, req)
+	})
 }

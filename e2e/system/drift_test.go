@@ -7,12 +7,8 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-
-	"github.com/switchyard-proxy/switchyard/e2e/system"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/ruleread"
-	eps "github.com/switchyard-proxy/switchyard/e2e/testbed/slices"
 )
 
 // driftCheckInterval is the agents' default --drift-check-interval.
@@ -41,12 +37,7 @@ type driftCase struct {
 // check interval, with the foreign rule left alone and no failed
 // connection to the Services the change did not touch.
 func testDriftRepaired(t *testing.T, e *env) {
-	s := e.createService(t, "sc-drift", corev1.ServiceSpec{ClusterIP: "10.96.1.40",
-		Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
-	}, eps.TCP("http", system.TargetPort))
-	if err := e.write(t.Context(), s, e.endpoints(e.pod(0), e.pod(1))...); err != nil {
-		t.Fatal(err)
-	}
+	s := e.webService(t, "sc-drift", "10.96.1.40", e.pod(0), e.pod(1))
 	n0 := e.c.Topo.Node(0)
 	want := names(e.pod(0), e.pod(1))
 	served := func(ctx context.Context) func() (bool, string) {

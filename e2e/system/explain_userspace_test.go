@@ -38,10 +38,7 @@ func TestExplainUserspace(t *testing.T) {
 			return m == switchyardv1.DataplaneMode_DATAPLANE_MODE_USERSPACE, desc
 		})
 		// The switch from the agent's --mode iptables leaves no rule of it.
-		waitFor(ctx, t, "no iptables rule left on "+n.Name, func() (bool, string) {
-			left, err := e.leftovers(ctx, n, "iptables")
-			return err == nil && len(left) == 0, fmt.Sprint(len(left), " left: ", left, err)
-		})
+		e.waitNoLeftovers(ctx, t, n, "iptables")
 	}
 	// The proxies serve: the cluster's own Service answers from every pod,
 	// from each node and from the client (through node-0).

@@ -7,13 +7,11 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/switchyard-proxy/switchyard/e2e/system"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/probe"
-	eps "github.com/switchyard-proxy/switchyard/e2e/testbed/slices"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -29,51 +27,62 @@ var modes = map[string]switchyardv1.DataplaneMode{
 	"nftables": switchyardv1.DataplaneMode_DATAPLANE_MODE_NFTABLES,
 }
 
-// iptablesSaves are every iptables back end and family a node may hold
-// rules in.
-var iptablesSaves = []string{"iptables-nft-save", "ip6tables-nft-save", "iptables-legacy-save", "ip6tables-legacy-save"}
+// waitNoLeftovers waits until node n holds nothing of the given mode of
+// Switchyard (leftovers).
+func (e *env) waitNoLeftovers(ctx context.Context, t *testing.T, n netns.Node, mode string) {
+	t.Helper()
+	waitFor(ctx, t, "no "+mode+" rule left on "+n.Name, func() (bool, string) {
+		left, err := e.leftovers(ctx, n, mode)
+		return err == nil && len(left) == 0, fmt.Sprint(len(left), " left: ", left, err)
+	})
+}
+
+// readBack is a command that shows what a mode of Switchyard leaves on a
+// node, and which lines of its output are Switchyard's.
+type readBack struct {
+	argv []string
+	ours func(line string) bool
+}
+
+func kubeChain(line string) bool { return strings.Contains(line, "KUBE-") }
+
+// readBacks are each mode's: for iptables every back end and family a
+// node may hold rules in, then the ipsets; for nftables the tables.
+var readBacks = map[string][]readBack{
+	"iptables": {
+		{[]string{"iptables-nft-save"}, kubeChain},
+		{[]string{"ip6tables-nft-save"}, kubeChain},
+		{[]string{"iptables-legacy-save"}, kubeChain},
+		{[]string{"ip6tables-legacy-save"}, kubeChain},
+		{[]string{"ipset", "list", "-n"}, func(line string) bool { return strings.HasPrefix(line, "KUBE-SWYD-") }},
+	},
+	"nftables": {
+		{[]string{"nft", "list", "tables"}, func(line string) bool { return strings.HasSuffix(line, " switchyard") }},
+	},
+}
 
 // leftovers lists what the given mode of Switchyard has on node n, read
-// back inside its namespace: for iptables every line of every back end
-// naming a KUBE-* chain (no kubelet or kube-proxy runs in the bed, so
-// they are all Switchyard's) and its KUBE-SWYD-* ipsets; for nftables its
+// back inside its namespace (readBacks), each line after the command
+// that showed it: for iptables every line of every back end naming a
+// KUBE-* chain (no kubelet or kube-proxy runs in the bed, so they are
+// all Switchyard's) and its KUBE-SWYD-* ipsets; for nftables its
 // "switchyard" tables.
 func (e *env) leftovers(ctx context.Context, n netns.Node, mode string) ([]string, error) {
-	var left []string
-	switch mode {
-	case "iptables":
-		for _, save := range iptablesSaves {
-			out, err := e.c.Topo.Exec(ctx, n.NS, save)
-			if err != nil {
-				return nil, err
-			}
-			for line := range strings.SplitSeq(string(out), "\n") {
-				if strings.Contains(line, "KUBE-") {
-					left = append(left, save+": "+line)
-				}
-			}
-		}
-		out, err := e.c.Topo.Exec(ctx, n.NS, "ipset", "list", "-n")
-		if err != nil {
-			return nil, err
-		}
-		for line := range strings.SplitSeq(string(out), "\n") {
-			if strings.HasPrefix(line, "KUBE-SWYD-") {
-				left = append(left, "ipset: "+line)
-			}
-		}
-	case "nftables":
-		out, err := e.c.Topo.Exec(ctx, n.NS, "nft", "list", "tables")
-		if err != nil {
-			return nil, err
-		}
-		for line := range strings.SplitSeq(string(out), "\n") {
-			if strings.HasSuffix(line, " switchyard") {
-				left = append(left, "nft: "+line)
-			}
-		}
-	default:
+	rbs, ok := readBacks[mode]
+	if !ok {
 		return nil, fmt.Errorf("no read-back for mode %q", mode)
+	}
+	var left []string
+	for _, rb := range rbs {
+		out, err := e.c.Topo.Exec(ctx, n.NS, rb.argv...)
+		if err != nil {
+			return nil, err
+		}
+		for line := range strings.SplitSeq(string(out), "\n") {
+			if rb.ours(line) {
+				left = append(left, rb.argv[0]+": "+line)
+			}
+		}
 	}
 	return left, nil
 }
@@ -115,12 +124,7 @@ func testRestartInMode(t *testing.T, e *env, from, to, goneIP string) {
 	ctx := t.Context()
 	node := e.c.Topo.Node(0)
 	client := e.c.Topo.Client().NS
-	gone := e.createService(t, "gone-"+to, corev1.ServiceSpec{ClusterIP: goneIP,
-		Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
-	}, eps.TCP("http", system.TargetPort))
-	if err := e.write(ctx, gone, e.endpoints(e.pod(0), e.pod(1))...); err != nil {
-		t.Fatal(err)
-	}
+	gone := e.webService(t, "gone-"+to, goneIP, e.pod(0), e.pod(1))
 	waitFor(ctx, t, "the client reaches "+gone.Namespace+"/"+gone.Name, func() (bool, string) {
 		res, err := e.tcp(ctx, client, gone.vip(0), 8)
 		return err == nil && answeredBy(res, e.pod(0).Name, e.pod(1).Name), fmt.Sprint(res, err)
@@ -176,10 +180,7 @@ func testRestartInMode(t *testing.T, e *env, from, to, goneIP string) {
 		m, desc := e.agentMode(ctx, node.Name)
 		return reconnected(restart)(nil, now[node.Name]) && m == modes[to], desc
 	})
-	waitFor(ctx, t, "no "+from+" rule left on "+node.Name, func() (bool, string) {
-		left, err := e.leftovers(ctx, node, from)
-		return err == nil && len(left) == 0, fmt.Sprint(len(left), " left: ", left, err)
-	})
+	e.waitNoLeftovers(ctx, t, node, from)
 	now, err := e.leftovers(ctx, node, to)
 	if err != nil || len(now) == 0 {
 		t.Errorf("%s programs nothing in %s mode: %v %v", node.Name, to, now, err)
@@ -217,10 +218,7 @@ func testNodeConfigSwitch(t *testing.T, e *env) {
 			m, desc := e.agentMode(ctx, n.Name)
 			return m == switchyardv1.DataplaneMode_DATAPLANE_MODE_NFTABLES, desc
 		})
-		waitFor(ctx, t, "no iptables rule left on "+n.Name, func() (bool, string) {
-			left, err := e.leftovers(ctx, n, "iptables")
-			return err == nil && len(left) == 0, fmt.Sprint(len(left), " left: ", left, err)
-		})
+		e.waitNoLeftovers(ctx, t, n, "iptables")
 		t.Logf("%s: switched to nftables by NodeConfig, 0 iptables rules left", n.Name)
 	}
 	st.check(t, "nodeconfig-switch")

@@ -1,19 +1,16 @@
 package system
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/switchyard-proxy/switchyard/e2e/internal/testca"
 )
 
 // ServerName is the name the control plane's certificate carries. gRPC
@@ -31,40 +28,25 @@ type PKI struct {
 	// ServerCert and ServerKey are the control plane's PEM files.
 	ServerCert, ServerKey string
 
-	ca    *x509.Certificate
-	caKey *ecdsa.PrivateKey
-	pool  *x509.CertPool
+	ca   *testca.CA
+	pool *x509.CertPool
 }
+
+// validity is how long the CA and every certificate it issues are valid.
+const validity = 24 * time.Hour
 
 // NewPKI creates a CA and a serving certificate under dir.
 func NewPKI(dir string) (*PKI, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, err
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "switchyard-e2e-ca"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-		BasicConstraintsValid: true,
-		IsCA:                  true,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	ca, err := testca.New("switchyard-e2e-ca", validity)
 	if err != nil {
 		return nil, fmt.Errorf("create CA: %w", err)
 	}
-	ca, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	p := &PKI{Dir: dir, CAFile: filepath.Join(dir, "ca.pem"), ca: ca, caKey: key, pool: x509.NewCertPool()}
-	p.pool.AddCert(ca)
-	if err := writePEM(p.CAFile, "CERTIFICATE", der); err != nil {
+	p := &PKI{Dir: dir, CAFile: filepath.Join(dir, "ca.pem"), ca: ca, pool: x509.NewCertPool()}
+	p.pool.AddCert(ca.Cert)
+	if err := os.WriteFile(p.CAFile, ca.CertPEM(), 0o600); err != nil {
 		return nil, err
 	}
 	p.ServerCert, p.ServerKey, err = p.issueFiles("server", &x509.Certificate{
@@ -130,7 +112,7 @@ func (p *PKI) ClientTLS(cert *tls.Certificate) *tls.Config {
 
 // Issue signs tmpl (subject, names, usages) with a new key.
 func (p *PKI) Issue(tmpl *x509.Certificate) (tls.Certificate, error) {
-	certPEM, keyPEM, err := p.issue(tmpl)
+	certPEM, keyPEM, err := p.ca.Issue(*tmpl, validity)
 	if err != nil {
 		return tls.Certificate{}, err
 	}
@@ -138,7 +120,7 @@ func (p *PKI) Issue(tmpl *x509.Certificate) (tls.Certificate, error) {
 }
 
 func (p *PKI) issueFiles(name string, tmpl *x509.Certificate) (cert, key string, err error) {
-	certPEM, keyPEM, err := p.issue(tmpl)
+	certPEM, keyPEM, err := p.ca.Issue(*tmpl, validity)
 	if err != nil {
 		return "", "", err
 	}
@@ -150,33 +132,4 @@ func (p *PKI) issueFiles(name string, tmpl *x509.Certificate) (cert, key string,
 		return "", "", err
 	}
 	return cert, key, nil
-}
-
-func (p *PKI) issue(tmpl *x509.Certificate) (certPEM, keyPEM []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
-	}
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		return nil, nil, err
-	}
-	t := *tmpl
-	t.SerialNumber = serial
-	t.NotBefore, t.NotAfter = time.Now().Add(-time.Hour), time.Now().Add(24*time.Hour)
-	t.KeyUsage = x509.KeyUsageDigitalSignature
-	der, err := x509.CreateCertificate(rand.Reader, &t, p.ca, &key.PublicKey, p.caKey)
-	if err != nil {
-		return nil, nil, fmt.Errorf("issue %q: %w", tmpl.Subject.CommonName, err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), nil
-}
-
-func writePEM(path, typ string, der []byte) error {
-	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
 }

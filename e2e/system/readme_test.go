@@ -17,8 +17,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/switchyard-proxy/switchyard/e2e/internal/checkout"
 	"github.com/switchyard-proxy/switchyard/e2e/system"
-	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/launch"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/readme"
 )
@@ -113,14 +113,7 @@ func prepareRollout(t *testing.T, e *env) {
 // (e2e/testbed/readme). e2e/controlplane's TestREADMEExamples runs the
 // ones that need only the control plane.
 func TestREADMEExamples(t *testing.T) {
-	root, err := apiserver.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	examples, err := readme.Read(filepath.Join(root, "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	examples := checkout.Examples(t)
 	for _, x := range nodeExamples {
 		ex, ok := examples[x.name]
 		if !ok {
@@ -225,39 +218,17 @@ func exampleTools(t *testing.T, command string) string {
 	for _, word := range strings.Fields(command) {
 		switch word {
 		case "grpcurl":
-			dirs = append(dirs, filepath.Dir(toolGrpcurl(t)))
+			dirs = append(dirs, filepath.Dir(checkout.Grpcurl(t)))
 		case "switchyardctl":
 			dirs = append(dirs, filepath.Dir(toolSwitchyardctl(t)))
 		case "jq", "curl":
 			if _, err := exec.LookPath(word); err != nil {
-				missingTool(t, word+" missing: apt-get install "+word)
+				checkout.Missing(t, word+" missing: apt-get install "+word)
 			}
 		}
 	}
 	slices.Sort(dirs)
 	return strings.Join(slices.Compact(dirs), ":")
-}
-
-func missingTool(t *testing.T, why string) {
-	t.Helper()
-	if os.Getenv("CI") != "" {
-		t.Fatal(why)
-	}
-	t.Skip(why)
-}
-
-// toolGrpcurl is bin/grpcurl, as e2e/controlplane's tests find it.
-func toolGrpcurl(t *testing.T) string {
-	t.Helper()
-	root, err := apiserver.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(root, "bin", "grpcurl")
-	if _, err := os.Stat(p); err != nil {
-		missingTool(t, fmt.Sprintf("grpcurl missing at %s: run `make tools`", p))
-	}
-	return p
 }
 
 // toolSwitchyardctl builds switchyardctl once into the run's binDir.

@@ -16,38 +16,58 @@ import (
 	eps "github.com/switchyard-proxy/switchyard/e2e/testbed/slices"
 )
 
+// scenario is one of the scenarios that kill nothing, run one after the
+// other in one cluster, each with a Service of its own.
+type scenario struct {
+	name string
+	run  func(*testing.T, *env)
+	// dataPath scenarios run in the nftables mode too
+	// (TestScenariosNFTables).
+	dataPath bool
+}
+
+var scenarios = []scenario{
+	{"ClusterIPFromBothNodes", testClusterIP, true},
+	{"NodePortOnEachNode", testNodePort, true},
+	{"ScaleUpAndDown", testScale, true},
+	{"TerminatingOnlyStillServes", testTerminating, false},
+	{"ExternalTrafficPolicyLocal", testETPLocal, true},
+	{"InternalTrafficPolicyLocal", testITPLocal, false},
+	{"SessionAffinityClientIP", testAffinity, true},
+	{"UDPFlowMovesWhenEndpointGoes", testUDPFlow, true},
+	{"UDPFlowStartedBeforeService", testUDPFlowBeforeService, false},
+	{"DeletedServiceRulesGone", testDelete, true},
+	{"HundredPorts", testHundredPorts, false},
+	{"NodeIdentityEnforced", testNodeIdentity, false},
+	{"AdminIsForOperators", testAdminIdentity, false},
+	{"StrangersBounded", testStrangersBounded, false},
+	{"FiveHundredServices", testFiveHundred, false},
+	{"ExplainAgreesWithTraffic", testExplainAgreesWithTraffic, true},
+	{"DriftRepaired", testDriftRepaired, true},
+	{"DatapathHealth", testDatapathHealth, true},
+}
+
+// runScenarios runs the scenarios on e in order, as subtests (only the
+// data-path ones with dataPathOnly), and stops after a failed one once
+// the test's time is up.
+func runScenarios(t *testing.T, e *env, dataPathOnly bool) {
+	t.Helper()
+	for _, sc := range scenarios {
+		if dataPathOnly && !sc.dataPath {
+			continue
+		}
+		if !t.Run(sc.name, func(t *testing.T) { sc.run(t, e) }) && t.Context().Err() != nil {
+			return
+		}
+	}
+}
+
 // TestScenarios runs every scenario that kills nothing in one cluster (two
 // nodes, four pods: pod-0 and pod-2 on node-0, pod-1 and pod-3 on node-1),
 // one after the other, each with a Service of its own.
 func TestScenarios(t *testing.T) {
 	e := &env{c: startCluster(t, system.Config{Nodes: 2, Pods: 4})}
-	for _, sc := range []struct {
-		name string
-		run  func(*testing.T, *env)
-	}{
-		{"ClusterIPFromBothNodes", testClusterIP},
-		{"NodePortOnEachNode", testNodePort},
-		{"ScaleUpAndDown", testScale},
-		{"TerminatingOnlyStillServes", testTerminating},
-		{"ExternalTrafficPolicyLocal", testETPLocal},
-		{"InternalTrafficPolicyLocal", testITPLocal},
-		{"SessionAffinityClientIP", testAffinity},
-		{"UDPFlowMovesWhenEndpointGoes", testUDPFlow},
-		{"UDPFlowStartedBeforeService", testUDPFlowBeforeService},
-		{"DeletedServiceRulesGone", testDelete},
-		{"HundredPorts", testHundredPorts},
-		{"NodeIdentityEnforced", testNodeIdentity},
-		{"AdminIsForOperators", testAdminIdentity},
-		{"StrangersBounded", testStrangersBounded},
-		{"FiveHundredServices", testFiveHundred},
-		{"ExplainAgreesWithTraffic", testExplainAgreesWithTraffic},
-		{"DriftRepaired", testDriftRepaired},
-		{"DatapathHealth", testDatapathHealth},
-	} {
-		if !t.Run(sc.name, func(t *testing.T) { sc.run(t, e) }) && t.Context().Err() != nil {
-			return
-		}
-	}
+	runScenarios(t, e, false)
 }
 
 // TestScenariosNFTables runs the data-path scenarios with the nftables
@@ -67,25 +87,7 @@ func TestScenariosNFTables(t *testing.T) {
 			t.Fatalf("%s: iptables rules in nftables mode: %v\n%s", n.Name, err, out)
 		}
 	}
-	for _, sc := range []struct {
-		name string
-		run  func(*testing.T, *env)
-	}{
-		{"ClusterIPFromBothNodes", testClusterIP},
-		{"NodePortOnEachNode", testNodePort},
-		{"ScaleUpAndDown", testScale},
-		{"ExternalTrafficPolicyLocal", testETPLocal},
-		{"SessionAffinityClientIP", testAffinity},
-		{"UDPFlowMovesWhenEndpointGoes", testUDPFlow},
-		{"DeletedServiceRulesGone", testDelete},
-		{"ExplainAgreesWithTraffic", testExplainAgreesWithTraffic},
-		{"DriftRepaired", testDriftRepaired},
-		{"DatapathHealth", testDatapathHealth},
-	} {
-		if !t.Run(sc.name, func(t *testing.T) { sc.run(t, e) }) && t.Context().Err() != nil {
-			return
-		}
-	}
+	runScenarios(t, e, true)
 }
 
 // sources are the namespaces connections start from: each node (OUTPUT
@@ -141,12 +143,7 @@ func testNodePort(t *testing.T, e *env) {
 // testScale: one endpoint, then all four (traffic reaches the new ones from
 // every node), then only pod-1 (traffic leaves the others).
 func testScale(t *testing.T, e *env) {
-	s := e.createService(t, "sc-scale", corev1.ServiceSpec{ClusterIP: "10.96.1.3",
-		Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
-	}, eps.TCP("http", system.TargetPort))
-	if err := e.write(t.Context(), s, e.endpoints(e.pod(0))...); err != nil {
-		t.Fatal(err)
-	}
+	s := e.webService(t, "sc-scale", "10.96.1.3", e.pod(0))
 	all := e.c.Topo.Pods()
 	fromNode := func(want ...string) func(context.Context, netns.Node) (bool, string) {
 		return func(ctx context.Context, n netns.Node) (bool, string) {
@@ -171,12 +168,7 @@ func testScale(t *testing.T, e *env) {
 // kube-proxy's fallback uses them; when none serves, connections are
 // refused.
 func testTerminating(t *testing.T, e *env) {
-	s := e.createService(t, "sc-terminating", corev1.ServiceSpec{ClusterIP: "10.96.1.4",
-		Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
-	}, eps.TCP("http", system.TargetPort))
-	if err := e.write(t.Context(), s, e.endpoints(e.pod(2))...); err != nil {
-		t.Fatal(err)
-	}
+	s := e.webService(t, "sc-terminating", "10.96.1.4", e.pod(2))
 	terminating := func(serving bool, pods ...netns.Pod) []eps.Endpoint {
 		var out []eps.Endpoint
 		for _, p := range pods {
@@ -308,12 +300,7 @@ func testAffinity(t *testing.T, e *env) {
 // Service's, so connections time out, as with kube-proxy; REJECT, hence
 // "refused", is for a Service without endpoints, see testTerminating.)
 func testDelete(t *testing.T, e *env) {
-	s := e.createService(t, "sc-delete", corev1.ServiceSpec{ClusterIP: "10.96.1.9",
-		Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
-	}, eps.TCP("http", system.TargetPort))
-	if err := e.write(t.Context(), s, e.endpoints(e.pod(0), e.pod(1))...); err != nil {
-		t.Fatal(err)
-	}
+	s := e.webService(t, "sc-delete", "10.96.1.9", e.pod(0), e.pod(1))
 	for _, n := range e.c.Topo.Nodes() {
 		waitFor(t.Context(), t, n.Name+" reaches the service", func() (bool, string) {
 			res, err := e.tcp(t.Context(), n.NS, s.vip(0), 16)

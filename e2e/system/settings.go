@@ -41,28 +41,21 @@ func (c *Cluster) PutSettings(ctx context.Context, yaml string) error {
 // SettingsAt returns where replica i's NodeConfig settings come from, as
 // its ListNodes says.
 func (c *Cluster) SettingsAt(ctx context.Context, i int) (*switchyardv1.ControlPlaneSettings, error) {
-	resp, err := switchyardv1.NewAdminServiceClient(c.cps[i].conn).ListNodes(ctx, &switchyardv1.ListNodesRequest{})
-	if err != nil {
-		return nil, fmt.Errorf("ListNodes on %s: %w", c.cps[i].id, err)
-	}
-	return resp.GetSettings(), nil
+	resp, err := c.listNodesAt(ctx, i)
+	return resp.GetSettings(), err
 }
 
 // RolloutAt returns the settings rollout as replica i drives it.
 func (c *Cluster) RolloutAt(ctx context.Context, i int) (*switchyardv1.GetRolloutResponse, error) {
-	resp, err := switchyardv1.NewAdminServiceClient(c.cps[i].conn).GetRollout(ctx, &switchyardv1.GetRolloutRequest{})
-	if err != nil {
-		return nil, fmt.Errorf("GetRollout on %s: %w", c.cps[i].id, err)
-	}
-	return resp, nil
+	return adminAt(c, i, "GetRollout", func(a switchyardv1.AdminServiceClient) (*switchyardv1.GetRolloutResponse, error) {
+		return a.GetRollout(ctx, &switchyardv1.GetRolloutRequest{})
+	})
 }
 
 // ServiceAt returns where a Service is live, as replica i's GetService
 // says.
 func (c *Cluster) ServiceAt(ctx context.Context, i int, namespace, name string) (*switchyardv1.GetServiceResponse, error) {
-	resp, err := switchyardv1.NewAdminServiceClient(c.cps[i].conn).GetService(ctx, &switchyardv1.GetServiceRequest{Namespace: namespace, Name: name})
-	if err != nil {
-		return nil, fmt.Errorf("GetService %s/%s on %s: %w", namespace, name, c.cps[i].id, err)
-	}
-	return resp, nil
+	return adminAt(c, i, "GetService "+namespace+"/"+name, func(a switchyardv1.AdminServiceClient) (*switchyardv1.GetServiceResponse, error) {
+		return a.GetService(ctx, &switchyardv1.GetServiceRequest{Namespace: namespace, Name: name})
+	})
 }

@@ -104,10 +104,7 @@ func TestReplicasShareOneSettingsConfigMap(t *testing.T) {
 	}
 	inMode(1, switchyardv1.DataplaneMode_DATAPLANE_MODE_NFTABLES)
 	for _, n := range c.Topo.Nodes() {
-		waitFor(ctx, t, "no iptables rule left on "+n.Name, func() (bool, string) {
-			left, err := e.leftovers(ctx, n, "iptables")
-			return err == nil && len(left) == 0, fmt.Sprint(len(left), " left: ", left, err)
-		})
+		e.waitNoLeftovers(ctx, t, n, "iptables")
 	}
 	t.Logf("ConfigMap edit to nftables: every node switched, 0 iptables rules left, in %v", time.Since(edit).Round(time.Millisecond))
 }

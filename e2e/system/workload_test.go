@@ -79,6 +79,20 @@ func (e *env) createService(t *testing.T, ns string, spec corev1.ServiceSpec, po
 	return &svc{Service: created, ports: ports}
 }
 
+// webService creates a ClusterIP Service on clusterIP, port 80 (http,
+// TCP) to system.TargetPort, in namespace ns (createService), and writes
+// its endpoints: pods.
+func (e *env) webService(t *testing.T, ns, clusterIP string, pods ...netns.Pod) *svc {
+	t.Helper()
+	s := e.createService(t, ns, corev1.ServiceSpec{ClusterIP: clusterIP,
+		Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80}},
+	}, eps.TCP("http", system.TargetPort))
+	if err := e.write(t.Context(), s, e.endpoints(pods...)...); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // write applies the Service's only EndpointSlice ("svc-a") with endpoints,
 // stamped with the trigger-time annotation, as the controller would.
 func (e *env) write(ctx context.Context, s *svc, endpoints ...eps.Endpoint) error {

@@ -210,12 +210,19 @@ func TestHasVersionVar(t *testing.T) {
 }
 
 func TestBuildMissingTestbedBinary(t *testing.T) {
+	checkNotBuilt(t, Agnhost, "agnhost not built: run hack/testbed-build.sh")
+}
+
+// checkNotBuilt builds image alone in an empty checkout, whose binaries
+// are not built: Build must return a NotBuiltError that says want.
+func checkNotBuilt(t *testing.T, image, want string) {
+	t.Helper()
 	_, err := Build(t.Context(), Options{
 		RepoRoot: t.TempDir(), CacheDir: t.TempDir(), BinDir: t.TempDir(),
-		K8SVersion: "v0.0.0", CoreDNSVersion: "v0.0.0", Only: []string{Agnhost},
+		K8SVersion: "v0.0.0", CoreDNSVersion: "v0.0.0", Only: []string{image},
 	})
-	if !IsNotBuilt(err) || !strings.Contains(err.Error(), "agnhost not built: run hack/testbed-build.sh") {
-		t.Errorf("Build without agnhost: %v, want a NotBuiltError", err)
+	if !IsNotBuilt(err) || !strings.Contains(err.Error(), want) {
+		t.Errorf("Build without %s: %v, want a NotBuiltError", image, err)
 	}
 }
 

@@ -2,7 +2,6 @@ package images
 
 import (
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -62,11 +61,5 @@ func TestSelection(t *testing.T) {
 }
 
 func TestBuildKubeProxyNotBuilt(t *testing.T) {
-	_, err := Build(t.Context(), Options{
-		RepoRoot: t.TempDir(), CacheDir: t.TempDir(), BinDir: t.TempDir(),
-		K8SVersion: "v0.0.0", CoreDNSVersion: "v0.0.0", Only: []string{KubeProxy},
-	})
-	if !IsNotBuilt(err) || !strings.Contains(err.Error(), "kube-proxy not built") {
-		t.Errorf("Build without kube-proxy: %v, want a NotBuiltError", err)
-	}
+	checkNotBuilt(t, KubeProxy, "kube-proxy not built")
 }

@@ -1,9 +1,11 @@
 // Package dptest holds what the kernel-mode test beds in e2e/dataplane
 // share: the bed itself (namespaces, echo pods, and a command runner
 // that records what the dataplane sent), the service views and states
-// they program, the benchmark workload and CPU meters, and the checks on
-// the traffic that results. Each mode's package keeps only what is
-// specific to its kernel interface.
+// they program, the benchmark workload, CPU meters and drift benchmark,
+// and the checks on the traffic that results. mode.go holds what every
+// mode's bed does alike: its TestMain, applying a state, the families
+// and conntrack cleaner its Dataplane is built with. Each mode's package
+// keeps only what is specific to its kernel interface.
 //
 // The family checks (families.go) address the bed's Family: a mode runs
 // each over Families (ForFamilies), IPv4 on an IPv4-only bed and IPv6 on

@@ -32,7 +32,7 @@ func BenchmarkSync(b *testing.B) {
 	if os.Getenv("SWITCHYARD_BENCH_10K") != "" {
 		sizes = append(sizes, 10000)
 	}
-	for _, fl := range []xtables.Flavour{xtables.FlavourNFT, xtables.FlavourLegacy} {
+	for _, fl := range flavours {
 		for _, shape := range []string{"sharded", "kube-proxy"} {
 			for _, n := range sizes {
 				b.Run(fmt.Sprintf("%s/%s/services=%d", fl, shape, n), func(b *testing.B) {
@@ -64,12 +64,9 @@ func benchOne(b *testing.B, fl xtables.Flavour, kubeProxy bool, n int) {
 	}
 	ctx := b.Context()
 	st := dptest.BenchState(n, false)
-	start := time.Now()
-	if err := dp.Apply(ctx, st, dataplane.ApplyOptions{}); err != nil {
-		b.Fatal(err)
-	}
+	first := dptest.TimedApply(b, dp, st)
 	b.Logf("%s kubeProxy=%v n=%d first sync %v (%d restores, %d rewriting tables)", fl, kubeProxy, n,
-		time.Since(start), dp.LastSync().Restores, dp.LastSync().TableRewrites)
+		first, dp.LastSync().Restores, dp.LastSync().TableRewrites)
 	var written, restores, rewrites int
 	var selfCPU, toolCPU time.Duration
 	apply := func(b *testing.B, st *dataplane.State, full bool) {

@@ -3,7 +3,6 @@ package iptables
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/mdlayher/netlink"
 
@@ -27,7 +26,7 @@ import (
 //     parses, compares and finds nothing.
 //
 // self-cpu-us/op is this process's CPU during the checks, tools-cpu-us/op
-// the forked commands'.
+// the forked commands' (dptest.BenchCheckDrift).
 func BenchmarkCheckDrift(b *testing.B) {
 	for _, n := range []int{1000, 5000} {
 		for _, mk := range []string{"nft+generation", "legacy+info", "legacy"} {
@@ -62,42 +61,10 @@ func benchCheck(b *testing.B, n int, mk string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := dp.Apply(b.Context(), dptest.BenchState(n, false), dataplane.ApplyOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	if _, err := dp.CheckDrift(b.Context()); err != nil { // sets the baseline
-		b.Fatal(err)
-	}
-	foreign := 0
-	for _, tc := range []struct {
-		name     string
-		readBack bool
-	}{{"unchanged", mk == "legacy"}, {"foreign-change", true}} {
-		b.Run(tc.name, func(b *testing.B) {
-			var self, tools, wall time.Duration
-			for i := 0; i < b.N; i++ {
-				if tc.name == "foreign-change" {
-					b.StopTimer()
-					foreign++
-					rule := []string{"iptables-" + string(cfg.Flavour), "-t", "filter", "-A", "INPUT", "-s", fmt.Sprintf("192.0.%d.%d", 2+foreign/250, foreign%250+1), "-j", "ACCEPT"}
-					if _, err := r.Run(b.Context(), rule, nil); err != nil {
-						b.Fatal(err)
-					}
-					b.StartTimer()
-				}
-				r.TakeCPU()
-				c0, t0 := dptest.SelfCPU(), time.Now()
-				dr, err := dp.CheckDrift(b.Context())
-				wall += time.Since(t0)
-				self += dptest.SelfCPU() - c0
-				tools += r.TakeCPU()
-				if err != nil || dr.Drifted() || dr.ReadBack != tc.readBack {
-					b.Fatalf("%+v %v", dr, err)
-				}
-			}
-			b.ReportMetric(float64(self.Microseconds())/float64(b.N), "self-cpu-us/op")
-			b.ReportMetric(float64(tools.Microseconds())/float64(b.N), "tools-cpu-us/op")
-			b.ReportMetric(float64(wall.Microseconds())/float64(b.N), "wall-us/op")
-		})
-	}
+	dptest.BenchCheckDrift(b, r, dp, n, mk == "legacy", func(b *testing.B, i int) {
+		rule := []string{"iptables-" + string(cfg.Flavour), "-t", "filter", "-A", "INPUT", "-s", fmt.Sprintf("192.0.%d.%d", 2+i/250, i%250+1), "-j", "ACCEPT"}
+		if _, err := r.Run(b.Context(), rule, nil); err != nil {
+			b.Fatal(err)
+		}
+	})
 }

@@ -138,7 +138,7 @@ func TestDriftDetectedAndRepaired(t *testing.T) {
 			return nil, true
 		}},
 	}
-	for _, fl := range []xtables.Flavour{xtables.FlavourNFT, xtables.FlavourLegacy} {
+	for _, fl := range flavours {
 		for _, tc := range cases {
 			t.Run(string(fl)+"/"+tc.name, func(t *testing.T) { driftAndRepair(t, fl, tc.drift) })
 		}
@@ -200,30 +200,25 @@ func driftAndRepair(t *testing.T, fl xtables.Flavour, drift func(*testing.T, *be
 // both flavours, reads back as applied, and our own syncs move the
 // baseline (no read-back after them).
 func TestDriftNoFalseReports(t *testing.T) {
-	dptest.ForFamilies(t, func(t *testing.T, f dataplane.Family) {
-		for _, fl := range []xtables.Flavour{xtables.FlavourNFT, xtables.FlavourLegacy} {
-			t.Run(string(fl), func(t *testing.T) {
-				b := newBedFor(t, f, false)
-				dp := b.driftDP(t, fl)
-				st := b.RuleFormState()
-				for i, full := range []bool{false, false, true} {
-					if i == 1 { // a partial change: one service fewer
-						for name := range st.Services {
-							st = &dataplane.State{Config: st.Config, Services: maps.Clone(st.Services)}
-							delete(st.Services, name)
-							break
-						}
-					}
-					if err := dp.Apply(t.Context(), st, dataplane.ApplyOptions{Full: full}); err != nil {
-						t.Fatal(err)
-					}
-					dr, err := dp.CheckDrift(t.Context())
-					wantReadBack := i == 0
-					if err != nil || dr.Drifted() || dr.ReadBack != wantReadBack {
-						t.Fatalf("sync %d: %+v %v, want no drift, read-back %v", i, dr, err, wantReadBack)
-					}
+	forFamiliesAndFlavours(t, func(t *testing.T, b *bed, fl xtables.Flavour) {
+		dp := b.driftDP(t, fl)
+		st := b.RuleFormState()
+		for i, full := range []bool{false, false, true} {
+			if i == 1 { // a partial change: one service fewer
+				for name := range st.Services {
+					st = &dataplane.State{Config: st.Config, Services: maps.Clone(st.Services)}
+					delete(st.Services, name)
+					break
 				}
-			})
+			}
+			if err := dp.Apply(t.Context(), st, dataplane.ApplyOptions{Full: full}); err != nil {
+				t.Fatal(err)
+			}
+			dr, err := dp.CheckDrift(t.Context())
+			wantReadBack := i == 0
+			if err != nil || dr.Drifted() || dr.ReadBack != wantReadBack {
+				t.Fatalf("sync %d: %+v %v, want no drift, read-back %v", i, dr, err, wantReadBack)
+			}
 		}
 	})
 }

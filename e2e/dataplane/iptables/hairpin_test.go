@@ -3,7 +3,6 @@ package iptables
 import (
 	"testing"
 
-	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
@@ -15,17 +14,7 @@ import (
 // hairpin set's rule, in both families and on both flavours
 // (dptest.CheckHairpin).
 func TestHairpinThroughSet(t *testing.T) {
-	dptest.ForFamilies(t, func(t *testing.T, f dataplane.Family) {
-		for _, fl := range []xtables.Flavour{xtables.FlavourNFT, xtables.FlavourLegacy} {
-			t.Run(string(fl), func(t *testing.T) {
-				b := newBedFor(t, f, false)
-				dp := b.newDP(t, iptables.Config{Flavour: fl})
-				b.CheckHairpin(t, func(t *testing.T, st *dataplane.State) {
-					if err := dp.Apply(t.Context(), st, dataplane.ApplyOptions{}); err != nil {
-						t.Fatalf("Apply: %v", err)
-					}
-				})
-			})
-		}
+	forFamiliesAndFlavours(t, func(t *testing.T, b *bed, fl xtables.Flavour) {
+		b.CheckHairpin(t, dptest.ApplyWith(b.newDP(t, iptables.Config{Flavour: fl})))
 	})
 }

@@ -1,30 +1,20 @@
 package iptables
 
 import (
-	"fmt"
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
-	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
-	"github.com/switchyard-proxy/switchyard/e2e/testbed/echo"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
-	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
-func TestMain(m *testing.M) {
-	if code, ok := echo.RunChild(); ok {
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { dptest.Main(m) }
 
 // runnerOptions run iptables and ipset through "ip netns exec" in the
 // node namespace and record restore inputs and ipset writes.
@@ -64,11 +54,7 @@ func newBed(t *testing.T) *bed {
 func newBedFor(t *testing.T, f dataplane.Family, cleanup bool) *bed {
 	t.Helper()
 	b := &bed{Bed: dptest.NewBedFor(t, f, runnerOptions)}
-	cfg := iptables.Config{Logger: netns.TestLogger(t)}
-	if cleanup {
-		cfg.Conntrack = conntrack.Netlink{Handle: b.NetfilterHandle(t)}
-	}
-	b.dp = b.newDP(t, cfg)
+	b.dp = b.newDP(t, iptables.Config{Logger: netns.TestLogger(t), Conntrack: b.Conntrack(t, cleanup)})
 	return b
 }
 
@@ -82,10 +68,7 @@ func modeBed(t *testing.T, f dataplane.Family, cleanup bool) (*dptest.Bed, dptes
 // and ip6tables on a dual-stack bed.
 func (b *bed) newDP(t *testing.T, cfg iptables.Config) *iptables.Dataplane {
 	t.Helper()
-	cfg.Runner, cfg.Families = b.Runner, []dataplane.Family{dataplane.IPv4}
-	if b.DualStack() {
-		cfg.Families = append(cfg.Families, dataplane.IPv6)
-	}
+	cfg.Runner, cfg.Families = b.Runner, b.NodeFamilies()
 	dp, err := iptables.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -93,11 +76,25 @@ func (b *bed) newDP(t *testing.T, cfg iptables.Config) *iptables.Dataplane {
 	return dp
 }
 
+// flavours are the iptables flavours every flavour-dependent test runs
+// on.
+var flavours = []xtables.Flavour{xtables.FlavourNFT, xtables.FlavourLegacy}
+
+// forFamiliesAndFlavours runs fn over dptest.Families and flavours, as
+// subtests "<family>/<flavour>", each on a fresh bed of the family
+// (newBedFor, without conntrack cleanup).
+func forFamiliesAndFlavours(t *testing.T, fn func(t *testing.T, b *bed, fl xtables.Flavour)) {
+	t.Helper()
+	dptest.ForFamilies(t, func(t *testing.T, f dataplane.Family) {
+		for _, fl := range flavours {
+			t.Run(string(fl), func(t *testing.T) { fn(t, newBedFor(t, f, false), fl) })
+		}
+	})
+}
+
 func (b *bed) apply(t *testing.T, st *dataplane.State) {
 	t.Helper()
-	if err := b.dp.Apply(t.Context(), st, dataplane.ApplyOptions{}); err != nil {
-		t.Fatalf("Apply: %v", err)
-	}
+	dptest.MustApply(t, b.dp, st)
 }
 
 var vip = netip.MustParseAddrPort("10.96.0.10:80")
@@ -117,10 +114,7 @@ func TestPortWithoutEndpointsRefused(t *testing.T) {
 // hairpin set gains the new member and loses the old one.
 func TestPartialSyncTouchesOnlyChangedChains(t *testing.T) {
 	b := newBed(t)
-	var svcs []*switchyardv1.ServiceView
-	for i := range 50 {
-		svcs = append(svcs, dptest.Service(fmt.Sprintf("s%d", i), fmt.Sprintf("10.96.1.%d", i+1), 80, 0, b.Pods...))
-	}
+	svcs := dptest.ManyServices(50, b.Pods...)
 	b.apply(t, dptest.State(b.Node, svcs...))
 	before := b.save(t)
 	b.Runner.Take(restoreLog)
@@ -139,7 +133,7 @@ func TestPartialSyncTouchesOnlyChangedChains(t *testing.T) {
 		t.Errorf("the gone endpoint still serves 49 services, yet ipset ran: %q", got)
 	}
 	after := b.save(t)
-	changed := diffChains(before, after)
+	changed := dptest.Changed(before, after)
 	if len(changed) != 1 || !strings.HasPrefix(changed[0], "KUBE-SVC-") {
 		t.Errorf("iptables-save shows changed chains %v, want only the service's KUBE-SVC", changed)
 	}
@@ -216,21 +210,6 @@ func (b *bed) save(t *testing.T) map[string]string {
 	return chains
 }
 
-func diffChains(a, b map[string]string) []string {
-	var out []string
-	for n, r := range a {
-		if r2, ok := b[n]; !ok || r2 != r {
-			out = append(out, n)
-		}
-	}
-	for n := range b {
-		if _, ok := a[n]; !ok {
-			out = append(out, n)
-		}
-	}
-	return out
-}
-
 func TestSecondApplyIsNoopAndCleanupRemovesOnlyOurs(t *testing.T) {
 	b := newBed(t)
 	foreign := "*nat\n:FOREIGN - [0:0]\n-A FOREIGN -p tcp --dport 9 -j RETURN\n-A PREROUTING -j FOREIGN\nCOMMIT\n"
@@ -277,39 +256,34 @@ func TestSecondApplyIsNoopAndCleanupRemovesOnlyOurs(t *testing.T) {
 // family), that the read-back comparison recognises every rule form we
 // render as iptables-save and ip6tables-save print it back.
 func TestFullResyncOfUnchangedStateWritesNothing(t *testing.T) {
-	dptest.ForFamilies(t, func(t *testing.T, f dataplane.Family) {
-		for _, fl := range []xtables.Flavour{xtables.FlavourNFT, xtables.FlavourLegacy} {
-			t.Run(string(fl), func(t *testing.T) {
-				b := newBedFor(t, f, false)
-				dp := b.newDP(t, iptables.Config{Flavour: fl})
-				st := b.RuleFormState()
-				if err := dp.Apply(t.Context(), st, dataplane.ApplyOptions{}); err != nil {
-					t.Fatal(err)
-				}
-				if b.DualStack() { // not vacuous: the IPv6 rules are in the kernel
-					out, err := b.Topo.Exec(t.Context(), b.Node.NS, "ip6tables-"+string(fl)+"-save", "-t", "nat")
-					if vip := dptest.ServiceIP(dataplane.IPv6, 10).String(); err != nil || !strings.Contains(string(out), "-d "+vip+"/128") {
-						t.Fatalf("ip6tables-save has no rule for %s: %v\n%s", vip, err, out)
-					}
-				}
-				b.Runner.Take(restoreLog)
-				b.Runner.Take(ipsetLog)
-				if err := dp.Apply(t.Context(), st, dataplane.ApplyOptions{Full: true}); err != nil {
-					t.Fatal(err)
-				}
-				if w := b.Runner.Take(ipsetLog); len(w) != 0 {
-					t.Errorf("full resync of an unchanged state wrote the hairpin set: %q\n%s", w, b.ipsetSave(t))
-				}
-				if s := dp.LastSync(); s.ChainsWritten != 0 || s.Restores != 0 {
-					var saved []byte
-					for _, bin := range []string{"iptables", "ip6tables"} {
-						out, _ := b.Topo.Exec(t.Context(), b.Node.NS, bin+"-"+string(fl)+"-save")
-						saved = append(saved, out...)
-					}
-					t.Errorf("full resync of an unchanged state: %+v; restores:\n%s\nkernel:\n%s",
-						s, strings.Join(b.Runner.Take(restoreLog), "\n"), saved)
-				}
-			})
+	forFamiliesAndFlavours(t, func(t *testing.T, b *bed, fl xtables.Flavour) {
+		dp := b.newDP(t, iptables.Config{Flavour: fl})
+		st := b.RuleFormState()
+		if err := dp.Apply(t.Context(), st, dataplane.ApplyOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if b.DualStack() { // not vacuous: the IPv6 rules are in the kernel
+			out, err := b.Topo.Exec(t.Context(), b.Node.NS, "ip6tables-"+string(fl)+"-save", "-t", "nat")
+			if vip := dptest.ServiceIP(dataplane.IPv6, 10).String(); err != nil || !strings.Contains(string(out), "-d "+vip+"/128") {
+				t.Fatalf("ip6tables-save has no rule for %s: %v\n%s", vip, err, out)
+			}
+		}
+		b.Runner.Take(restoreLog)
+		b.Runner.Take(ipsetLog)
+		if err := dp.Apply(t.Context(), st, dataplane.ApplyOptions{Full: true}); err != nil {
+			t.Fatal(err)
+		}
+		if w := b.Runner.Take(ipsetLog); len(w) != 0 {
+			t.Errorf("full resync of an unchanged state wrote the hairpin set: %q\n%s", w, b.ipsetSave(t))
+		}
+		if s := dp.LastSync(); s.ChainsWritten != 0 || s.Restores != 0 {
+			var saved []byte
+			for _, bin := range []string{"iptables", "ip6tables"} {
+				out, _ := b.Topo.Exec(t.Context(), b.Node.NS, bin+"-"+string(fl)+"-save")
+				saved = append(saved, out...)
+			}
+			t.Errorf("full resync of an unchanged state: %+v; restores:\n%s\nkernel:\n%s",
+				s, strings.Join(b.Runner.Take(restoreLog), "\n"), saved)
 		}
 	})
 }

@@ -100,12 +100,7 @@ func TestKubeProxyShapeForwards(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			b := dptest.NewBed(t, runnerOptions)
 			k := newKubeProxyShape(b.Runner, xtables.FlavourNFT)
-			c.run(b, t, func(t *testing.T, st *dataplane.State) {
-				t.Helper()
-				if err := k.Apply(t.Context(), st, dataplane.ApplyOptions{}); err != nil {
-					t.Fatalf("Apply: %v", err)
-				}
-			})
+			c.run(b, t, dptest.ApplyWith(k))
 		})
 	}
 }

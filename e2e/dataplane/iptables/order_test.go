@@ -12,7 +12,6 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
-	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/probe"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
@@ -27,7 +26,7 @@ import (
 // neither (RELIABILITY.md, finding 1: filter committed before nat, and a
 // port gaining endpoints had neither for ~15–20 ms).
 func TestEndpointChangesNeverTimeOut(t *testing.T) {
-	for _, fl := range []xtables.Flavour{xtables.FlavourNFT, xtables.FlavourLegacy} {
+	for _, fl := range flavours {
 		t.Run(string(fl), func(t *testing.T) {
 			b := newBed(t)
 			dp := b.newDP(t, iptables.Config{Flavour: fl})

@@ -1,8 +1,6 @@
 package kubeproxycleanup
 
 import (
-	"bytes"
-	"context"
 	"regexp"
 	"strings"
 	"testing"
@@ -10,20 +8,10 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
 	"github.com/switchyard-proxy/switchyard/dataplane/kubeproxycleanup"
+	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
-
-// nsRunner runs every command inside one namespace of the topology (ip
-// netns exec, behind the topology's host guard).
-type nsRunner struct {
-	topo *netns.Topology
-	ns   string
-}
-
-func (r nsRunner) Run(ctx context.Context, argv []string, stdin []byte) ([]byte, error) {
-	return r.topo.ExecInput(ctx, r.ns, bytes.NewReader(stdin), argv...)
-}
 
 // kubeProxyRules is kube-proxy's iptables mode on a node, plus kubelet's
 // chains and foreign rules that must survive.
@@ -105,7 +93,9 @@ type bed struct {
 	t    *testing.T
 	topo *netns.Topology
 	node netns.Node
-	r    nsRunner
+	// r runs every command inside the node namespace (ip netns exec,
+	// behind the topology's host guard).
+	r *dptest.Runner
 }
 
 func (b *bed) run(argv ...string) string {
@@ -143,7 +133,7 @@ func (b *bed) save(bin string) string {
 func TestRemovesKubeProxyStateKeepsForeign(t *testing.T) {
 	topo := netns.New(t, netns.Spec{Nodes: 1, Pods: 1})
 	b := &bed{t: t, topo: topo, node: topo.Node(0)}
-	b.r = nsRunner{topo: topo, ns: b.node.NS}
+	b.r = dptest.NewRunner(topo, b.node.NS, dptest.RunnerOptions{})
 
 	b.runInput(kubeProxyRules, "iptables-nft-restore", "--noflush")
 	b.runInput(kubeProxyRules6, "ip6tables-nft-restore", "--noflush")

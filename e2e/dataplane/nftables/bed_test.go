@@ -2,25 +2,17 @@ package nftables
 
 import (
 	"net/netip"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
-	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	"github.com/switchyard-proxy/switchyard/dataplane/nftables"
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
-	"github.com/switchyard-proxy/switchyard/e2e/testbed/echo"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 )
 
-func TestMain(m *testing.M) {
-	if code, ok := echo.RunChild(); ok {
-		os.Exit(code)
-	}
-	os.Exit(m.Run())
-}
+func TestMain(m *testing.M) { dptest.Main(m) }
 
 // runnerOptions fork nft from a thread inside the node namespace (see
 // dptest.RunnerOptions.Fork: "ip netns exec" would drown the numbers we
@@ -61,11 +53,7 @@ func newBed(t *testing.T) *bed {
 func newBedFor(t *testing.T, f dataplane.Family, cleanup bool) *bed {
 	t.Helper()
 	b := &bed{Bed: dptest.NewBedFor(t, f, runnerOptions)}
-	cfg := nftables.Config{}
-	if cleanup {
-		cfg.Conntrack = conntrack.Netlink{Handle: b.NetfilterHandle(t)}
-	}
-	b.dp = b.newDP(t, cfg)
+	b.dp = b.newDP(t, nftables.Config{Conntrack: b.Conntrack(t, cleanup)})
 	return b
 }
 
@@ -79,10 +67,7 @@ func modeBed(t *testing.T, f dataplane.Family, cleanup bool) (*dptest.Bed, dptes
 // ip6 tables on a dual-stack bed.
 func (b *bed) newDP(t *testing.T, cfg nftables.Config) *nftables.Dataplane {
 	t.Helper()
-	cfg.Runner, cfg.Families, cfg.Logger = b.Runner, []dataplane.Family{dataplane.IPv4}, netns.TestLogger(t)
-	if b.DualStack() {
-		cfg.Families = append(cfg.Families, dataplane.IPv6)
-	}
+	cfg.Runner, cfg.Families, cfg.Logger = b.Runner, b.NodeFamilies(), netns.TestLogger(t)
 	dp, err := nftables.New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -92,9 +77,7 @@ func (b *bed) newDP(t *testing.T, cfg nftables.Config) *nftables.Dataplane {
 
 func (b *bed) apply(t *testing.T, st *dataplane.State) {
 	t.Helper()
-	if err := b.dp.Apply(t.Context(), st, dataplane.ApplyOptions{}); err != nil {
-		t.Fatalf("Apply: %v", err)
-	}
+	dptest.MustApply(t, b.dp, st)
 }
 
 // listTable returns "nft list table ip switchyard" in the node namespace

@@ -42,11 +42,8 @@ func benchOne(b *testing.B, n int) {
 	}
 	ctx := b.Context()
 	st := dptest.BenchState(n, false)
-	start := time.Now()
-	if err := dp.Apply(ctx, st, dataplane.ApplyOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	b.Logf("n=%d first sync %v wall, %v nft CPU (%d operations)", n, time.Since(start), r.TakeCPU(), dp.LastSync().Operations)
+	first := dptest.TimedApply(b, dp, st)
+	b.Logf("n=%d first sync %v wall, %v nft CPU (%d operations)", n, first, r.TakeCPU(), dp.LastSync().Operations)
 	runFull(b, r, dp, st)
 	runPartials(b, r, dp, st, n, "")
 	// The same partial syncs sent over netlink: a second Dataplane (its
@@ -56,11 +53,8 @@ func benchOne(b *testing.B, n int) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	start = time.Now()
-	if err := dpNL.Apply(ctx, st, dataplane.ApplyOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	b.Logf("n=%d netlink dataplane's first (full, nft) sync %v wall, %v nft CPU", n, time.Since(start), r.TakeCPU())
+	first = dptest.TimedApply(b, dpNL, st)
+	b.Logf("n=%d netlink dataplane's first (full, nft) sync %v wall, %v nft CPU", n, first, r.TakeCPU())
 	runPartials(b, r, dpNL, st, n, "-netlink")
 	b.Run("nft-floor", func(b *testing.B) {
 		for b.Loop() {

@@ -1,9 +1,7 @@
 package nftables
 
 import (
-	"fmt"
 	"net/netip"
-	"slices"
 	"strings"
 	"testing"
 
@@ -11,7 +9,6 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/nftables"
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/probe"
-	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 // TestPortWithoutEndpointsRefused: endpoints are decided per service port
@@ -24,10 +21,7 @@ func TestPortWithoutEndpointsRefused(t *testing.T) {
 
 func TestPartialSyncTouchesOnlyChangedObjects(t *testing.T) {
 	b := newBed(t)
-	var svcs []*switchyardv1.ServiceView
-	for i := range 50 {
-		svcs = append(svcs, dptest.Service(fmt.Sprintf("s%d", i), fmt.Sprintf("10.96.1.%d", i+1), 80, 0, b.Pods...))
-	}
+	svcs := dptest.ManyServices(50, b.Pods...)
 	b.apply(t, dptest.State(b.Node, svcs...))
 	before := blocksOf(b.listTable(t))
 	b.Runner.Take(nftInputs)
@@ -51,18 +45,7 @@ func TestPartialSyncTouchesOnlyChangedObjects(t *testing.T) {
 	// chain), only the endpoint map. The removed pod still serves the
 	// other 49 services, so its hairpin pair stays.
 	after := blocksOf(b.listTable(t))
-	var changed []string
-	for n, body := range before {
-		if a, ok := after[n]; !ok || a != body {
-			changed = append(changed, n)
-		}
-	}
-	for n := range after {
-		if _, ok := before[n]; !ok {
-			changed = append(changed, n)
-		}
-	}
-	slices.Sort(changed)
+	changed := dptest.Changed(before, after)
 	if len(changed) != 1 || !strings.HasPrefix(changed[0], "map endpoints-tcp-") {
 		t.Errorf("kernel shows changed %v, want only one TCP endpoint map", changed)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipvs"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
+	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/echo"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/probe"
@@ -80,7 +81,7 @@ func (b *bed) reset(ctx context.Context) error {
 	}
 	defer k.Close()
 	// The guest has only iptables-legacy: no need to detect the flavour.
-	dp, err := ipvs.New(k.Config(ipvs.Config{Runner: nsRunner{topo: b.topo, ns: b.node.NS},
+	dp, err := ipvs.New(k.Config(ipvs.Config{Runner: b.runner(),
 		Families: []dataplane.Family{dataplane.IPv4}, Flavour: xtables.FlavourLegacy}))
 	if err != nil {
 		return err
@@ -108,6 +109,12 @@ func (b *bed) reset(ctx context.Context) error {
 
 // nodeNSPath is the namespace file of the node, for handles opened by path.
 func (b *bed) nodeNSPath() string { return "/run/netns/" + b.node.NS }
+
+// runner runs ipset and iptables in the node namespace, through the
+// topology's host guard (dptest.Runner, ip netns exec).
+func (b *bed) runner() *dptest.Runner {
+	return dptest.NewRunner(b.topo, b.node.NS, dptest.RunnerOptions{})
+}
 
 // backend returns the address a pod's echo server listens on.
 func backend(p netns.Pod) netip.AddrPort { return netip.AddrPortFrom(p.IP, backendPort) }

@@ -1,8 +1,6 @@
 package guest
 
 import (
-	"bytes"
-	"context"
 	"net/netip"
 	"strings"
 	"testing"
@@ -15,17 +13,6 @@ import (
 
 // clusterCIDR is the topology's default cluster CIDR (pods).
 const clusterCIDR = "10.244.0.0/16"
-
-// nsRunner runs ipset and iptables in one namespace of the topology,
-// through the topology's host guard.
-type nsRunner struct {
-	topo *netns.Topology
-	ns   string
-}
-
-func (r nsRunner) Run(ctx context.Context, argv []string, stdin []byte) ([]byte, error) {
-	return r.topo.ExecInput(ctx, r.ns, bytes.NewReader(stdin), argv...)
-}
 
 // agent is one Dataplane instance on the node, with its kernel seam, as
 // one run of a node agent would hold them.
@@ -44,7 +31,7 @@ func (b *bed) newAgent(t testing.TB, mut func(*ipvs.Config)) *agent {
 	}
 	t.Cleanup(k.Close)
 	cfg := k.Config(ipvs.Config{
-		Runner:   nsRunner{topo: b.topo, ns: b.node.NS},
+		Runner:   b.runner(),
 		Families: []dataplane.Family{dataplane.IPv4},
 		Logger:   netns.TestLogger(t),
 	})
@@ -65,7 +52,7 @@ func (b *bed) newAgent(t testing.TB, mut func(*ipvs.Config)) *agent {
 func (a *agent) restarted(t testing.TB, b *bed) *agent {
 	t.Helper()
 	dp, err := ipvs.New(a.k.Config(ipvs.Config{
-		Runner:   nsRunner{topo: b.topo, ns: b.node.NS},
+		Runner:   b.runner(),
 		Families: []dataplane.Family{dataplane.IPv4},
 	}))
 	if err != nil {
