@@ -66,21 +66,13 @@ func flushTable(t *testing.T, f *iptablestest.Fake, fam, table string) (ownedWit
 	var b strings.Builder
 	fmt.Fprintf(&b, "*%s\n", table)
 	for _, c := range st.Chains() {
-		for _, r := range st.Rules(c) {
-			if iptables.IsOwnedChain(xtables.RuleTarget(r)) && !iptables.IsOwnedChain(c) {
-				jumps++
-			}
-		}
-		if iptables.IsOwnedChain(c) && len(st.Rules(c)) > 0 {
-			ownedWithRules++
-		}
 		fmt.Fprintf(&b, "-F %s\n", c)
 	}
 	b.WriteString("COMMIT\n")
 	if err := f.Restore(fam, b.String()); err != nil {
 		t.Fatal(err)
 	}
-	return ownedWithRules, jumps
+	return iptablestest.Flushed(st, iptables.IsOwnedChain)
 }
 
 // unhookAndDelete deletes a service chain of the nat table as a user
@@ -96,23 +88,8 @@ func unhookAndDelete(t *testing.T, f *iptablestest.Fake) int {
 			break
 		}
 	}
-	var b strings.Builder
-	b.WriteString("*nat\n")
-	unhooked := 0
-	for _, c := range st.Chains() {
-		n := 0
-		for _, r := range st.Rules(c) {
-			if xtables.RuleTarget(r) == svc {
-				fmt.Fprintf(&b, "-D %s %s\n", c, r)
-				n++
-			}
-		}
-		if n > 0 {
-			unhooked++
-		}
-	}
-	fmt.Fprintf(&b, "-F %s\n-X %s\nCOMMIT\n", svc, svc)
-	restore(t, f, b.String())
+	lines, unhooked := iptablestest.Unhook(st, svc)
+	restore(t, f, "*nat\n"+lines+fmt.Sprintf("-F %s\n-X %s\nCOMMIT\n", svc, svc))
 	return unhooked
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/iptables"
+	"github.com/switchyard-proxy/switchyard/dataplane/iptables/iptablestest"
 	"github.com/switchyard-proxy/switchyard/dataplane/nftgen"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtinfo"
@@ -92,19 +93,9 @@ func TestDriftDetectedAndRepaired(t *testing.T) {
 		drift func(t *testing.T, b *bed, fl xtables.Flavour) (map[string]int, bool)
 	}{
 		{"flush the nat table", func(t *testing.T, b *bed, fl xtables.Flavour) (map[string]int, bool) {
-			nat, n := b.natSave(t, fl), 0
-			for _, c := range nat.Chains() {
-				for _, r := range nat.Rules(c) {
-					if !iptables.IsOwnedChain(c) && iptables.IsOwnedChain(xtables.RuleTarget(r)) {
-						n++ // a jump from a built-in chain
-					}
-				}
-				if iptables.IsOwnedChain(c) && len(nat.Rules(c)) > 0 {
-					n++
-				}
-			}
+			owned, jumps := iptablestest.Flushed(b.natSave(t, fl), iptables.IsOwnedChain)
 			b.sh(t, fl, "iptables -t nat -F")
-			return map[string]int{dataplane.DriftRule: n}, false
+			return map[string]int{dataplane.DriftRule: owned + jumps}, false
 		}},
 		{"delete a chain, unhooked first", func(t *testing.T, b *bed, fl xtables.Flavour) (map[string]int, bool) {
 			nat := b.natSave(t, fl)
@@ -116,21 +107,10 @@ func TestDriftDetectedAndRepaired(t *testing.T) {
 					}
 				}
 			}
-			var script strings.Builder
-			script.WriteString("iptables-restore --noflush <<EOF\n*nat\n")
-			unhooked := 0
-			for _, c := range nat.Chains() {
-				n := 0
-				for _, r := range nat.Rules(c) {
-					if xtables.RuleTarget(r) == svc {
-						fmt.Fprintf(&script, "-D %s %s\n", c, r)
-						n++
-					}
-				}
-				unhooked += min(n, 1)
-			}
-			fmt.Fprintf(&script, "COMMIT\nEOF\niptables -t nat -F %s\niptables -t nat -X %s\n", svc, svc)
-			b.sh(t, fl, script.String())
+			lines, unhooked := iptablestest.Unhook(nat, svc)
+			script := "iptables-restore --noflush <<EOF\n*nat\n" + lines +
+				fmt.Sprintf("COMMIT\nEOF\niptables -t nat -F %s\niptables -t nat -X %s\n", svc, svc)
+			b.sh(t, fl, script)
 			return map[string]int{dataplane.DriftChain: 1, dataplane.DriftRule: unhooked}, true
 		}},
 		{"add a foreign rule", func(t *testing.T, b *bed, fl xtables.Flavour) (map[string]int, bool) {
