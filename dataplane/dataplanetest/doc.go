@@ -14,7 +14,8 @@
 //     reads one, Cases gives the ones a mode has goldens for, Golden
 //     compares or rewrites a mode's output, and RunGolden is a mode's
 //     whole golden test on top of them.
-//   - Logger, a slog.Logger that writes through the test.
+//   - Logger, a slog.Logger that writes through the test, and Eventually,
+//     a wait for an outcome with a deadline.
 //
 // In an agent's test the Faulty stands where the kernel's mode would:
 //

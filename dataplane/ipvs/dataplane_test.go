@@ -13,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipvs"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipvs/ipvstest"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
@@ -114,9 +115,9 @@ func TestRunDrains(t *testing.T) {
 	if err := f.SetConns(vip, ep2, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "Run to wait on the clock", func() bool { return clk.HasWaiters() })
+	dataplanetest.Eventually(t, 5*time.Second, "Run to wait on the clock", func() bool { return clk.HasWaiters() })
 	clk.Step(time.Second)
-	eventually(t, "the drained real server to go", func() bool { _, ok := f.RealServer(vip, ep2); return !ok })
+	dataplanetest.Eventually(t, 5*time.Second, "the drained real server to go", func() bool { _, ok := f.RealServer(vip, ep2); return !ok })
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)

@@ -214,7 +214,7 @@ func TestUDPSessions(t *testing.T) {
 	if n := d.Listeners()[0].Active; n != 2 {
 		t.Errorf("%d sessions, want 2", n)
 	}
-	waitFor(t, "idle sessions to end", 5*time.Second, func() bool { return d.Listeners()[0].Active == 0 })
+	dataplanetest.Eventually(t, 5*time.Second, "idle sessions to end", func() bool { return d.Listeners()[0].Active == 0 })
 }
 
 // TestUDPRetryOnRefusedBackend: the first backend in rotation answers
@@ -430,7 +430,7 @@ func TestCleanupAndContextStopEverything(t *testing.T) {
 			defer s.conn.Close()
 			if viaCtx {
 				cancel()
-				waitFor(t, "listeners to close", 5*time.Second, func() bool { return len(d.Listeners()) == 0 })
+				dataplanetest.Eventually(t, 5*time.Second, "listeners to close", func() bool { return len(d.Listeners()) == 0 })
 			}
 			// Bounded: a goroutine left running fails here instead of hanging.
 			cctx, ccancel := context.WithTimeout(t.Context(), 5*time.Second)

@@ -237,18 +237,6 @@ func udpAsk(conn *net.UDPConn, msg string, timeout time.Duration) (string, error
 	return string(buf[:n]), nil
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // faultySockets wraps HostSockets and fails chosen operations.
 type faultySockets struct {
 	HostSockets

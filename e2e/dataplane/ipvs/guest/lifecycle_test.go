@@ -14,24 +14,13 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"github.com/switchyard-proxy/switchyard/dataplane/ipvs"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/echo"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/probe"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
-
-// waitFor polls cond every 100 ms until it holds or d passes.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", d, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
 
 // TestEndpointRemovalDrainsLiveConnection: when an endpoint goes away its
 // real server drops to weight 0 and stays while a connection through it is
@@ -96,7 +85,7 @@ func TestEndpointRemovalDrainsLiveConnection(t *testing.T) {
 	}
 
 	conn.Close()
-	waitFor(t, 20*time.Second, "the kernel to see the connection closed", func() bool {
+	dataplanetest.Eventually(t, 20*time.Second, "the kernel to see the connection closed", func() bool {
 		return a.realServers(t, key)[backend(gone)].ActiveConns == 0
 	})
 	n, err := a.dp.Drain(t.Context())
