@@ -65,15 +65,27 @@ var nodeExamples = []nodeExample{
 // with a latency sample from each.
 func prepareServiceChange(t *testing.T, e *env) {
 	ctx := t.Context()
+	before, err := e.c.ServiceAt(ctx, 0, system.Namespace, system.ServiceName)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := e.c.ScaleTo(ctx, e.c.Topo.Pods()); err != nil {
 		t.Fatal(err)
 	}
+	// The answer from before the change may already read "2 of 2,
+	// measured" (an earlier change's samples): wait for the new version.
 	waitFor(ctx, t, "the change live on both nodes, measured", func() (bool, string) {
 		resp, err := e.c.ServiceAt(ctx, 0, system.Namespace, system.ServiceName)
 		if err != nil {
 			return false, err.Error()
 		}
-		return resp.GetAppliedNodes() == 2 && resp.GetLatencySamples() == 2, resp.GetSummary()
+		moved := len(resp.GetNodes()) > 0
+		for i, n := range resp.GetNodes() {
+			if i < len(before.GetNodes()) && n.GetDesiredVersion() == before.GetNodes()[i].GetDesiredVersion() {
+				moved = false
+			}
+		}
+		return moved && resp.GetAppliedNodes() == 2 && resp.GetLatencySamples() == 2, resp.GetSummary()
 	})
 }
 
