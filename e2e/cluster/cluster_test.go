@@ -192,13 +192,23 @@ func firstFailures(r probe.Result) string {
 	return b.String()
 }
 
-// fromNothing deletes every Switchyard pod at once on nodes whose service
-// rules and saved views are gone (as after a reboot of a cluster where
-// Switchyard is the only proxy): no Service VIP works anywhere, so the
-// install must come back through node addresses alone.
+// fromNothing takes the agents off the nodes, removes every service rule
+// and saved view there, then starts every Switchyard pod at once (as after
+// a reboot of a cluster where Switchyard is the only proxy): no Service VIP
+// works anywhere, so the install must come back through node addresses
+// alone.
 func fromNothing(t *testing.T, c *cluster.Cluster, pod *probe.Prober, vip netip.AddrPort, podNS string) {
 	t.Helper()
 	ctx := t.Context()
+	// The agents go first: a running agent repairs a flushed ruleset at its
+	// next drift check (--drift-check-interval, 5s), which raced the check
+	// below (seen in CI: 1 of 3 probes timed out, then the rules were back)
+	// and left the nodes not "from nothing" when the pods were deleted.
+	const paused = `{"spec":{"template":{"spec":{"nodeSelector":{"switchyard.test/paused":"true"}}}}}`
+	kubectl(t, c, "-n", cluster.SystemNS, "patch", "daemonset/switchyard-agent", "--type=merge", "-p", paused)
+	waitFor(t, "no agent pod left", 2*time.Minute, func() (bool, error) {
+		return kubectl(t, c, "-n", cluster.SystemNS, "get", "pods", "-l", "app.kubernetes.io/name=switchyard-agent", "-o", "name") == "", nil
+	})
 	for i := range c.Nodes() {
 		if _, err := c.NodeExec(ctx, i, "nft", "flush", "ruleset"); err != nil {
 			t.Fatal(err)
@@ -215,6 +225,8 @@ func fromNothing(t *testing.T, c *cluster.Cluster, pod *probe.Prober, vip netip.
 		t.Fatalf("the ClusterIP still answers after the rules were flushed: %s", res)
 	}
 	began := time.Now()
+	kubectl(t, c, "-n", cluster.SystemNS, "patch", "daemonset/switchyard-agent", "--type=json",
+		"-p", `[{"op":"remove","path":"/spec/template/spec/nodeSelector"}]`)
 	kubectl(t, c, "-n", cluster.SystemNS, "delete", "pods", "-l", "app.kubernetes.io/part-of=switchyard", "--wait=false")
 	if err := c.WaitSwitchyard(ctx); err != nil {
 		t.Fatal(err)
