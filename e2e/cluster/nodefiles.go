@@ -63,6 +63,13 @@ func (n *node) mountScript() string {
 	fmt.Fprintf(&b, "set -eu\nhostname %s\n", n.name)
 	fmt.Fprintf(&b, "mount --bind %s /run\nmkdir -p /run/netns /run/lock /run/containerd\n", filepath.Join(n.dir, "run"))
 	fmt.Fprintf(&b, "mount --bind %s /var\n", filepath.Join(n.dir, "var"))
+	// The kubelet bind-mounts its root dir onto itself to make it rshared
+	// when it is not (the holder's namespace is private) while, in another
+	// goroutine, it creates the pod-resources socket as a temp file renamed
+	// into place: a rename whose two lookups straddle that new mount fails
+	// with EXDEV and the kubelet exits (seen once in CI). Done here, before
+	// it starts, the kubelet finds the mount shared and leaves it.
+	b.WriteString("mkdir -p /var/lib/kubelet\nmount --bind /var/lib/kubelet /var/lib/kubelet\nmount --make-rshared /var/lib/kubelet\n")
 	for key := range kubeletSysctls {
 		fmt.Fprintf(&b, "mount --bind %s /proc/sys/%s\n", filepath.Join(n.dir, "sysctl", strings.ReplaceAll(key, "/", ".")), key)
 	}
