@@ -281,9 +281,9 @@ func (b *bed) checkExplain(t *testing.T, a *agent, st *dataplane.State, c explai
 		n = max(n, 2*len(v.Endpoints))
 	case explain.Reject:
 		// A TCP connection refused by ICMP fails at a SYN retransmit
-		// (1, 3, 7 s), and the node rate-limits ICMP errors per peer
-		// (one a second after a burst of six): a few attempts, and
-		// time for the retransmits.
+		// (1, 3, 7 s) when the error is lost: a few attempts, and time
+		// for the retransmits. (newBed turns the node's per-peer ICMP
+		// rate limit off.)
 		n, timeout = 3, 2*probeTimeout
 	}
 	res := b.send(t, c.from.ns, pkt, n, timeout)
