@@ -124,11 +124,15 @@ func checkDNS(t *testing.T, c *cluster.Cluster, podNS string, want netip.Addr) {
 	t.Logf("DNS via kube-dns VIP %s: %s = %v", cluster.DNSVIP, name, addrs)
 }
 
+// agentPods selects the agents' pods (the DaemonSet's selector in
+// deploy/base/agent.yaml).
+const agentPods = "app.kubernetes.io/name=switchyard-agent"
+
 // disruptions streams 100 connections/s from the client pod to the
 // ClusterIP through each disruption and requires that none fails.
 func disruptions(t *testing.T, c *cluster.Cluster, pod *probe.Prober, vip netip.AddrPort) {
 	agentOn := func(node string) string {
-		return kubectl(t, c, "-n", cluster.SystemNS, "get", "pods", "-l", "app.kubernetes.io/name=switchyard-agent",
+		return kubectl(t, c, "-n", cluster.SystemNS, "get", "pods", "-l", agentPods,
 			"--field-selector", "spec.nodeName="+node, "-o", "jsonpath={.items[0].metadata.name}")
 	}
 	steps := []struct {
@@ -207,7 +211,7 @@ func fromNothing(t *testing.T, c *cluster.Cluster, pod *probe.Prober, vip netip.
 	const paused = `{"spec":{"template":{"spec":{"nodeSelector":{"switchyard.test/paused":"true"}}}}}`
 	kubectl(t, c, "-n", cluster.SystemNS, "patch", "daemonset/switchyard-agent", "--type=merge", "-p", paused)
 	waitFor(t, "no agent pod left", 2*time.Minute, func() (bool, error) {
-		return kubectl(t, c, "-n", cluster.SystemNS, "get", "pods", "-l", "app.kubernetes.io/name=switchyard-agent", "-o", "name") == "", nil
+		return kubectl(t, c, "-n", cluster.SystemNS, "get", "pods", "-l", agentPods, "-o", "name") == "", nil
 	})
 	for i := range c.Nodes() {
 		if _, err := c.NodeExec(ctx, i, "nft", "flush", "ruleset"); err != nil {

@@ -91,8 +91,8 @@ func (n *node) start(ctx context.Context) error {
 	n.kubelet, err = n.startProc("kubelet", filepath.Join(n.c.cfg.BinDir, "kubelet"),
 		"--config="+filepath.Join(n.dir, "kubelet.yaml"),
 		"--bootstrap-kubeconfig="+filepath.Join(n.dir, "bootstrap.kubeconfig"),
-		"--kubeconfig=/var/lib/kubelet/kubeconfig",
-		"--root-dir=/var/lib/kubelet", "--cert-dir=/var/lib/kubelet/pki",
+		"--kubeconfig="+kubeletRoot+"/kubeconfig",
+		"--root-dir="+kubeletRoot, "--cert-dir="+kubeletRoot+"/pki",
 		"--hostname-override="+n.name, "--node-ip="+n.nodeIPs(),
 		"--node-labels=topology.kubernetes.io/zone="+n.zone,
 		"--v=1")

@@ -55,6 +55,9 @@ func (n *node) writeFiles() error {
 		credential{token: n.c.cp.bootstrapToken})
 }
 
+// kubeletRoot is the kubelet's --root-dir, on the node's own /var.
+const kubeletRoot = "/var/lib/kubelet"
+
 // mountScript runs inside the node's fresh mount and UTS namespaces: the
 // hostname hostNetwork pods see, and per-node views of every fixed path
 // kubelet, containerd, CNI and the agent's hostPath volumes use.
@@ -69,7 +72,7 @@ func (n *node) mountScript() string {
 	// into place: a rename whose two lookups straddle that new mount fails
 	// with EXDEV and the kubelet exits (seen once in CI). Done here, before
 	// it starts, the kubelet finds the mount shared and leaves it.
-	b.WriteString("mkdir -p /var/lib/kubelet\nmount --bind /var/lib/kubelet /var/lib/kubelet\nmount --make-rshared /var/lib/kubelet\n")
+	fmt.Fprintf(&b, "mkdir -p %[1]s\nmount --bind %[1]s %[1]s\nmount --make-rshared %[1]s\n", kubeletRoot)
 	for key := range kubeletSysctls {
 		fmt.Fprintf(&b, "mount --bind %s /proc/sys/%s\n", filepath.Join(n.dir, "sysctl", strings.ReplaceAll(key, "/", ".")), key)
 	}

@@ -277,6 +277,12 @@ func nodeSysctls(s Spec) []Sysctl {
 	if s.RouteLocalnet {
 		out = append(out, Sysctl{"net.ipv4.conf.all.route_localnet", "1"})
 	}
+	if s.NoICMPRateLimit {
+		out = append(out, Sysctl{"net.ipv4.icmp_ratelimit", "0"})
+		if s.DualStack {
+			out = append(out, Sysctl{"net.ipv6.icmp.ratelimit", "0"})
+		}
+	}
 	if s.DualStack {
 		// IPv6 has no rp_filter sysctl; forwarding on "all" turns every
 		// interface into a router.

@@ -350,3 +350,27 @@ func TestNewID(t *testing.T) {
 		t.Errorf("10 ids gave %d distinct values", len(seen))
 	}
 }
+
+// TestNodeSysctlsICMPRateLimit: NoICMPRateLimit turns the nodes' ICMP
+// error limit off, for IPv6 too on a dual-stack topology.
+func TestNodeSysctlsICMPRateLimit(t *testing.T) {
+	for _, tc := range []struct {
+		spec Spec
+		want []Sysctl
+	}{
+		{Spec{}, nil},
+		{Spec{NoICMPRateLimit: true}, []Sysctl{{"net.ipv4.icmp_ratelimit", "0"}}},
+		{Spec{NoICMPRateLimit: true, DualStack: true},
+			[]Sysctl{{"net.ipv4.icmp_ratelimit", "0"}, {"net.ipv6.icmp.ratelimit", "0"}}},
+	} {
+		var got []Sysctl
+		for _, s := range nodeSysctls(tc.spec) {
+			if strings.Contains(s.Key, ".icmp") {
+				got = append(got, s)
+			}
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%+v: ICMP sysctls (-want +got):\n%s", tc.spec, diff)
+		}
+	}
+}

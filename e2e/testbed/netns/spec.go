@@ -77,6 +77,12 @@ type Spec struct {
 	// By default it is 1, as Kubernetes requires, so that traffic between
 	// pods of one node bridge passes iptables.
 	DisableBridgeNF bool
+	// NoICMPRateLimit sets net.ipv4.icmp_ratelimit=0 on nodes (and
+	// net.ipv6.icmp.ratelimit=0 with DualStack). By default a node sends a
+	// peer a burst of six ICMP errors and then one a second, so a test
+	// that expects many refusals in a row (REJECT's port unreachable) in
+	// quick succession sees some of them time out instead.
+	NoICMPRateLimit bool
 
 	// DualStack gives every namespace on the network, every pod bridge
 	// and every pod an IPv6 address beside its IPv4 one, with the same
