@@ -189,7 +189,7 @@ func BenchmarkAcked(b *testing.B) {
 				c.Publish("n1", nvs[0], nil)
 				w := c.Watch("n1", agent("n1"), "delta")
 				takeAck(w)
-				tr.ServicesChanged(names, nil)
+				tr.ServicesChanged(names, nil, nil)
 				i := 0
 				b.ReportAllocs()
 				for b.Loop() {

@@ -75,9 +75,9 @@ func (c *Cache) Publish(name string, nv NodeView, changed []string) {
 	}
 	if w := n.watch; w != nil {
 		if changed == nil || prev == nil || (len(changed) == 0 && prev.Version() != nv.Version()) {
-			w.markAll()
+			w.markAll(n.gen)
 		} else {
-			w.markNames(changed, nv.Len())
+			w.markNames(changed, nv.Len(), n.gen)
 		}
 		w.signal()
 	}
@@ -101,7 +101,7 @@ func (c *Cache) Remove(name string) {
 		delete(c.nodes, name)
 		return
 	}
-	n.watch.markAll()
+	n.watch.markAll(0)
 	n.watch.signal()
 }
 

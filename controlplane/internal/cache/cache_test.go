@@ -160,21 +160,22 @@ func TestAckState(t *testing.T) {
 
 	snap, _ := c.Node("n1")
 	want := cache.NodeStatus{
-		Name:                   "n1",
-		Known:                  true,
-		DesiredVersion:         nv.Version(),
-		Resources:              3,
-		Connected:              true,
-		RPC:                    "delta",
-		Agent:                  agent("n1"),
-		ConnectedSince:         start,
-		AckedVersion:           nv.Version(),
-		LastAck:                start.Add(time.Second),
-		LastApplyDuration:      20 * time.Millisecond,
-		LastProgrammingLatency: 300 * time.Millisecond,
-		LastNack:               nack,
-		LastNackTime:           start.Add(2 * time.Second),
-		Pending:                cache.Pending{DirtyAll: true, InFlight: 1},
+		Name:                       "n1",
+		Known:                      true,
+		DesiredVersion:             nv.Version(),
+		Resources:                  3,
+		Connected:                  true,
+		RPC:                        "delta",
+		Agent:                      agent("n1"),
+		ConnectedSince:             start,
+		AckedVersion:               nv.Version(),
+		LastAck:                    start.Add(time.Second),
+		LastApplyDuration:          20 * time.Millisecond,
+		LastProgrammingLatency:     300 * time.Millisecond,
+		LastProgrammingLatencyTime: start.Add(time.Second),
+		LastNack:                   nack,
+		LastNackTime:               start.Add(2 * time.Second),
+		Pending:                    cache.Pending{DirtyAll: true, InFlight: 1},
 	}
 	if diff := cmp.Diff(want, snap.Status, cmpProto); diff != "" {
 		t.Errorf("status (-want +got):\n%s", diff)

@@ -26,12 +26,16 @@ type NodeStatus struct {
 	ConnectedSince time.Time
 
 	// What the agent last acknowledged; kept across reconnects.
-	AckedVersion           string
-	LastAck                time.Time
-	LastApplyDuration      time.Duration
-	LastProgrammingLatency time.Duration
-	LastNack               *spb.Status
-	LastNackTime           time.Time
+	AckedVersion      string
+	LastAck           time.Time
+	LastApplyDuration time.Duration
+	// LastProgrammingLatency is from the latest ACK that reported one
+	// (at LastProgrammingLatencyTime): only changes that carry trigger
+	// times do, so it may be older than LastAck.
+	LastProgrammingLatency     time.Duration
+	LastProgrammingLatencyTime time.Time
+	LastNack                   *spb.Status
+	LastNackTime               time.Time
 	// Drift is the agent's drift checks as its latest ACK report had
 	// them; nil before one (or from agents that predate it). Never
 	// modified: a new report replaces it.
@@ -69,6 +73,7 @@ type ackState struct {
 	lastAck            time.Time
 	applyDuration      time.Duration
 	programmingLatency time.Duration
+	programmingAt      time.Time
 	lastNack           *spb.Status
 	lastNackTime       time.Time
 	drift              *switchyardv1.DriftStatus
@@ -87,7 +92,11 @@ func (a *ackState) acked(view NodeView, r *switchyardv1.ApplyReport, now time.Ti
 	a.view, a.lastAck = view, now
 	if r != nil {
 		a.applyDuration = r.GetApplyDuration().AsDuration()
-		a.programmingLatency = r.GetProgrammingLatency().AsDuration()
+		// An ACK without a latency measured none (no trigger time came
+		// with the change): the last measured one stays.
+		if r.GetProgrammingLatency() != nil {
+			a.programmingLatency, a.programmingAt = r.GetProgrammingLatency().AsDuration(), now
+		}
 		a.report(r)
 	}
 	// The mode and settings the agent programs now: a NodeConfig may have
@@ -138,19 +147,20 @@ func (n *node) snapshot() NodeSnapshot {
 	defer n.mu.Unlock()
 	a := &n.ack
 	s := NodeStatus{
-		Name:                   n.name,
-		Known:                  n.view != nil,
-		Connected:              a.connected,
-		RPC:                    a.rpc,
-		Agent:                  a.agent,
-		ConnectedSince:         a.connectedSince,
-		LastAck:                a.lastAck,
-		LastApplyDuration:      a.applyDuration,
-		LastProgrammingLatency: a.programmingLatency,
-		LastNack:               a.lastNack,
-		LastNackTime:           a.lastNackTime,
-		Drift:                  a.drift,
-		Datapath:               a.datapath,
+		Name:                       n.name,
+		Known:                      n.view != nil,
+		Connected:                  a.connected,
+		RPC:                        a.rpc,
+		Agent:                      a.agent,
+		ConnectedSince:             a.connectedSince,
+		LastAck:                    a.lastAck,
+		LastApplyDuration:          a.applyDuration,
+		LastProgrammingLatency:     a.programmingLatency,
+		LastProgrammingLatencyTime: a.programmingAt,
+		LastNack:                   a.lastNack,
+		LastNackTime:               a.lastNackTime,
+		Drift:                      a.drift,
+		Datapath:                   a.datapath,
 	}
 	if n.view != nil {
 		s.DesiredVersion, s.Resources = n.view.Version(), n.view.Len()

@@ -14,6 +14,13 @@ type Changes struct {
 	All bool
 	// Names, sorted and unique; meaningful only when All is false.
 	Names []string
+	// Since and Until are the generations (ApplyObserver.Generation) of
+	// the first and the last publish that marked these changes; Since is 0
+	// when unknown (a watch's first Take, or no ApplyObserver). A view
+	// taken with them brings the node the changes published in
+	// Since..Until, and no earlier one: what a stream attaches trigger
+	// times by.
+	Since, Until uint64
 }
 
 // Empty reports whether nothing changed.
@@ -23,21 +30,35 @@ func (c Changes) Empty() bool { return !c.All && len(c.Names) == 0 }
 // All: diffing everything then costs the same as diffing the names, and the
 // set stays bounded by the view's size.
 func (c Changes) Merge(o Changes, limit int) Changes {
+	out := Changes{Since: minGen(c.Since, o.Since), Until: max(c.Until, o.Until)}
 	switch {
 	case c.All || o.All:
-		return Changes{All: true}
+		out.All = true
 	case len(o.Names) == 0:
-		return c
+		out.Names = c.Names
 	case len(c.Names) == 0:
-		return o
+		out.Names = o.Names
+	default:
+		names := append(slices.Clone(c.Names), o.Names...)
+		slices.Sort(names)
+		out.Names = slices.Compact(names)
+		if len(out.Names) > limit {
+			out.All, out.Names = true, nil
+		}
 	}
-	names := append(slices.Clone(c.Names), o.Names...)
-	slices.Sort(names)
-	names = slices.Compact(names)
-	if len(names) > limit {
-		return Changes{All: true}
+	return out
+}
+
+// minGen is the earlier of two generations, 0 (unknown) counting as none
+// unless both are.
+func minGen(a, b uint64) uint64 {
+	switch {
+	case a == 0:
+		return b
+	case b == 0:
+		return a
 	}
-	return Changes{Names: names}
+	return min(a, b)
 }
 
 // Watch is one stream's subscription to one node. Its methods are safe for
@@ -53,6 +74,9 @@ type Watch struct {
 	all      bool
 	inFlight int
 	replaced bool
+	// since is the generation of the first publish that marked something
+	// since the last Take; 0: none did, or it carried no generation.
+	since uint64
 
 	// For the cache's ApplyObserver, guarded by n.mu: the names taken
 	// since the last ACK, the version and generation of the view last
@@ -112,7 +136,8 @@ func (w *Watch) Take() (NodeView, Changes) {
 		}
 		slices.Sort(ch.Names)
 	}
-	w.all, w.dirty = false, nil
+	ch.Since, ch.Until = w.since, w.n.gen
+	w.all, w.dirty, w.since = false, nil, 0
 	if w.c.applied != nil {
 		w.takenVersion, w.takenGen = "", w.n.gen
 		limit := 0
@@ -181,12 +206,15 @@ func (w *Watch) Close() {
 	}
 }
 
-// markAll and markNames record changes; the caller holds n.mu.
-func (w *Watch) markAll() {
+// markAll and markNames record changes published at generation gen
+// (0: none); the caller holds n.mu.
+func (w *Watch) markAll(gen uint64) {
 	w.all, w.dirty = true, nil
+	w.marked(gen)
 }
 
-func (w *Watch) markNames(names []string, limit int) {
+func (w *Watch) markNames(names []string, limit int, gen uint64) {
+	w.marked(gen)
 	if w.all {
 		return
 	}
@@ -197,7 +225,14 @@ func (w *Watch) markNames(names []string, limit int) {
 		w.dirty[name] = struct{}{}
 	}
 	if len(w.dirty) > limit {
-		w.markAll()
+		w.markAll(gen)
+	}
+}
+
+// marked notes the first generation marked since the last Take.
+func (w *Watch) marked(gen uint64) {
+	if w.since == 0 {
+		w.since = gen
 	}
 }
 

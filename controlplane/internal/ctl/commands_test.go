@@ -196,3 +196,25 @@ func TestDiffJSON(t *testing.T) {
 		})
 	}
 }
+
+// TestStatusNodeWithoutNodeObject: an agent connected for a node the
+// control plane has no Node object for shows NO NODE in its row and is
+// named under the table, so the node's silence is not mistaken for sync.
+func TestStatusNodeWithoutNodeObject(t *testing.T) {
+	c, _ := newFleet(t)
+	c.Watch("node-x", &switchyardv1.Node{Name: "node-x", Mode: switchyardv1.DataplaneMode_DATAPLANE_MODE_NFTABLES}, "delta")
+	addr, _ := serveFleet(t, c)
+	got := run(t, "--server", addr, "--insecure", "status")
+	if got.code != 0 || got.stderr != "" {
+		t.Fatalf("exit %d, stderr %q", got.code, got.stderr)
+	}
+	lines := fields(got.stdout)
+	row := lines[len(lines)-2]
+	if d := cmp.Diff([]string{"node-x", "yes", "nftables", "-", "-", "NO", "NODE", "-", "-", "-"}, row); d != "" {
+		t.Errorf("node-x row (-want +got):\n%s\n%s", d, got.stdout)
+	}
+	footer := "no Node object: node-x (agent connected; it keeps its last applied rules and receives no change until the Node exists)"
+	if last := strings.TrimSpace(got.stdout[strings.LastIndex(strings.TrimRight(got.stdout, "\n"), "\n")+1:]); last != footer {
+		t.Errorf("last line %q, want %q", last, footer)
+	}
+}

@@ -17,8 +17,10 @@ func statusCommand() command {
 		name: "status", summary: "every node: connected, mode, desired and acknowledged versions (ListNodes)",
 		detail: "One line per node the control plane knows or that has an agent connected, after a line with the\n" +
 			"control plane's watch of the Kubernetes API and the hash and source of the NodeConfig settings it sends.\n" +
-			"IN SYNC is yes when the node acknowledged the version it should have. LAST APPLY and LATENCY are the\n" +
-			"apply duration and network programming latency of the agent's latest ACK; NACK its latest refusal.\n" +
+			"IN SYNC is yes when the node acknowledged the version it should have, NO NODE when the control plane\n" +
+			"sees no Node object of that name (a connected agent then keeps its last rules and gets no change).\n" +
+			"LAST APPLY is the apply duration of the agent's latest ACK, LATENCY the network programming latency\n" +
+			"of the latest ACK that measured one (changes of EndpointSlices only); NACK its latest refusal.\n" +
 			"Exits 0 whatever the nodes' state: use diff NODE to test one node.",
 		run: runStatus,
 	}
@@ -33,16 +35,31 @@ func printStatus(w io.Writer, resp *switchyardv1.ListNodesResponse) error {
 	fmt.Fprintf(w, "api: %s  settings: %s\n", apiText(resp.GetApi()), settingsText(resp.GetSettings()))
 	t := newTable(w)
 	row(t, "NODE", "CONNECTED", "MODE", "DESIRED", "ACKED", "IN SYNC", "LAST APPLY", "LATENCY", "NACK")
+	var missing []string
 	for _, n := range resp.GetNodes() {
 		inSync := ""
-		if n.GetDesiredVersion() != "" {
+		switch {
+		case n.GetNodeObject() == switchyardv1.NodeObject_NODE_OBJECT_MISSING:
+			inSync = "NO NODE"
+			if n.GetConnected() {
+				missing = append(missing, n.GetName())
+			}
+		case n.GetDesiredVersion() != "":
 			inSync = yesNo(n.GetDesiredVersion() == n.GetAckedVersion())
 		}
 		row(t, n.GetName(), yesNo(n.GetConnected()), modeText(n.GetAgent().GetMode()),
 			n.GetDesiredVersion(), n.GetAckedVersion(), inSync,
 			durationText(n.GetLastApplyDuration()), durationText(n.GetLastProgrammingLatency()), nackText(n))
 	}
-	return t.Flush()
+	if err := t.Flush(); err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		_, err := fmt.Fprintf(w, "no Node object: %s (agent connected; it keeps its last applied rules and receives no change until the Node exists)\n",
+			strings.Join(missing, ", "))
+		return err
+	}
+	return nil
 }
 
 // nackText is the node's latest NACK as "Code: message", "" without one.

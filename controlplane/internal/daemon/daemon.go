@@ -147,7 +147,7 @@ func Run(ctx context.Context, o Options) error {
 		Listen: o.Listen, ControlPlaneID: id, CoalesceWindow: o.CoalesceWindow,
 		MaxMessageBytes: o.MaxMessageBytes, TLS: tlsCfg, API: api, AdminAuth: adminAuth, Settings: set,
 		Ready: w.Ready(), MaxUnknownNodeStreams: o.MaxUnknownNodeStreams, Rollout: driver,
-		Latency: latency,
+		Latency: latency, Triggers: latency,
 	}, c, log, m)
 
 	lis, err := listen(o.Listen)

@@ -17,6 +17,31 @@
 // ACK of the change from an ACK of the view before it that arrives while
 // the change is still being published.
 //
+// # Trigger times
+//
+// The Tracker also keeps what agents need for kube-proxy's
+// network_programming_duration_seconds: per service, its recent changes
+// (at most maxChanges) with the generation that published them, the
+// last-change-trigger-time of each EndpointSlice they added or updated,
+// and the nodes they reached when not every node (a Local policy's own
+// views). A discovery stream asks Triggers for the changes a view it
+// sends brings the node — the generations since its watch was first
+// marked after its previous view — and sends those times beside the
+// resources; the agent observes each once its kernel change returned.
+// kube-proxy's rule decides what is kept: only slices added or updated
+// (a change that deleted one of the service's slices carries none, as
+// kube-proxy drops a service's pending times on a slice deletion),
+// nothing for a Service-only change, nothing before the Tracker was made
+// or after its clock's now. Streams never attach times to a stream's first
+// batch: a (re)connect is no change.
+//
+// Two approximations, both bounded: a node more than maxChanges changes
+// of one service behind observes only the newest; and a change published
+// while a node's earlier change still waits to be sent is attached to it
+// even when it did not reach that node through its zone (zones are not
+// told apart, only nodes) — its trigger is newer than the waiting
+// change's, so it never reports more than the batch's real worst.
+//
 // # Resolution
 //
 // Buckets are logarithmic, 8 per doubling, from 1ms to 2^20 ms (17m29s),
@@ -30,9 +55,9 @@
 // # Invariants
 //
 //   - Memory is bounded by the number of services, never by nodes or
-//     samples: one entry of fixed size (about 700 bytes) per service that
-//     changed since the replica started, none per node or per
-//     (node, service).
+//     samples: one entry (about 700 bytes, plus at most maxChanges recent
+//     changes' trigger times) per service that changed since the replica
+//     started, none per node or per (node, service).
 //   - Services that have not changed since the replica started have no
 //     entry and no latency: the first views are not a change.
 //   - An ACK path never waits for another ACK path: ACKs take a read lock

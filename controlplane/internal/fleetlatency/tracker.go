@@ -14,7 +14,10 @@ import (
 // for concurrent use.
 type Tracker struct {
 	clock clock.PassiveClock
-	// gen counts the calls of ServicesChanged that changed a service.
+	// start is when the Tracker was made: trigger times before it are
+	// not kept.
+	start time.Time
+	// gen counts the calls of ServicesChanged (the watch's updates).
 	gen atomic.Uint64
 
 	// mu guards the map and each entry's changed and gen; ACKs hold it
@@ -23,11 +26,15 @@ type Tracker struct {
 	services map[string]*entry
 }
 
-// entry is one service's latest change and the latencies of its ACKs.
+// entry is one service's latest change and the latencies of its ACKs,
+// and the trigger times of its recent changes.
 type entry struct {
 	changed time.Time
 	gen     uint64
 	hist    histogram
+	// changes are the service's recent changes that carried trigger
+	// times, oldest first, at most maxChanges.
+	changes []change
 }
 
 // Option configures a Tracker.
@@ -44,28 +51,31 @@ func New(opts ...Option) *Tracker {
 	for _, o := range opts {
 		o(t)
 	}
+	t.start = t.clock.Now()
 	return t
 }
 
 // ServicesChanged records that the services named in changed changed now,
-// resetting their latencies, and forgets those in removed. The watch calls
-// it once per update, before it publishes the views the update built, so
-// every view published afterwards carries a generation at least that of
-// the change (Generation).
-func (t *Tracker) ServicesChanged(changed, removed []string) {
-	if len(changed) == 0 && len(removed) == 0 {
-		return
-	}
+// resetting their latencies, and forgets those in removed. triggers holds,
+// by name of a changed service, the trigger times its change carries
+// (package doc, "Trigger times"); a name without one carries none. The
+// watch calls it once per update, before it publishes the views the update
+// built, so every view published afterwards carries a generation at least
+// that of the change (Generation).
+//
+// Every call is a new generation, even one that changed no service: the
+// views it publishes (a NodeConfig, a node that came back) then carry a
+// generation no view taken earlier carries, so a stream never takes the
+// changes of an older generation for new ones (Triggers).
+func (t *Tracker) ServicesChanged(changed, removed []string, triggers map[string]Trigger) {
 	now := t.clock.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	gen := t.gen.Load() + 1
+	defer t.gen.Store(gen)
 	for _, name := range removed {
 		delete(t.services, name)
 	}
-	if len(changed) == 0 {
-		return
-	}
-	gen := t.gen.Load() + 1
 	for _, name := range changed {
 		e, ok := t.services[name]
 		if !ok {
@@ -76,11 +86,13 @@ func (t *Tracker) ServicesChanged(changed, removed []string) {
 		}
 		e.changed, e.gen = now, gen
 		e.hist.reset()
+		if tr, ok := triggers[name]; ok {
+			t.record(e, gen, tr, now)
+		}
 	}
-	t.gen.Store(gen)
 }
 
-// Generation is the number of changes recorded so far. The cache stamps
+// Generation is the number of updates recorded so far. The cache stamps
 // each view it publishes with it, and passes the stamp of the
 // acknowledged view to Applied.
 func (t *Tracker) Generation() uint64 { return t.gen.Load() }

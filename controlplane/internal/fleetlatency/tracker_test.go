@@ -66,7 +66,7 @@ func TestQuantiles(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			clk := clocktesting.NewFakePassiveClock(t0)
 			tr := fleetlatency.New(fleetlatency.WithClock(clk))
-			tr.ServicesChanged([]string{"shop/web"}, nil)
+			tr.ServicesChanged([]string{"shop/web"}, nil, nil)
 			for _, d := range tt.samples {
 				ackAfter(tr, clk, d, "shop/web")
 			}
@@ -215,7 +215,9 @@ func TestChanges(t *testing.T) {
 			clk := clocktesting.NewFakePassiveClock(t0)
 			tr := fleetlatency.New(fleetlatency.WithClock(clk))
 			for _, s := range tt.steps {
-				tr.ServicesChanged(s.changed, s.removed)
+				if len(s.changed) > 0 || len(s.removed) > 0 {
+					tr.ServicesChanged(s.changed, s.removed, nil)
+				}
 				if len(s.ack) > 0 {
 					at := clk.Now()
 					clk.SetTime(at.Add(s.ackAfter))
@@ -250,7 +252,7 @@ func TestBounded(t *testing.T) {
 	for i := range names {
 		names[i] = fmt.Sprintf("ns/svc-%d", i)
 	}
-	tr.ServicesChanged(names, nil)
+	tr.ServicesChanged(names, nil, nil)
 	before := heapAfterGC(t)
 	// 5,000 nodes ACK every service, then names with no change.
 	for n := range 5000 {
@@ -268,7 +270,7 @@ func TestBounded(t *testing.T) {
 	if st.Samples != 5000 {
 		t.Errorf("samples = %d, want 5000", st.Samples)
 	}
-	tr.ServicesChanged(nil, names[:60])
+	tr.ServicesChanged(nil, names[:60], nil)
 	if tr.Len() != 40 {
 		t.Errorf("Len = %d after removing 60, want 40", tr.Len())
 	}
@@ -296,8 +298,8 @@ func TestConcurrent(t *testing.T) {
 	}
 	wg.Go(func() {
 		for range 200 {
-			tr.ServicesChanged(names, nil)
-			tr.ServicesChanged(nil, names[:1])
+			tr.ServicesChanged(names, nil, nil)
+			tr.ServicesChanged(nil, names[:1], nil)
 		}
 	})
 	wg.Go(func() {
@@ -318,7 +320,7 @@ func BenchmarkApplied(b *testing.B) {
 	for i := range names {
 		names[i] = fmt.Sprintf("namespace-%d/service-%d", i%100, i)
 	}
-	tr.ServicesChanged(names, nil)
+	tr.ServicesChanged(names, nil, nil)
 	b.ReportAllocs()
 	for b.Loop() {
 		tr.Applied(tr.Generation(), slices.Values(names))

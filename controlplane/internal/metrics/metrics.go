@@ -50,6 +50,10 @@ type Metrics struct {
 	// refused because the bound was reached.
 	UnknownNodeStreams        prometheus.Gauge
 	UnknownNodeStreamsRefused prometheus.Counter
+	// AgentsWithoutNode is the number of connected agents whose node has
+	// no Node object (deleted, or not created yet): they keep their last
+	// rules and receive no change.
+	AgentsWithoutNode prometheus.Gauge
 }
 
 // programmingBuckets are kube-proxy's network programming latency buckets:
@@ -86,8 +90,10 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			"Open discovery streams for names the control plane has no Node for (bounded by --max-unknown-node-streams)."))),
 		UnknownNodeStreamsRefused: prometheus.NewCounter(prometheus.CounterOpts(opts("unknown_node_streams_refused_total",
 			"Discovery streams refused (ResourceExhausted) because --max-unknown-node-streams streams for names that are not Nodes were open."))),
+		AgentsWithoutNode: prometheus.NewGauge(prometheus.GaugeOpts(opts("agents_without_node",
+			"Connected node agents whose node has no Node object: they keep their last applied rules and receive no change until it exists."))),
 		NetworkProgrammingLatency: prometheus.NewHistogram(histogramOpts(fleetOpts("network_programming_duration_seconds",
-			"In-cluster network programming latency reported by node agents: from an EndpointSlice change to the kernel change."), programmingBuckets())),
+			"In-cluster network programming latency reported by node agents: the largest per ACK, from the trigger time of an EndpointSlice change (added or updated) to the kernel change."), programmingBuckets())),
 		AgentApplyDuration: prometheus.NewHistogram(histogramOpts(fleetOpts("agent_apply_duration_seconds",
 			"Time node agents report spending to program the kernel for one response."), prometheus.ExponentialBuckets(0.001, 2, 16))),
 	}
@@ -95,7 +101,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		m.ConnectedAgents, m.ResponsesSent, m.BytesSent, m.AckLatency, m.Nacks,
 		m.ComputeDuration, m.InformerEvents, m.SkippedInput, m.DeltaInitialResources,
 		m.NetworkProgrammingLatency, m.AgentApplyDuration,
-		m.UnknownNodeStreams, m.UnknownNodeStreamsRefused,
+		m.UnknownNodeStreams, m.UnknownNodeStreamsRefused, m.AgentsWithoutNode,
 	); err != nil {
 		return nil, err
 	}
@@ -130,6 +136,19 @@ func registerAll(reg prometheus.Registerer, what string, cs ...prometheus.Collec
 		return fmt.Errorf("register %s metrics: %w", what, err)
 	}
 	return nil
+}
+
+// NodeMissing counts a stream whose node lost (true) or regained (false)
+// its Node object, or that ended without one (false).
+func (m *Metrics) NodeMissing(missing bool) {
+	if m == nil {
+		return
+	}
+	if missing {
+		m.AgentsWithoutNode.Inc()
+	} else {
+		m.AgentsWithoutNode.Dec()
+	}
 }
 
 // StrangerStreams sets the number of open streams for names that are not

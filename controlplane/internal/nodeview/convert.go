@@ -6,7 +6,6 @@ import (
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
@@ -47,9 +46,6 @@ func baseView(svc *model.Service, m merged) *switchyardv1.ServiceView {
 				HasAnyEndpoints: proto.Bool(m.hasAnyByPort[i]),
 			}
 		}
-	}
-	if !m.trigger.IsZero() {
-		sv.LastChangeTriggerTime = timestamppb.New(m.trigger)
 	}
 	return sv
 }

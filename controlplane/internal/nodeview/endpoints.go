@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"net/netip"
 	"slices"
-	"time"
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
 )
@@ -22,8 +21,6 @@ type merged struct {
 	// byPort[i] are the candidates for svc.Ports[i], one per address and
 	// target port, sorted by address, then port.
 	byPort [][]candidate
-	// trigger is the newest last-change-trigger-time of the slices used.
-	trigger time.Time
 	// hasAnyByPort[i]: some candidate of svc.Ports[i] is ready, or
 	// serving and terminating (upstream's hasAnyEndpoints, per port).
 	hasAnyByPort []bool
@@ -50,11 +47,6 @@ type merged struct {
 func mergeSlices(svc *model.Service, all map[model.SliceKey]*model.EndpointSlice) merged {
 	used := usableSlices(svc, all)
 	m := merged{byPort: make([][]candidate, len(svc.Ports)), hasAnyByPort: make([]bool, len(svc.Ports))}
-	for _, s := range used {
-		if s.TriggerTime.After(m.trigger) {
-			m.trigger = s.TriggerTime
-		}
-	}
 	if len(used) == 0 {
 		return m
 	}

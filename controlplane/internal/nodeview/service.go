@@ -153,7 +153,6 @@ func (b *builder) view(p place) *View {
 		ExternalTrafficPolicy:         b.base.ExternalTrafficPolicy,
 		InternalTrafficPolicy:         b.base.InternalTrafficPolicy,
 		HealthCheckNodePort:           b.base.HealthCheckNodePort,
-		LastChangeTriggerTime:         b.base.LastChangeTriggerTime,
 		HasAnyEndpoints:               b.base.HasAnyEndpoints,
 	}
 	if b.usesCluster {

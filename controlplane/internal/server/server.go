@@ -82,6 +82,9 @@ type Config struct {
 	// Latency is each service's fleet programming latency, which
 	// AdminService GetService reports; nil reports none.
 	Latency admin.Latency
+	// Triggers gives the trigger times streams send beside the changes
+	// they bring (network programming latency); nil sends none.
+	Triggers stream.TriggerSource
 	// Ready, when set, is closed once the first views are published;
 	// streams wait for it before they are told apart as a Node's or a
 	// stranger's (stream.Strangers).
@@ -193,6 +196,7 @@ func New(cfg Config, c *cache.Cache, logger *slog.Logger, m *metrics.Metrics) *S
 		Observer:        obs,
 		Clock:           cfg.Clock,
 		Logger:          logger,
+		Triggers:        cfg.Triggers,
 	}
 	var adminSettings admin.Settings
 	if cfg.Settings != nil {

@@ -2,8 +2,10 @@ package watch
 
 import (
 	"slices"
+	"time"
 
 	cpcache "github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/fleetlatency"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/nodeview"
 )
@@ -18,11 +20,11 @@ type Publisher interface {
 var _ Publisher = (*cpcache.Cache)(nil)
 
 // ServiceObserver learns, once per update and before its views are
-// published, which services the update changed and which it removed;
-// *fleetlatency.Tracker implements it. A Publisher that implements it too
-// (ObservedPublisher) is told.
+// published, which services the update changed and which it removed, and
+// the trigger times the changes carry; *fleetlatency.Tracker implements
+// it. A Publisher that implements it too (ObservedPublisher) is told.
 type ServiceObserver interface {
-	ServicesChanged(changed, removed []string)
+	ServicesChanged(changed, removed []string, triggers map[string]fleetlatency.Trigger)
 }
 
 // ObservedPublisher publishes to Publisher and tells Services which
@@ -33,8 +35,8 @@ type ObservedPublisher struct {
 }
 
 // ServicesChanged tells Services.
-func (p ObservedPublisher) ServicesChanged(changed, removed []string) {
-	p.Services.ServicesChanged(changed, removed)
+func (p ObservedPublisher) ServicesChanged(changed, removed []string, triggers map[string]fleetlatency.Trigger) {
+	p.Services.ServicesChanged(changed, removed, triggers)
 }
 
 // publisher publishes an Index's node views, node by node.
@@ -57,12 +59,15 @@ func (p publisher) all(ix *nodeview.Index, st *model.State) {
 }
 
 // changed publishes the nodes whose view may have changed, each with the
-// names that may have changed, and removes deleted nodes.
-func (p publisher) changed(ix *nodeview.Index, st *model.State, ch nodeview.Changes, nodes []string) {
+// names that may have changed, and removes deleted nodes. triggers are
+// the trigger times of the update's slice changes, by service.
+func (p publisher) changed(ix *nodeview.Index, st *model.State, ch nodeview.Changes, nodes []string,
+	triggers map[model.ServiceKey][]time.Time) {
 	if p.services != nil {
-		if changed := changedServices(ch, st); len(changed) > 0 || len(ch.Removed) > 0 {
-			p.services.ServicesChanged(changed, ch.Removed)
-		}
+		// Every update, even one that changed no service: it is a new
+		// generation for the views it publishes (fleetlatency).
+		changed := changedServices(ch, st)
+		p.services.ServicesChanged(changed, ch.Removed, serviceTriggers(ch, triggers))
 	}
 	for _, name := range nodes {
 		if _, ok := st.Nodes[name]; !ok {
@@ -106,4 +111,41 @@ func changedServices(ch nodeview.Changes, st *model.State) []string {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// serviceTriggers names each service's trigger times as its resource, with
+// the nodes the change reached when it reached only some nodes' own views:
+// a change of the default view or of a zone's reaches every node (zones
+// are not told apart).
+func serviceTriggers(ch nodeview.Changes, triggers map[model.ServiceKey][]time.Time) map[string]fleetlatency.Trigger {
+	if len(triggers) == 0 {
+		return nil
+	}
+	out := make(map[string]fleetlatency.Trigger, len(triggers))
+	for k, times := range triggers {
+		out[k.String()] = fleetlatency.Trigger{Times: times}
+	}
+	wide := map[string]bool{}
+	for _, name := range ch.Names {
+		wide[name] = true
+	}
+	for _, names := range ch.Zones {
+		for _, name := range names {
+			wide[name] = true
+		}
+	}
+	reached := map[string][]string{}
+	for node, names := range ch.Nodes {
+		for _, name := range names {
+			if _, ok := out[name]; ok && !wide[name] {
+				reached[name] = append(reached[name], node)
+			}
+		}
+	}
+	for name, nodes := range reached {
+		tr := out[name]
+		tr.Nodes = nodes
+		out[name] = tr
+	}
+	return out
 }

@@ -65,7 +65,10 @@ type serviceCall struct {
 	Before []string
 }
 
-func (s *serviceCalls) ServicesChanged(changed, removed []string) {
+func (s *serviceCalls) ServicesChanged(changed, removed []string, _ map[string]fleetlatency.Trigger) {
+	if len(changed) == 0 && len(removed) == 0 {
+		return // an update that changed no service (still a generation)
+	}
 	before := addresses(s.rec.service(s.t, "node-b", "web/front"))
 	s.mu.Lock()
 	defer s.mu.Unlock()

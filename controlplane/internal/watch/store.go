@@ -2,6 +2,7 @@ package watch
 
 import (
 	"log/slog"
+	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/client-go/tools/cache"
@@ -30,6 +31,12 @@ type store struct {
 type changes struct {
 	services []model.ServiceKey
 	nodes    []string
+	// triggers holds, by service, the last-change-trigger-time of each of
+	// its EndpointSlices the batch added or updated, for a service none
+	// of whose slices the batch deleted (kube-proxy's rule: a deletion
+	// clears the service's pending times, since a deleted slice's
+	// annotation dates its last update, not the deletion).
+	triggers map[model.ServiceKey][]time.Time
 }
 
 func (s *store) apply(b batch) changes {
@@ -38,12 +45,26 @@ func (s *store) apply(b batch) changes {
 		s.applyService(k)
 		touched[k] = struct{}{}
 	}
+	out := changes{triggers: map[model.ServiceKey][]time.Time{}}
+	deleted := map[model.ServiceKey]bool{}
 	for k := range b.slices {
-		for _, svc := range s.applySlice(k) {
-			touched[svc] = struct{}{}
+		filed, left := s.applySlice(k)
+		if left != nil {
+			touched[*left] = struct{}{}
+			if filed == nil || filed.Service != *left {
+				deleted[*left] = true
+			}
+		}
+		if filed != nil {
+			touched[filed.Service] = struct{}{}
+			if !filed.TriggerTime.IsZero() {
+				out.triggers[filed.Service] = append(out.triggers[filed.Service], filed.TriggerTime)
+			}
 		}
 	}
-	var out changes
+	for svc := range deleted {
+		delete(out.triggers, svc)
+	}
 	for k := range touched {
 		out.services = append(out.services, k)
 	}
@@ -69,22 +90,22 @@ func (s *store) applyService(k model.ServiceKey) {
 	refile(s, s.services, k.Namespace+"/"+k.Name, "service", k, s.st.Services, translate.Service)
 }
 
-// applySlice files the slice's newest state and returns the services whose
-// endpoints changed: its service, and the previous one if it moved.
-func (s *store) applySlice(k model.SliceKey) []model.ServiceKey {
-	var touched []model.ServiceKey
+// applySlice files the slice's newest state. It returns the slice as filed
+// (nil: it is gone, or skipped) and the service it was filed under before
+// (nil: none); both services' endpoints may have changed.
+func (s *store) applySlice(k model.SliceKey) (filed *model.EndpointSlice, left *model.ServiceKey) {
 	if prev, ok := s.owner[k]; ok {
 		s.unfile(prev, k)
-		touched = append(touched, prev)
+		left = &prev
 	}
 	obj, ok := get[*discoveryv1.EndpointSlice](s.slices, k.Namespace+"/"+k.Name)
 	if !ok {
-		return touched
+		return nil, left
 	}
 	slice, err := translate.EndpointSlice(obj, s.rec)
 	if err != nil {
 		s.log.Debug("endpointslice skipped", "endpointSlice", k.Namespace+"/"+k.Name, "err", err)
-		return touched
+		return nil, left
 	}
 	bySvc := s.st.Slices[slice.Service]
 	if bySvc == nil {
@@ -93,10 +114,7 @@ func (s *store) applySlice(k model.SliceKey) []model.ServiceKey {
 	}
 	bySvc[k] = slice
 	s.owner[k] = slice.Service
-	if len(touched) == 0 || touched[0] != slice.Service {
-		touched = append(touched, slice.Service)
-	}
-	return touched
+	return slice, left
 }
 
 func (s *store) unfile(svc model.ServiceKey, k model.SliceKey) {

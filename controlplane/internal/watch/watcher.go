@@ -155,7 +155,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 			changed.AllConfigs = changed.AllConfigs || all
 			changed.ConfigNodes = mergeSorted(changed.ConfigNodes, nodes)
 		}
-		pub.changed(ix, st.st, changed, ch.nodes)
+		pub.changed(ix, st.st, changed, ch.nodes, ch.triggers)
 		w.cfg.Observer.Computed(time.Since(start), len(ch.services))
 	}
 }

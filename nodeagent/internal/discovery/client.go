@@ -383,6 +383,7 @@ func (c *Client) learn(u *view.Update) {
 type batch struct {
 	resources map[string]*switchyardv1.Resource
 	removed   []string
+	triggers  map[string][]time.Time
 }
 
 func (b *batch) add(resp *switchyardv1.DeltaSnapshotsResponse) {
@@ -393,10 +394,20 @@ func (b *batch) add(resp *switchyardv1.DeltaSnapshotsResponse) {
 		b.resources[r.GetName()] = r
 	}
 	b.removed = append(b.removed, resp.GetRemovedResources()...)
+	for _, ct := range resp.GetChangeTriggers() {
+		if b.triggers == nil {
+			b.triggers = map[string][]time.Time{}
+		}
+		for _, ts := range ct.GetTriggerTimes() {
+			if ts.IsValid() {
+				b.triggers[ct.GetName()] = append(b.triggers[ct.GetName()], ts.AsTime())
+			}
+		}
+	}
 }
 
 func (b *batch) take(systemVersion string) *view.Update {
-	u := &view.Update{SystemVersion: systemVersion, Resources: b.resources, Removed: b.removed}
+	u := &view.Update{SystemVersion: systemVersion, Resources: b.resources, Removed: b.removed, Triggers: b.triggers}
 	if u.Resources == nil {
 		u.Resources = map[string]*switchyardv1.Resource{}
 	}

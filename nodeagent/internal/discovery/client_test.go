@@ -55,8 +55,8 @@ func (a *applier) Apply(_ context.Context, u *view.Update) (view.Applied, error)
 	a.v = a.v.With(u)
 	a.applied = append(a.applied, u)
 	res := view.Applied{Duration: time.Millisecond, Mode: switchyardv1.DataplaneMode_DATAPLANE_MODE_NFTABLES}
-	if t, ok := u.OldestTrigger(); ok {
-		res.ProgrammingLatency, res.HasLatency = time.Since(t), true
+	if times := u.TriggerTimes(time.Time{}, time.Now()); len(times) > 0 {
+		res.ProgrammingLatency, res.HasLatency = time.Since(times[0]), true
 	}
 	return res, nil
 }
@@ -173,8 +173,8 @@ func TestAckAfterApplyAndNack(t *testing.T) {
 	}
 	trigger := time.Now().Add(-time.Second)
 	r := svc("ns/a", "1")
-	r.GetService().LastChangeTriggerTime = timestamppb.New(trigger)
-	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s1", Nonce: "n1", Resources: []*switchyardv1.Resource{r}})
+	cp.Push(&switchyardv1.DeltaSnapshotsResponse{SystemVersion: "s1", Nonce: "n1", Resources: []*switchyardv1.Resource{r},
+		ChangeTriggers: []*switchyardv1.ChangeTriggers{{Name: "ns/a", TriggerTimes: []*timestamppb.Timestamp{timestamppb.New(trigger)}}}})
 	ack := cp.Next()
 	if ack.GetResponseNonce() != "n1" || ack.GetAppliedVersion() != "s1" || ack.GetErrorDetail() != nil {
 		t.Fatalf("ACK = %v", ack)

@@ -80,7 +80,7 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 	}
 	s.observe(prev, updates, end)
 	for _, p := range pending {
-		p.result <- result{applied: report(p.u, d, end, s.mode)}
+		p.result <- result{applied: s.report(p.u, d, end)}
 	}
 	if switched || full {
 		s.cleanOthers(ctx)
@@ -155,10 +155,11 @@ func (s *Syncer) cleanOthers(ctx context.Context) {
 	s.cfg.Logger.Info("other modes' rules removed", "mode", s.dp.Mode())
 }
 
-func report(u *view.Update, d time.Duration, end time.Time, mode switchyardv1.DataplaneMode) view.Applied {
-	a := view.Applied{Duration: d, Mode: mode}
-	if t, ok := u.OldestTrigger(); ok {
-		a.ProgrammingLatency, a.HasLatency = max(end.Sub(t), 0), true
+// report is the ACK's account of u's apply, which ended at end after d.
+func (s *Syncer) report(u *view.Update, d time.Duration, end time.Time) view.Applied {
+	a := view.Applied{Duration: d, Mode: s.mode}
+	if times := u.TriggerTimes(s.started, end); len(times) > 0 {
+		a.ProgrammingLatency, a.HasLatency = end.Sub(times[0]), true
 	}
 	return a
 }
@@ -196,10 +197,8 @@ func (s *Syncer) observe(prev *view.View, us []*view.Update, end time.Time) {
 			}
 		}
 		s.cfg.Metrics.Changes(services, endpoints)
-		for _, t := range u.Triggers() {
-			if d := end.Sub(t); d >= 0 {
-				s.cfg.Metrics.ProgrammingLatency(d)
-			}
+		for _, t := range u.TriggerTimes(s.started, end) {
+			s.cfg.Metrics.ProgrammingLatency(end.Sub(t))
 		}
 		for _, name := range u.Removed {
 			since[name] = nil

@@ -95,6 +95,8 @@ type Syncer struct {
 	reqs      chan *request
 	stopped   chan struct{}
 	reconcile bool
+	// started is when New ran: trigger times before it are not observed.
+	started time.Time
 	// queued counts received requests, for tests.
 	queued atomic.Int64
 	// everSynced: a sync has succeeded since New (Synced).
@@ -159,7 +161,7 @@ func New(cfg Config, restored *view.View, reconcile bool) (*Syncer, error) {
 	}
 	st := restored.State()
 	return &Syncer{cfg: cfg, reqs: make(chan *request), stopped: make(chan struct{}), reconcile: reconcile,
-		applied: restored, config: st.Config, state: st}, nil
+		started: cfg.Clock.Now(), applied: restored, config: st.Config, state: st}, nil
 }
 
 // Versions returns the versions of the applied resources; it implements

@@ -2,6 +2,7 @@ package view
 
 import (
 	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -26,6 +27,11 @@ type Update struct {
 	Resources map[string]*switchyardv1.Resource
 	// Names of removed resources.
 	Removed []string
+	// Triggers are the trigger times the control plane sent beside
+	// Resources (the responses' change_triggers), by resource name: when
+	// the changes this update brings began. Never persisted: an update
+	// restored from disk is no change and carries none.
+	Triggers map[string][]time.Time
 }
 
 // Versions returns the version of every resource by name, as sent in
@@ -192,33 +198,25 @@ func (v *View) State() *dataplane.State {
 	return st
 }
 
-// OldestTrigger returns the oldest last_change_trigger_time among the
-// service views of u (the changed ones), and false when none carries one:
-// the ACK reports the largest programming latency of the batch, as the
-// ApplyReport contract says.
-func (u *Update) OldestTrigger() (time.Time, bool) {
-	var oldest time.Time
-	for _, r := range u.Resources {
-		ts := r.GetService().GetLastChangeTriggerTime()
-		if ts == nil {
+// TriggerTimes returns the trigger times of u's resources a programming
+// latency can be measured from, oldest first: those of resources u
+// carries, none before since (the agent's start: an older trigger is the
+// age of a change an earlier process programmed, kube-proxy's rule) and
+// none after end (when the kernel change returned: a time in the future
+// is a bad clock or annotation, not a latency).
+func (u *Update) TriggerTimes(since, end time.Time) []time.Time {
+	var out []time.Time
+	for name, times := range u.Triggers {
+		if _, ok := u.Resources[name]; !ok {
 			continue
 		}
-		if t := ts.AsTime(); oldest.IsZero() || t.Before(oldest) {
-			oldest = t
+		for _, t := range times {
+			if !t.Before(since) && !t.After(end) {
+				out = append(out, t)
+			}
 		}
 	}
-	return oldest, !oldest.IsZero()
-}
-
-// Triggers returns the last_change_trigger_time of every service view of u
-// that carries one.
-func (u *Update) Triggers() []time.Time {
-	var out []time.Time
-	for _, r := range u.Resources {
-		if ts := r.GetService().GetLastChangeTriggerTime(); ts != nil {
-			out = append(out, ts.AsTime())
-		}
-	}
+	slices.SortFunc(out, func(a, b time.Time) int { return a.Compare(b) })
 	return out
 }
 
@@ -226,9 +224,10 @@ func (u *Update) Triggers() []time.Time {
 type Applied struct {
 	// Duration is the time the dataplane spent programming.
 	Duration time.Duration
-	// ProgrammingLatency is the time from the oldest last_change_trigger_time
-	// among the applied (changed) service views to the moment the kernel change
-	// returned; valid only when HasLatency.
+	// ProgrammingLatency is the time from the oldest usable trigger time
+	// of the update (TriggerTimes) to the moment the kernel change
+	// returned; valid only when HasLatency, which an update without one
+	// leaves false.
 	ProgrammingLatency time.Duration
 	HasLatency         bool
 	// Mode is the mode programmed once the apply is done (a NodeConfig in

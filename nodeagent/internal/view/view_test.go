@@ -6,7 +6,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"google.golang.org/protobuf/testing/protocmp"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
@@ -45,19 +44,35 @@ func TestWith(t *testing.T) {
 	}
 }
 
-func TestOldestTrigger(t *testing.T) {
-	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	u := &Update{Resources: map[string]*switchyardv1.Resource{
-		"ns/a": {Name: "ns/a", Body: &switchyardv1.Resource_Service{Service: &switchyardv1.ServiceView{LastChangeTriggerTime: timestamppb.New(t0)}}},
-		"ns/b": {Name: "ns/b", Body: &switchyardv1.Resource_Service{Service: &switchyardv1.ServiceView{LastChangeTriggerTime: timestamppb.New(t0.Add(time.Second))}}},
-		"node": {Name: "node", Body: &switchyardv1.Resource_NodeConfig{NodeConfig: &switchyardv1.NodeConfig{}}},
-	}}
-	got, ok := u.OldestTrigger()
-	if !ok || !got.Equal(t0) {
-		t.Errorf("OldestTrigger = %v, %t", got, ok)
+// TestTriggerTimes: an update's usable trigger times are those sent with
+// its resources, within the agent's life: kube-proxy observes nothing
+// from before its start, and a time in the future is no latency.
+func TestTriggerTimes(t *testing.T) {
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	end := start.Add(time.Hour)
+	res := map[string]*switchyardv1.Resource{"ns/a": svc("ns/a", "1"), "ns/b": svc("ns/b", "1")}
+	tests := []struct {
+		name     string
+		triggers map[string][]time.Time
+		want     []time.Time
+	}{
+		{name: "none sent (first batch, restore, Service-only change)"},
+		{name: "one per slice, oldest first", triggers: map[string][]time.Time{
+			"ns/b": {end.Add(-time.Second)}, "ns/a": {end.Add(-2 * time.Second), end.Add(-3 * time.Second)}},
+			want: []time.Time{end.Add(-3 * time.Second), end.Add(-2 * time.Second), end.Add(-time.Second)}},
+		{name: "before the agent's start", triggers: map[string][]time.Time{"ns/a": {start.Add(-time.Nanosecond), start}},
+			want: []time.Time{start}},
+		{name: "in the future", triggers: map[string][]time.Time{"ns/a": {end.Add(time.Nanosecond), time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC), end}},
+			want: []time.Time{end}},
+		{name: "for a resource the update does not carry", triggers: map[string][]time.Time{"ns/gone": {end.Add(-time.Second)}}},
 	}
-	if _, ok := (&Update{}).OldestTrigger(); ok {
-		t.Error("OldestTrigger of empty update reported one")
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			u := &Update{Resources: res, Triggers: tc.triggers}
+			if diff := cmp.Diff(tc.want, u.TriggerTimes(start, end)); diff != "" {
+				t.Errorf("TriggerTimes (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

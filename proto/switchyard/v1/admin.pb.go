@@ -24,6 +24,56 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// NodeObject says whether a node's Kubernetes Node object exists.
+type NodeObject int32
+
+const (
+	NodeObject_NODE_OBJECT_UNSPECIFIED NodeObject = 0
+	NodeObject_NODE_OBJECT_PRESENT     NodeObject = 1
+	NodeObject_NODE_OBJECT_MISSING     NodeObject = 2
+)
+
+// Enum value maps for NodeObject.
+var (
+	NodeObject_name = map[int32]string{
+		0: "NODE_OBJECT_UNSPECIFIED",
+		1: "NODE_OBJECT_PRESENT",
+		2: "NODE_OBJECT_MISSING",
+	}
+	NodeObject_value = map[string]int32{
+		"NODE_OBJECT_UNSPECIFIED": 0,
+		"NODE_OBJECT_PRESENT":     1,
+		"NODE_OBJECT_MISSING":     2,
+	}
+)
+
+func (x NodeObject) Enum() *NodeObject {
+	p := new(NodeObject)
+	*p = x
+	return p
+}
+
+func (x NodeObject) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NodeObject) Descriptor() protoreflect.EnumDescriptor {
+	return file_switchyard_v1_admin_proto_enumTypes[0].Descriptor()
+}
+
+func (NodeObject) Type() protoreflect.EnumType {
+	return &file_switchyard_v1_admin_proto_enumTypes[0]
+}
+
+func (x NodeObject) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NodeObject.Descriptor instead.
+func (NodeObject) EnumDescriptor() ([]byte, []int) {
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{0}
+}
+
 // ExplainAction is what a node does with a packet.
 type ExplainAction int32
 
@@ -68,11 +118,11 @@ func (x ExplainAction) String() string {
 }
 
 func (ExplainAction) Descriptor() protoreflect.EnumDescriptor {
-	return file_switchyard_v1_admin_proto_enumTypes[0].Descriptor()
+	return file_switchyard_v1_admin_proto_enumTypes[1].Descriptor()
 }
 
 func (ExplainAction) Type() protoreflect.EnumType {
-	return &file_switchyard_v1_admin_proto_enumTypes[0]
+	return &file_switchyard_v1_admin_proto_enumTypes[1]
 }
 
 func (x ExplainAction) Number() protoreflect.EnumNumber {
@@ -81,7 +131,7 @@ func (x ExplainAction) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ExplainAction.Descriptor instead.
 func (ExplainAction) EnumDescriptor() ([]byte, []int) {
-	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{0}
+	return file_switchyard_v1_admin_proto_rawDescGZIP(), []int{1}
 }
 
 type ListNodesRequest struct {
@@ -472,8 +522,17 @@ type NodeStatus struct {
 	// "cluster", "label" (the Node's switchyard.io/mode label) or
 	// "rollout" (a rollout step reached the node).
 	SettingsSource string `protobuf:"bytes,19,opt,name=settings_source,json=settingsSource,proto3" json:"settings_source,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Whether the control plane sees a Node object of this name. MISSING
+	// while an agent is connected for a node whose Node object is gone (or
+	// not yet created): the agent keeps forwarding with the rules it last
+	// applied and receives no change until the Node exists again.
+	NodeObject NodeObject `protobuf:"varint,20,opt,name=node_object,json=nodeObject,proto3,enum=switchyard.v1.NodeObject" json:"node_object,omitempty"`
+	// When the agent last reported a programming latency
+	// (last_programming_latency): only changes that carry trigger times
+	// report one, so it may be older than last_ack_time.
+	LastProgrammingLatencyTime *timestamppb.Timestamp `protobuf:"bytes,21,opt,name=last_programming_latency_time,json=lastProgrammingLatencyTime,proto3" json:"last_programming_latency_time,omitempty"`
+	unknownFields              protoimpl.UnknownFields
+	sizeCache                  protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
@@ -637,6 +696,20 @@ func (x *NodeStatus) GetSettingsSource() string {
 		return x.SettingsSource
 	}
 	return ""
+}
+
+func (x *NodeStatus) GetNodeObject() NodeObject {
+	if x != nil {
+		return x.NodeObject
+	}
+	return NodeObject_NODE_OBJECT_UNSPECIFIED
+}
+
+func (x *NodeStatus) GetLastProgrammingLatencyTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastProgrammingLatencyTime
+	}
+	return nil
 }
 
 type GetNodeViewRequest struct {
@@ -1653,7 +1726,7 @@ const file_switchyard_v1_admin_proto_rawDesc = "" +
 	"\x11unavailable_since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x10unavailableSince\x12\x1d\n" +
 	"\n" +
 	"last_error\x18\x04 \x01(\tR\tlastError\x12\x16\n" +
-	"\x06errors\x18\x05 \x01(\x04R\x06errors\"\x8b\a\n" +
+	"\x06errors\x18\x05 \x01(\x04R\x06errors\"\xa6\b\n" +
 	"\n" +
 	"NodeStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -1675,7 +1748,10 @@ const file_switchyard_v1_admin_proto_rawDesc = "" +
 	"\x05drift\x18\x10 \x01(\v2\x1a.switchyard.v1.DriftStatusR\x05drift\x129\n" +
 	"\bdatapath\x18\x11 \x01(\v2\x1d.switchyard.v1.DatapathStatusR\bdatapath\x122\n" +
 	"\x15desired_settings_hash\x18\x12 \x01(\tR\x13desiredSettingsHash\x12'\n" +
-	"\x0fsettings_source\x18\x13 \x01(\tR\x0esettingsSource\"1\n" +
+	"\x0fsettings_source\x18\x13 \x01(\tR\x0esettingsSource\x12:\n" +
+	"\vnode_object\x18\x14 \x01(\x0e2\x19.switchyard.v1.NodeObjectR\n" +
+	"nodeObject\x12]\n" +
+	"\x1dlast_programming_latency_time\x18\x15 \x01(\v2\x1a.google.protobuf.TimestampR\x1alastProgrammingLatencyTime\"1\n" +
 	"\x12GetNodeViewRequest\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\"\x93\x01\n" +
 	"\x13GetNodeViewResponse\x12\x18\n" +
@@ -1754,7 +1830,12 @@ const file_switchyard_v1_admin_proto_rawDesc = "" +
 	"\vRolloutNode\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\tR\x05state\x12\x16\n" +
-	"\x06detail\x18\x03 \x01(\tR\x06detail*\x98\x01\n" +
+	"\x06detail\x18\x03 \x01(\tR\x06detail*[\n" +
+	"\n" +
+	"NodeObject\x12\x1b\n" +
+	"\x17NODE_OBJECT_UNSPECIFIED\x10\x00\x12\x17\n" +
+	"\x13NODE_OBJECT_PRESENT\x10\x01\x12\x17\n" +
+	"\x13NODE_OBJECT_MISSING\x10\x02*\x98\x01\n" +
 	"\rExplainAction\x12\x1e\n" +
 	"\x1aEXPLAIN_ACTION_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16EXPLAIN_ACTION_FORWARD\x10\x01\x12\x19\n" +
@@ -1782,82 +1863,85 @@ func file_switchyard_v1_admin_proto_rawDescGZIP() []byte {
 	return file_switchyard_v1_admin_proto_rawDescData
 }
 
-var file_switchyard_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_switchyard_v1_admin_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_switchyard_v1_admin_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_switchyard_v1_admin_proto_goTypes = []any{
-	(ExplainAction)(0),            // 0: switchyard.v1.ExplainAction
-	(*ListNodesRequest)(nil),      // 1: switchyard.v1.ListNodesRequest
-	(*ListNodesResponse)(nil),     // 2: switchyard.v1.ListNodesResponse
-	(*ControlPlaneSettings)(nil),  // 3: switchyard.v1.ControlPlaneSettings
-	(*ApiWatchStatus)(nil),        // 4: switchyard.v1.ApiWatchStatus
-	(*ApiResourceStatus)(nil),     // 5: switchyard.v1.ApiResourceStatus
-	(*NodeStatus)(nil),            // 6: switchyard.v1.NodeStatus
-	(*GetNodeViewRequest)(nil),    // 7: switchyard.v1.GetNodeViewRequest
-	(*GetNodeViewResponse)(nil),   // 8: switchyard.v1.GetNodeViewResponse
-	(*GetServiceRequest)(nil),     // 9: switchyard.v1.GetServiceRequest
-	(*GetServiceResponse)(nil),    // 10: switchyard.v1.GetServiceResponse
-	(*ServiceNodeStatus)(nil),     // 11: switchyard.v1.ServiceNodeStatus
-	(*ExplainRequest)(nil),        // 12: switchyard.v1.ExplainRequest
-	(*ExplainResponse)(nil),       // 13: switchyard.v1.ExplainResponse
-	(*EndpointShare)(nil),         // 14: switchyard.v1.EndpointShare
-	(*GetRolloutRequest)(nil),     // 15: switchyard.v1.GetRolloutRequest
-	(*GetRolloutResponse)(nil),    // 16: switchyard.v1.GetRolloutResponse
-	(*RolloutStep)(nil),           // 17: switchyard.v1.RolloutStep
-	(*RolloutNode)(nil),           // 18: switchyard.v1.RolloutNode
-	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
-	(*Node)(nil),                  // 20: switchyard.v1.Node
-	(*status.Status)(nil),         // 21: google.rpc.Status
-	(*durationpb.Duration)(nil),   // 22: google.protobuf.Duration
-	(*DriftStatus)(nil),           // 23: switchyard.v1.DriftStatus
-	(*DatapathStatus)(nil),        // 24: switchyard.v1.DatapathStatus
-	(*Resource)(nil),              // 25: switchyard.v1.Resource
-	(*ServiceView)(nil),           // 26: switchyard.v1.ServiceView
-	(DataplaneMode)(0),            // 27: switchyard.v1.DataplaneMode
+	(NodeObject)(0),               // 0: switchyard.v1.NodeObject
+	(ExplainAction)(0),            // 1: switchyard.v1.ExplainAction
+	(*ListNodesRequest)(nil),      // 2: switchyard.v1.ListNodesRequest
+	(*ListNodesResponse)(nil),     // 3: switchyard.v1.ListNodesResponse
+	(*ControlPlaneSettings)(nil),  // 4: switchyard.v1.ControlPlaneSettings
+	(*ApiWatchStatus)(nil),        // 5: switchyard.v1.ApiWatchStatus
+	(*ApiResourceStatus)(nil),     // 6: switchyard.v1.ApiResourceStatus
+	(*NodeStatus)(nil),            // 7: switchyard.v1.NodeStatus
+	(*GetNodeViewRequest)(nil),    // 8: switchyard.v1.GetNodeViewRequest
+	(*GetNodeViewResponse)(nil),   // 9: switchyard.v1.GetNodeViewResponse
+	(*GetServiceRequest)(nil),     // 10: switchyard.v1.GetServiceRequest
+	(*GetServiceResponse)(nil),    // 11: switchyard.v1.GetServiceResponse
+	(*ServiceNodeStatus)(nil),     // 12: switchyard.v1.ServiceNodeStatus
+	(*ExplainRequest)(nil),        // 13: switchyard.v1.ExplainRequest
+	(*ExplainResponse)(nil),       // 14: switchyard.v1.ExplainResponse
+	(*EndpointShare)(nil),         // 15: switchyard.v1.EndpointShare
+	(*GetRolloutRequest)(nil),     // 16: switchyard.v1.GetRolloutRequest
+	(*GetRolloutResponse)(nil),    // 17: switchyard.v1.GetRolloutResponse
+	(*RolloutStep)(nil),           // 18: switchyard.v1.RolloutStep
+	(*RolloutNode)(nil),           // 19: switchyard.v1.RolloutNode
+	(*timestamppb.Timestamp)(nil), // 20: google.protobuf.Timestamp
+	(*Node)(nil),                  // 21: switchyard.v1.Node
+	(*status.Status)(nil),         // 22: google.rpc.Status
+	(*durationpb.Duration)(nil),   // 23: google.protobuf.Duration
+	(*DriftStatus)(nil),           // 24: switchyard.v1.DriftStatus
+	(*DatapathStatus)(nil),        // 25: switchyard.v1.DatapathStatus
+	(*Resource)(nil),              // 26: switchyard.v1.Resource
+	(*ServiceView)(nil),           // 27: switchyard.v1.ServiceView
+	(DataplaneMode)(0),            // 28: switchyard.v1.DataplaneMode
 }
 var file_switchyard_v1_admin_proto_depIdxs = []int32{
-	6,  // 0: switchyard.v1.ListNodesResponse.nodes:type_name -> switchyard.v1.NodeStatus
-	4,  // 1: switchyard.v1.ListNodesResponse.api:type_name -> switchyard.v1.ApiWatchStatus
-	3,  // 2: switchyard.v1.ListNodesResponse.settings:type_name -> switchyard.v1.ControlPlaneSettings
-	19, // 3: switchyard.v1.ControlPlaneSettings.error_since:type_name -> google.protobuf.Timestamp
-	19, // 4: switchyard.v1.ApiWatchStatus.unavailable_since:type_name -> google.protobuf.Timestamp
-	5,  // 5: switchyard.v1.ApiWatchStatus.resources:type_name -> switchyard.v1.ApiResourceStatus
-	19, // 6: switchyard.v1.ApiResourceStatus.unavailable_since:type_name -> google.protobuf.Timestamp
-	20, // 7: switchyard.v1.NodeStatus.agent:type_name -> switchyard.v1.Node
-	19, // 8: switchyard.v1.NodeStatus.connected_since:type_name -> google.protobuf.Timestamp
-	21, // 9: switchyard.v1.NodeStatus.last_nack:type_name -> google.rpc.Status
-	19, // 10: switchyard.v1.NodeStatus.last_nack_time:type_name -> google.protobuf.Timestamp
-	22, // 11: switchyard.v1.NodeStatus.last_apply_duration:type_name -> google.protobuf.Duration
-	22, // 12: switchyard.v1.NodeStatus.last_programming_latency:type_name -> google.protobuf.Duration
-	19, // 13: switchyard.v1.NodeStatus.last_ack_time:type_name -> google.protobuf.Timestamp
-	23, // 14: switchyard.v1.NodeStatus.drift:type_name -> switchyard.v1.DriftStatus
-	24, // 15: switchyard.v1.NodeStatus.datapath:type_name -> switchyard.v1.DatapathStatus
-	25, // 16: switchyard.v1.GetNodeViewResponse.resources:type_name -> switchyard.v1.Resource
-	11, // 17: switchyard.v1.GetServiceResponse.nodes:type_name -> switchyard.v1.ServiceNodeStatus
-	22, // 18: switchyard.v1.GetServiceResponse.programming_latency_p50:type_name -> google.protobuf.Duration
-	22, // 19: switchyard.v1.GetServiceResponse.programming_latency_p99:type_name -> google.protobuf.Duration
-	26, // 20: switchyard.v1.ServiceNodeStatus.view:type_name -> switchyard.v1.ServiceView
-	27, // 21: switchyard.v1.ExplainRequest.mode:type_name -> switchyard.v1.DataplaneMode
-	0,  // 22: switchyard.v1.ExplainResponse.action:type_name -> switchyard.v1.ExplainAction
-	14, // 23: switchyard.v1.ExplainResponse.endpoints:type_name -> switchyard.v1.EndpointShare
-	27, // 24: switchyard.v1.ExplainResponse.mode:type_name -> switchyard.v1.DataplaneMode
-	17, // 25: switchyard.v1.GetRolloutResponse.steps:type_name -> switchyard.v1.RolloutStep
-	19, // 26: switchyard.v1.GetRolloutResponse.step_started:type_name -> google.protobuf.Timestamp
-	18, // 27: switchyard.v1.GetRolloutResponse.nodes:type_name -> switchyard.v1.RolloutNode
-	1,  // 28: switchyard.v1.AdminService.ListNodes:input_type -> switchyard.v1.ListNodesRequest
-	7,  // 29: switchyard.v1.AdminService.GetNodeView:input_type -> switchyard.v1.GetNodeViewRequest
-	9,  // 30: switchyard.v1.AdminService.GetService:input_type -> switchyard.v1.GetServiceRequest
-	12, // 31: switchyard.v1.AdminService.Explain:input_type -> switchyard.v1.ExplainRequest
-	15, // 32: switchyard.v1.AdminService.GetRollout:input_type -> switchyard.v1.GetRolloutRequest
-	2,  // 33: switchyard.v1.AdminService.ListNodes:output_type -> switchyard.v1.ListNodesResponse
-	8,  // 34: switchyard.v1.AdminService.GetNodeView:output_type -> switchyard.v1.GetNodeViewResponse
-	10, // 35: switchyard.v1.AdminService.GetService:output_type -> switchyard.v1.GetServiceResponse
-	13, // 36: switchyard.v1.AdminService.Explain:output_type -> switchyard.v1.ExplainResponse
-	16, // 37: switchyard.v1.AdminService.GetRollout:output_type -> switchyard.v1.GetRolloutResponse
-	33, // [33:38] is the sub-list for method output_type
-	28, // [28:33] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	7,  // 0: switchyard.v1.ListNodesResponse.nodes:type_name -> switchyard.v1.NodeStatus
+	5,  // 1: switchyard.v1.ListNodesResponse.api:type_name -> switchyard.v1.ApiWatchStatus
+	4,  // 2: switchyard.v1.ListNodesResponse.settings:type_name -> switchyard.v1.ControlPlaneSettings
+	20, // 3: switchyard.v1.ControlPlaneSettings.error_since:type_name -> google.protobuf.Timestamp
+	20, // 4: switchyard.v1.ApiWatchStatus.unavailable_since:type_name -> google.protobuf.Timestamp
+	6,  // 5: switchyard.v1.ApiWatchStatus.resources:type_name -> switchyard.v1.ApiResourceStatus
+	20, // 6: switchyard.v1.ApiResourceStatus.unavailable_since:type_name -> google.protobuf.Timestamp
+	21, // 7: switchyard.v1.NodeStatus.agent:type_name -> switchyard.v1.Node
+	20, // 8: switchyard.v1.NodeStatus.connected_since:type_name -> google.protobuf.Timestamp
+	22, // 9: switchyard.v1.NodeStatus.last_nack:type_name -> google.rpc.Status
+	20, // 10: switchyard.v1.NodeStatus.last_nack_time:type_name -> google.protobuf.Timestamp
+	23, // 11: switchyard.v1.NodeStatus.last_apply_duration:type_name -> google.protobuf.Duration
+	23, // 12: switchyard.v1.NodeStatus.last_programming_latency:type_name -> google.protobuf.Duration
+	20, // 13: switchyard.v1.NodeStatus.last_ack_time:type_name -> google.protobuf.Timestamp
+	24, // 14: switchyard.v1.NodeStatus.drift:type_name -> switchyard.v1.DriftStatus
+	25, // 15: switchyard.v1.NodeStatus.datapath:type_name -> switchyard.v1.DatapathStatus
+	0,  // 16: switchyard.v1.NodeStatus.node_object:type_name -> switchyard.v1.NodeObject
+	20, // 17: switchyard.v1.NodeStatus.last_programming_latency_time:type_name -> google.protobuf.Timestamp
+	26, // 18: switchyard.v1.GetNodeViewResponse.resources:type_name -> switchyard.v1.Resource
+	12, // 19: switchyard.v1.GetServiceResponse.nodes:type_name -> switchyard.v1.ServiceNodeStatus
+	23, // 20: switchyard.v1.GetServiceResponse.programming_latency_p50:type_name -> google.protobuf.Duration
+	23, // 21: switchyard.v1.GetServiceResponse.programming_latency_p99:type_name -> google.protobuf.Duration
+	27, // 22: switchyard.v1.ServiceNodeStatus.view:type_name -> switchyard.v1.ServiceView
+	28, // 23: switchyard.v1.ExplainRequest.mode:type_name -> switchyard.v1.DataplaneMode
+	1,  // 24: switchyard.v1.ExplainResponse.action:type_name -> switchyard.v1.ExplainAction
+	15, // 25: switchyard.v1.ExplainResponse.endpoints:type_name -> switchyard.v1.EndpointShare
+	28, // 26: switchyard.v1.ExplainResponse.mode:type_name -> switchyard.v1.DataplaneMode
+	18, // 27: switchyard.v1.GetRolloutResponse.steps:type_name -> switchyard.v1.RolloutStep
+	20, // 28: switchyard.v1.GetRolloutResponse.step_started:type_name -> google.protobuf.Timestamp
+	19, // 29: switchyard.v1.GetRolloutResponse.nodes:type_name -> switchyard.v1.RolloutNode
+	2,  // 30: switchyard.v1.AdminService.ListNodes:input_type -> switchyard.v1.ListNodesRequest
+	8,  // 31: switchyard.v1.AdminService.GetNodeView:input_type -> switchyard.v1.GetNodeViewRequest
+	10, // 32: switchyard.v1.AdminService.GetService:input_type -> switchyard.v1.GetServiceRequest
+	13, // 33: switchyard.v1.AdminService.Explain:input_type -> switchyard.v1.ExplainRequest
+	16, // 34: switchyard.v1.AdminService.GetRollout:input_type -> switchyard.v1.GetRolloutRequest
+	3,  // 35: switchyard.v1.AdminService.ListNodes:output_type -> switchyard.v1.ListNodesResponse
+	9,  // 36: switchyard.v1.AdminService.GetNodeView:output_type -> switchyard.v1.GetNodeViewResponse
+	11, // 37: switchyard.v1.AdminService.GetService:output_type -> switchyard.v1.GetServiceResponse
+	14, // 38: switchyard.v1.AdminService.Explain:output_type -> switchyard.v1.ExplainResponse
+	17, // 39: switchyard.v1.AdminService.GetRollout:output_type -> switchyard.v1.GetRolloutResponse
+	35, // [35:40] is the sub-list for method output_type
+	30, // [30:35] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_v1_admin_proto_init() }
@@ -1873,7 +1957,7 @@ func file_switchyard_v1_admin_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_v1_admin_proto_rawDesc), len(file_switchyard_v1_admin_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,

@@ -206,8 +206,10 @@ type ApplyReport struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Time the dataplane spent programming the kernel.
 	ApplyDuration *durationpb.Duration `protobuf:"bytes,1,opt,name=apply_duration,json=applyDuration,proto3" json:"apply_duration,omitempty"`
-	// Largest time from an EndpointSlice's last-change-trigger-time to the
-	// moment the kernel change returned, among the resources applied.
+	// Largest time from a change's trigger time (the response's
+	// change_triggers) to the moment the kernel change returned, among the
+	// resources applied; unset when the batch carried no trigger time (a
+	// stream's first batch, a Service-only change, a slice deletion).
 	ProgrammingLatency *durationpb.Duration `protobuf:"bytes,2,opt,name=programming_latency,json=programmingLatency,proto3" json:"programming_latency,omitempty"`
 	// Mode the agent programs once this apply is done: a NodeConfig may
 	// have switched it since the stream opened (Node.mode tells only the
@@ -560,6 +562,10 @@ type DeltaSnapshotsResponse struct {
 	Nonce            string      `protobuf:"bytes,4,opt,name=nonce,proto3" json:"nonce,omitempty"`
 	// Identity of the control-plane replica that sent this response.
 	ControlPlaneId string `protobuf:"bytes,5,opt,name=control_plane_id,json=controlPlaneId,proto3" json:"control_plane_id,omitempty"`
+	// When the changes this response brings began, per resource: see
+	// ChangeTriggers. Only for resources in this response (a part of a
+	// split batch carries those of its own resources).
+	ChangeTriggers []*ChangeTriggers `protobuf:"bytes,6,rep,name=change_triggers,json=changeTriggers,proto3" json:"change_triggers,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -627,6 +633,13 @@ func (x *DeltaSnapshotsResponse) GetControlPlaneId() string {
 		return x.ControlPlaneId
 	}
 	return ""
+}
+
+func (x *DeltaSnapshotsResponse) GetChangeTriggers() []*ChangeTriggers {
+	if x != nil {
+		return x.ChangeTriggers
+	}
+	return nil
 }
 
 type StreamSnapshotsRequest struct {
@@ -717,6 +730,9 @@ type StreamSnapshotsResponse struct {
 	Resources      []*Resource `protobuf:"bytes,2,rep,name=resources,proto3" json:"resources,omitempty"`
 	Nonce          string      `protobuf:"bytes,3,opt,name=nonce,proto3" json:"nonce,omitempty"`
 	ControlPlaneId string      `protobuf:"bytes,4,opt,name=control_plane_id,json=controlPlaneId,proto3" json:"control_plane_id,omitempty"`
+	// As DeltaSnapshotsResponse.change_triggers, for the resources whose
+	// version changed since the view the agent acknowledged.
+	ChangeTriggers []*ChangeTriggers `protobuf:"bytes,5,rep,name=change_triggers,json=changeTriggers,proto3" json:"change_triggers,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -779,6 +795,80 @@ func (x *StreamSnapshotsResponse) GetControlPlaneId() string {
 	return ""
 }
 
+func (x *StreamSnapshotsResponse) GetChangeTriggers() []*ChangeTriggers {
+	if x != nil {
+		return x.ChangeTriggers
+	}
+	return nil
+}
+
+// ChangeTriggers is when the changes a response brings to one resource
+// began, for network programming latency (kube-proxy's
+// network_programming_duration_seconds): the
+// endpoints.kubernetes.io/last-change-trigger-time of each EndpointSlice
+// added or updated since the view the agent last acknowledged, in the
+// changes that reached this node. Deliberately not part of the resource
+// itself: it describes a change, not content, so it is not hashed into
+// versions and is never sent for a resource the agent receives at a
+// stream's first batch ((re)connect), for a Service-only change, for a
+// change that deleted one of the service's EndpointSlices, or for a time
+// after the control plane's clock or before its start. An agent observes
+// each time once its kernel change returned, and ignores times before
+// its own start or after that moment.
+type ChangeTriggers struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Name of a resource in the same response.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Oldest first.
+	TriggerTimes  []*timestamppb.Timestamp `protobuf:"bytes,2,rep,name=trigger_times,json=triggerTimes,proto3" json:"trigger_times,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChangeTriggers) Reset() {
+	*x = ChangeTriggers{}
+	mi := &file_switchyard_v1_discovery_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChangeTriggers) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChangeTriggers) ProtoMessage() {}
+
+func (x *ChangeTriggers) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_v1_discovery_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChangeTriggers.ProtoReflect.Descriptor instead.
+func (*ChangeTriggers) Descriptor() ([]byte, []int) {
+	return file_switchyard_v1_discovery_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *ChangeTriggers) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ChangeTriggers) GetTriggerTimes() []*timestamppb.Timestamp {
+	if x != nil {
+		return x.TriggerTimes
+	}
+	return nil
+}
+
 var File_switchyard_v1_discovery_proto protoreflect.FileDescriptor
 
 const file_switchyard_v1_discovery_proto_rawDesc = "" +
@@ -825,24 +915,29 @@ const file_switchyard_v1_discovery_proto_rawDesc = "" +
 	"\x06report\x18\x06 \x01(\v2\x1a.switchyard.v1.ApplyReportR\x06report\x1aJ\n" +
 	"\x1cInitialResourceVersionsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe3\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xab\x02\n" +
 	"\x16DeltaSnapshotsResponse\x12%\n" +
 	"\x0esystem_version\x18\x01 \x01(\tR\rsystemVersion\x125\n" +
 	"\tresources\x18\x02 \x03(\v2\x17.switchyard.v1.ResourceR\tresources\x12+\n" +
 	"\x11removed_resources\x18\x03 \x03(\tR\x10removedResources\x12\x14\n" +
 	"\x05nonce\x18\x04 \x01(\tR\x05nonce\x12(\n" +
-	"\x10control_plane_id\x18\x05 \x01(\tR\x0econtrolPlaneId\"\xf6\x01\n" +
+	"\x10control_plane_id\x18\x05 \x01(\tR\x0econtrolPlaneId\x12F\n" +
+	"\x0fchange_triggers\x18\x06 \x03(\v2\x1d.switchyard.v1.ChangeTriggersR\x0echangeTriggers\"\xf6\x01\n" +
 	"\x16StreamSnapshotsRequest\x12'\n" +
 	"\x04node\x18\x01 \x01(\v2\x13.switchyard.v1.NodeR\x04node\x12!\n" +
 	"\fversion_info\x18\x02 \x01(\tR\vversionInfo\x12%\n" +
 	"\x0eresponse_nonce\x18\x03 \x01(\tR\rresponseNonce\x125\n" +
 	"\ferror_detail\x18\x04 \x01(\v2\x12.google.rpc.StatusR\verrorDetail\x122\n" +
-	"\x06report\x18\x05 \x01(\v2\x1a.switchyard.v1.ApplyReportR\x06report\"\xb3\x01\n" +
+	"\x06report\x18\x05 \x01(\v2\x1a.switchyard.v1.ApplyReportR\x06report\"\xfb\x01\n" +
 	"\x17StreamSnapshotsResponse\x12!\n" +
 	"\fversion_info\x18\x01 \x01(\tR\vversionInfo\x125\n" +
 	"\tresources\x18\x02 \x03(\v2\x17.switchyard.v1.ResourceR\tresources\x12\x14\n" +
 	"\x05nonce\x18\x03 \x01(\tR\x05nonce\x12(\n" +
-	"\x10control_plane_id\x18\x04 \x01(\tR\x0econtrolPlaneId2\xdb\x01\n" +
+	"\x10control_plane_id\x18\x04 \x01(\tR\x0econtrolPlaneId\x12F\n" +
+	"\x0fchange_triggers\x18\x05 \x03(\v2\x1d.switchyard.v1.ChangeTriggersR\x0echangeTriggers\"e\n" +
+	"\x0eChangeTriggers\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12?\n" +
+	"\rtrigger_times\x18\x02 \x03(\v2\x1a.google.protobuf.TimestampR\ftriggerTimes2\xdb\x01\n" +
 	"\x10DiscoveryService\x12a\n" +
 	"\x0eDeltaSnapshots\x12$.switchyard.v1.DeltaSnapshotsRequest\x1a%.switchyard.v1.DeltaSnapshotsResponse(\x010\x01\x12d\n" +
 	"\x0fStreamSnapshots\x12%.switchyard.v1.StreamSnapshotsRequest\x1a&.switchyard.v1.StreamSnapshotsResponse(\x010\x01BIZGgithub.com/switchyard-proxy/switchyard/proto/switchyard/v1;switchyardv1b\x06proto3"
@@ -859,7 +954,7 @@ func file_switchyard_v1_discovery_proto_rawDescGZIP() []byte {
 	return file_switchyard_v1_discovery_proto_rawDescData
 }
 
-var file_switchyard_v1_discovery_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_switchyard_v1_discovery_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_switchyard_v1_discovery_proto_goTypes = []any{
 	(*Node)(nil),                    // 0: switchyard.v1.Node
 	(*Resource)(nil),                // 1: switchyard.v1.Resource
@@ -870,44 +965,48 @@ var file_switchyard_v1_discovery_proto_goTypes = []any{
 	(*DeltaSnapshotsResponse)(nil),  // 6: switchyard.v1.DeltaSnapshotsResponse
 	(*StreamSnapshotsRequest)(nil),  // 7: switchyard.v1.StreamSnapshotsRequest
 	(*StreamSnapshotsResponse)(nil), // 8: switchyard.v1.StreamSnapshotsResponse
-	nil,                             // 9: switchyard.v1.DeltaSnapshotsRequest.InitialResourceVersionsEntry
-	(DataplaneMode)(0),              // 10: switchyard.v1.DataplaneMode
-	(*ServiceView)(nil),             // 11: switchyard.v1.ServiceView
-	(*NodeConfig)(nil),              // 12: switchyard.v1.NodeConfig
-	(*durationpb.Duration)(nil),     // 13: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),   // 14: google.protobuf.Timestamp
-	(*status.Status)(nil),           // 15: google.rpc.Status
+	(*ChangeTriggers)(nil),          // 9: switchyard.v1.ChangeTriggers
+	nil,                             // 10: switchyard.v1.DeltaSnapshotsRequest.InitialResourceVersionsEntry
+	(DataplaneMode)(0),              // 11: switchyard.v1.DataplaneMode
+	(*ServiceView)(nil),             // 12: switchyard.v1.ServiceView
+	(*NodeConfig)(nil),              // 13: switchyard.v1.NodeConfig
+	(*durationpb.Duration)(nil),     // 14: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),   // 15: google.protobuf.Timestamp
+	(*status.Status)(nil),           // 16: google.rpc.Status
 }
 var file_switchyard_v1_discovery_proto_depIdxs = []int32{
-	10, // 0: switchyard.v1.Node.mode:type_name -> switchyard.v1.DataplaneMode
-	11, // 1: switchyard.v1.Resource.service:type_name -> switchyard.v1.ServiceView
-	12, // 2: switchyard.v1.Resource.node_config:type_name -> switchyard.v1.NodeConfig
-	13, // 3: switchyard.v1.ApplyReport.apply_duration:type_name -> google.protobuf.Duration
-	13, // 4: switchyard.v1.ApplyReport.programming_latency:type_name -> google.protobuf.Duration
-	10, // 5: switchyard.v1.ApplyReport.mode:type_name -> switchyard.v1.DataplaneMode
+	11, // 0: switchyard.v1.Node.mode:type_name -> switchyard.v1.DataplaneMode
+	12, // 1: switchyard.v1.Resource.service:type_name -> switchyard.v1.ServiceView
+	13, // 2: switchyard.v1.Resource.node_config:type_name -> switchyard.v1.NodeConfig
+	14, // 3: switchyard.v1.ApplyReport.apply_duration:type_name -> google.protobuf.Duration
+	14, // 4: switchyard.v1.ApplyReport.programming_latency:type_name -> google.protobuf.Duration
+	11, // 5: switchyard.v1.ApplyReport.mode:type_name -> switchyard.v1.DataplaneMode
 	4,  // 6: switchyard.v1.ApplyReport.drift:type_name -> switchyard.v1.DriftStatus
 	3,  // 7: switchyard.v1.ApplyReport.datapath:type_name -> switchyard.v1.DatapathStatus
-	14, // 8: switchyard.v1.DatapathStatus.last_probe:type_name -> google.protobuf.Timestamp
-	14, // 9: switchyard.v1.DriftStatus.last_check:type_name -> google.protobuf.Timestamp
-	14, // 10: switchyard.v1.DriftStatus.last_drift:type_name -> google.protobuf.Timestamp
+	15, // 8: switchyard.v1.DatapathStatus.last_probe:type_name -> google.protobuf.Timestamp
+	15, // 9: switchyard.v1.DriftStatus.last_check:type_name -> google.protobuf.Timestamp
+	15, // 10: switchyard.v1.DriftStatus.last_drift:type_name -> google.protobuf.Timestamp
 	0,  // 11: switchyard.v1.DeltaSnapshotsRequest.node:type_name -> switchyard.v1.Node
-	9,  // 12: switchyard.v1.DeltaSnapshotsRequest.initial_resource_versions:type_name -> switchyard.v1.DeltaSnapshotsRequest.InitialResourceVersionsEntry
-	15, // 13: switchyard.v1.DeltaSnapshotsRequest.error_detail:type_name -> google.rpc.Status
+	10, // 12: switchyard.v1.DeltaSnapshotsRequest.initial_resource_versions:type_name -> switchyard.v1.DeltaSnapshotsRequest.InitialResourceVersionsEntry
+	16, // 13: switchyard.v1.DeltaSnapshotsRequest.error_detail:type_name -> google.rpc.Status
 	2,  // 14: switchyard.v1.DeltaSnapshotsRequest.report:type_name -> switchyard.v1.ApplyReport
 	1,  // 15: switchyard.v1.DeltaSnapshotsResponse.resources:type_name -> switchyard.v1.Resource
-	0,  // 16: switchyard.v1.StreamSnapshotsRequest.node:type_name -> switchyard.v1.Node
-	15, // 17: switchyard.v1.StreamSnapshotsRequest.error_detail:type_name -> google.rpc.Status
-	2,  // 18: switchyard.v1.StreamSnapshotsRequest.report:type_name -> switchyard.v1.ApplyReport
-	1,  // 19: switchyard.v1.StreamSnapshotsResponse.resources:type_name -> switchyard.v1.Resource
-	5,  // 20: switchyard.v1.DiscoveryService.DeltaSnapshots:input_type -> switchyard.v1.DeltaSnapshotsRequest
-	7,  // 21: switchyard.v1.DiscoveryService.StreamSnapshots:input_type -> switchyard.v1.StreamSnapshotsRequest
-	6,  // 22: switchyard.v1.DiscoveryService.DeltaSnapshots:output_type -> switchyard.v1.DeltaSnapshotsResponse
-	8,  // 23: switchyard.v1.DiscoveryService.StreamSnapshots:output_type -> switchyard.v1.StreamSnapshotsResponse
-	22, // [22:24] is the sub-list for method output_type
-	20, // [20:22] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	9,  // 16: switchyard.v1.DeltaSnapshotsResponse.change_triggers:type_name -> switchyard.v1.ChangeTriggers
+	0,  // 17: switchyard.v1.StreamSnapshotsRequest.node:type_name -> switchyard.v1.Node
+	16, // 18: switchyard.v1.StreamSnapshotsRequest.error_detail:type_name -> google.rpc.Status
+	2,  // 19: switchyard.v1.StreamSnapshotsRequest.report:type_name -> switchyard.v1.ApplyReport
+	1,  // 20: switchyard.v1.StreamSnapshotsResponse.resources:type_name -> switchyard.v1.Resource
+	9,  // 21: switchyard.v1.StreamSnapshotsResponse.change_triggers:type_name -> switchyard.v1.ChangeTriggers
+	15, // 22: switchyard.v1.ChangeTriggers.trigger_times:type_name -> google.protobuf.Timestamp
+	5,  // 23: switchyard.v1.DiscoveryService.DeltaSnapshots:input_type -> switchyard.v1.DeltaSnapshotsRequest
+	7,  // 24: switchyard.v1.DiscoveryService.StreamSnapshots:input_type -> switchyard.v1.StreamSnapshotsRequest
+	6,  // 25: switchyard.v1.DiscoveryService.DeltaSnapshots:output_type -> switchyard.v1.DeltaSnapshotsResponse
+	8,  // 26: switchyard.v1.DiscoveryService.StreamSnapshots:output_type -> switchyard.v1.StreamSnapshotsResponse
+	25, // [25:27] is the sub-list for method output_type
+	23, // [23:25] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_v1_discovery_proto_init() }
@@ -927,7 +1026,7 @@ func file_switchyard_v1_discovery_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_v1_discovery_proto_rawDesc), len(file_switchyard_v1_discovery_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   10,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -276,8 +276,14 @@ type ServiceView struct {
 	// serving-and-terminating ones when none is ready). Filled only when one
 	// of the service's traffic policies is LOCAL.
 	LocalEndpoints []*Endpoint `protobuf:"bytes,15,rep,name=local_endpoints,json=localEndpoints,proto3" json:"local_endpoints,omitempty"`
-	// The newest endpoints.kubernetes.io/last-change-trigger-time among the
-	// service's EndpointSlices, so agents can measure programming latency.
+	// Deprecated: no longer set. It held the newest
+	// endpoints.kubernetes.io/last-change-trigger-time among the service's
+	// EndpointSlices, which measured the age of the last endpoint change for
+	// any change (a Service edit, an agent's first view, a slice deletion).
+	// Trigger times now travel per change, beside the resources
+	// (DeltaSnapshotsResponse.change_triggers); agents ignore this field.
+	//
+	// Deprecated: Marked as deprecated in switchyard/v1/service_view.proto.
 	LastChangeTriggerTime *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=last_change_trigger_time,json=lastChangeTriggerTime,proto3" json:"last_change_trigger_time,omitempty"`
 	// True when some port of the service has a ready, or
 	// serving-and-terminating, endpoint anywhere in the cluster: the OR of
@@ -427,6 +433,7 @@ func (x *ServiceView) GetLocalEndpoints() []*Endpoint {
 	return nil
 }
 
+// Deprecated: Marked as deprecated in switchyard/v1/service_view.proto.
 func (x *ServiceView) GetLastChangeTriggerTime() *timestamppb.Timestamp {
 	if x != nil {
 		return x.LastChangeTriggerTime
@@ -695,7 +702,7 @@ var File_switchyard_v1_service_view_proto protoreflect.FileDescriptor
 
 const file_switchyard_v1_service_view_proto_rawDesc = "" +
 	"\n" +
-	" switchyard/v1/service_view.proto\x12\rswitchyard.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xce\a\n" +
+	" switchyard/v1/service_view.proto\x12\rswitchyard.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd2\a\n" +
 	"\vServiceView\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12.\n" +
@@ -713,8 +720,8 @@ const file_switchyard_v1_service_view_proto_rawDesc = "" +
 	"\x17internal_traffic_policy\x18\f \x01(\x0e2\x1c.switchyard.v1.TrafficPolicyR\x15internalTrafficPolicy\x123\n" +
 	"\x16health_check_node_port\x18\r \x01(\rR\x13healthCheckNodePort\x12D\n" +
 	"\x11cluster_endpoints\x18\x0e \x03(\v2\x17.switchyard.v1.EndpointR\x10clusterEndpoints\x12@\n" +
-	"\x0flocal_endpoints\x18\x0f \x03(\v2\x17.switchyard.v1.EndpointR\x0elocalEndpoints\x12S\n" +
-	"\x18last_change_trigger_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\x15lastChangeTriggerTime\x12*\n" +
+	"\x0flocal_endpoints\x18\x0f \x03(\v2\x17.switchyard.v1.EndpointR\x0elocalEndpoints\x12W\n" +
+	"\x18last_change_trigger_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampB\x02\x18\x01R\x15lastChangeTriggerTime\x12*\n" +
 	"\x11has_any_endpoints\x18\x11 \x01(\bR\x0fhasAnyEndpoints\"\xce\x01\n" +
 	"\vServicePort\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +

@@ -103,23 +103,28 @@ func (s *Server) ListNodes(context.Context, *switchyardv1.ListNodesRequest) (*sw
 func nodeStatus(sn cache.NodeSnapshot, cfg *switchyardv1.NodeConfig) *switchyardv1.NodeStatus {
 	st := sn.Status
 	out := &switchyardv1.NodeStatus{
-		Name:                   st.Name,
-		Zone:                   cfg.GetZone(),
-		Connected:              st.Connected,
-		Agent:                  st.Agent,
-		ConnectedSince:         timestamp(st.ConnectedSince),
-		DesiredVersion:         st.DesiredVersion,
-		AckedVersion:           st.AckedVersion,
-		LastNack:               st.LastNack,
-		LastNackTime:           timestamp(st.LastNackTime),
-		LastApplyDuration:      duration(st.LastApplyDuration),
-		LastProgrammingLatency: duration(st.LastProgrammingLatency),
-		ResourceCount:          uint32(st.Resources),
-		LastAckTime:            timestamp(st.LastAck),
-		Rpc:                    st.RPC,
-		SettingsHash:           st.Agent.GetSettingsHash(),
-		Drift:                  st.Drift,
-		Datapath:               st.Datapath,
+		Name:                       st.Name,
+		Zone:                       cfg.GetZone(),
+		Connected:                  st.Connected,
+		Agent:                      st.Agent,
+		ConnectedSince:             timestamp(st.ConnectedSince),
+		DesiredVersion:             st.DesiredVersion,
+		AckedVersion:               st.AckedVersion,
+		LastNack:                   st.LastNack,
+		LastNackTime:               timestamp(st.LastNackTime),
+		LastApplyDuration:          duration(st.LastApplyDuration),
+		LastProgrammingLatency:     duration(st.LastProgrammingLatency),
+		ResourceCount:              uint32(st.Resources),
+		LastAckTime:                timestamp(st.LastAck),
+		Rpc:                        st.RPC,
+		SettingsHash:               st.Agent.GetSettingsHash(),
+		Drift:                      st.Drift,
+		Datapath:                   st.Datapath,
+		NodeObject:                 switchyardv1.NodeObject_NODE_OBJECT_PRESENT,
+		LastProgrammingLatencyTime: timestamp(st.LastProgrammingLatencyTime),
+	}
+	if !st.Known {
+		out.NodeObject = switchyardv1.NodeObject_NODE_OBJECT_MISSING
 	}
 	if !st.Connected {
 		out.ConnectedSince = nil
@@ -172,7 +177,9 @@ func (s *Server) GetNodeView(_ context.Context, req *switchyardv1.GetNodeViewReq
 	}
 	nv, ok := s.src.View(req.GetNodeName())
 	if !ok {
-		return nil, status.Errorf(codes.NotFound, "node %q has no view", req.GetNodeName())
+		return nil, status.Errorf(codes.NotFound,
+			"node %q has no view: the control plane sees no Node object of that name (views are computed for Nodes only; a connected agent keeps its last applied rules until the Node exists)",
+			req.GetNodeName())
 	}
 	resp := &switchyardv1.GetNodeViewResponse{
 		Version:         nv.Version(),

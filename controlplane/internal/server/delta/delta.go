@@ -200,5 +200,6 @@ func (v *variant) Response(p stream.Part, version, nonce string) *response {
 		RemovedResources: p.Removed,
 		Nonce:            nonce,
 		ControlPlaneId:   v.cpID,
+		ChangeTriggers:   p.Triggers,
 	}
 }

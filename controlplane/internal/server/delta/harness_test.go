@@ -24,10 +24,18 @@ func TestMain(m *testing.M) {
 // counter is a stream.Observer that counts.
 type counter struct {
 	responses, acks, nacks atomic.Int64
+	missing                atomic.Int64 // agents without a Node object
 	resumed, sent          atomic.Int64 // delta.ResumeObserver
 }
 
-func (c *counter) StreamOpened(string)                       {}
+func (c *counter) StreamOpened(string) {}
+func (c *counter) NodeMissing(missing bool) {
+	if missing {
+		c.missing.Add(1)
+	} else {
+		c.missing.Add(-1)
+	}
+}
 func (c *counter) StreamClosed(string)                       {}
 func (c *counter) ResponseSent(string, int)                  { c.responses.Add(1) }
 func (c *counter) Acked(string, time.Duration)               { c.acks.Add(1) }

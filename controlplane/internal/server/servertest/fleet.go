@@ -58,7 +58,7 @@ func NewFleet(t testing.TB, ns string, api admin.APIWatch, st admin.Settings) *F
 func (f *Fleet) Change(v *cache.View) {
 	f.Clock.Step(time.Minute)
 	f.changed = f.Clock.Now()
-	f.Tracker.ServicesChanged([]string{v.Name}, nil)
+	f.Tracker.ServicesChanged([]string{v.Name}, nil, nil)
 	for node, nv := range f.views {
 		f.views[node] = nv.With(v)
 		f.Cache.Publish(node, f.views[node], []string{v.Name})

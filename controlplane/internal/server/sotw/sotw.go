@@ -89,5 +89,6 @@ func (v *variant) Response(p stream.Part, version, nonce string) *response {
 		Resources:      res,
 		Nonce:          nonce,
 		ControlPlaneId: v.cpID,
+		ChangeTriggers: p.Triggers,
 	}
 }

@@ -13,6 +13,10 @@ type Observer interface {
 	// AgentApplied reports an ACK's apply duration and programming latency
 	// (zero when the agent did not report them).
 	AgentApplied(apply, programming time.Duration)
+	// NodeMissing reports that a stream's node lost (true) or regained
+	// (false) its Node object, or that a stream without one ended (false):
+	// a gauge of connected agents that receive no change.
+	NodeMissing(missing bool)
 }
 
 // nopObserver records nothing.
@@ -26,3 +30,4 @@ func (nopObserver) ResponseSent(string, int)                  {}
 func (nopObserver) Acked(string, time.Duration)               {}
 func (nopObserver) Nacked(string)                             {}
 func (nopObserver) AgentApplied(time.Duration, time.Duration) {}
+func (nopObserver) NodeMissing(bool)                          {}

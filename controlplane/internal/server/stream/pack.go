@@ -4,6 +4,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 const (
@@ -18,6 +19,9 @@ const (
 type Part struct {
 	Resources []*cache.View
 	Removed   []string
+	// Triggers are the trigger times of the changes the part's resources
+	// bring (the session attaches them, see TriggerSource); nil for none.
+	Triggers []*switchyardv1.ChangeTriggers
 }
 
 // Batch is what brings an agent from the state it has to one view: one part

@@ -97,6 +97,16 @@ type Options struct {
 	// Strangers, when set, bounds the streams of names that are not
 	// Nodes; shared by both variants' options.
 	Strangers *Strangers
+	// Triggers, when set, gives the trigger times sessions attach to the
+	// resources of every batch but a stream's first.
+	Triggers TriggerSource
+}
+
+// TriggerSource gives the trigger times of a resource's changes published
+// in generations since..until that reached node (0 since: none);
+// *fleetlatency.Tracker implements it.
+type TriggerSource interface {
+	Triggers(name string, since, until uint64, node string) []time.Time
 }
 
 // SettingsChecker compares the NodeConfig settings an agent programs

@@ -3,16 +3,19 @@ package stream
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strconv"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 	"k8s.io/utils/clock"
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/server/wire"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 // session is one stream's state, owned by the goroutine running run.
@@ -32,6 +35,9 @@ type session[Req Request, Resp proto.Message] struct {
 	retry   clock.Timer   // sends the rejected version again; nil when none
 	carry   cache.Changes // names to diff again at the next flush
 	sentAny bool
+	// missing: the node has no view (no Node object); reported once per
+	// episode, and told to the Observer.
+	missing bool
 	wake    bool      // the view changed since the last flush
 	flushAt time.Time // when the last flush took the view
 	timer   clock.Timer
@@ -41,14 +47,22 @@ type session[Req Request, Resp proto.Message] struct {
 type flight struct {
 	target cache.NodeView
 	batch  Batch
-	next   int // index of the part after the one in flight
-	nonce  string
-	sentAt time.Time
+	// since and until are the generations of the changes the batch
+	// brings (cache.Changes), kept for a NACK's carry.
+	since, until uint64
+	next         int // index of the part after the one in flight
+	nonce        string
+	sentAt       time.Time
 }
 
 func (s *session[Req, Resp]) run(ctx context.Context, reqs <-chan Req, recvErr func() error) error {
 	defer s.stopTimer()
 	defer s.stopRetry()
+	defer func() {
+		if s.missing {
+			s.o.Observer.NodeMissing(false)
+		}
+	}()
 	if err := s.flush(ctx); err != nil {
 		return err
 	}
@@ -145,6 +159,7 @@ func (s *session[Req, Resp]) stopTimer() {
 func (s *session[Req, Resp]) flush(ctx context.Context) error {
 	nv, changes := s.watch.Take()
 	s.wake, s.flushAt = false, s.o.Clock.Now()
+	s.nodeObject(nv != nil)
 	if nv == nil {
 		// Unknown node: remember what changed, send nothing.
 		s.carry = s.carry.Merge(changes, 0)
@@ -157,12 +172,18 @@ func (s *session[Req, Resp]) flush(ctx context.Context) error {
 		s.log.Debug("holding rejected version until the view changes", "version", s.nacked)
 		return nil
 	}
-	b := s.variant.Plan(nv, changes, !s.sentAny)
+	first := !s.sentAny
+	b := s.variant.Plan(nv, changes, first)
 	if len(b.Parts) == 0 {
 		return nil
 	}
+	if !first {
+		// A stream's first batch brings the agent up to date after a
+		// (re)connect: no change, no trigger time.
+		s.attachTriggers(b, changes)
+	}
 	s.sentAny = true
-	s.flight = &flight{target: nv, batch: b}
+	s.flight = &flight{target: nv, batch: b, since: changes.Since, until: changes.Until}
 	s.watch.SetInFlight(1)
 	return s.sendNext(ctx)
 }
@@ -181,6 +202,15 @@ func (s *session[Req, Resp]) sendNext(ctx context.Context) error {
 	f.sentAt = s.o.Clock.Now()
 	resp := s.variant.Response(p, version, f.nonce)
 	size := proto.Size(resp)
+	if size > s.o.MaxMessageBytes && len(p.Triggers) > 0 {
+		// Pack sized the part without its trigger times: a response the
+		// agent can read matters more than their observations.
+		s.log.Debug("dropping a part's trigger times to stay within the maximum message size",
+			"bytes", size, "maxBytes", s.o.MaxMessageBytes, "resources", len(p.Triggers))
+		p.Triggers = nil
+		resp = s.variant.Response(p, version, f.nonce)
+		size = proto.Size(resp)
+	}
 	if size > s.o.MaxMessageBytes {
 		s.log.Error("response exceeds the maximum message size; a single resource is too large",
 			"bytes", size, "maxBytes", s.o.MaxMessageBytes)
@@ -216,7 +246,7 @@ func (s *session[Req, Resp]) answer(ctx context.Context, req Req) error {
 		s.flight = nil
 		s.watch.SetInFlight(0)
 		s.nacked = f.target.Version()
-		s.carry = s.carry.Merge(cache.Changes{Names: f.batch.Names()}, f.target.Len())
+		s.carry = s.carry.Merge(cache.Changes{Names: f.batch.Names(), Since: f.since, Until: f.until}, f.target.Len())
 		s.watch.Nacked(st)
 		s.o.Observer.Nacked(s.o.RPC)
 		s.nacks++
@@ -242,4 +272,50 @@ func (s *session[Req, Resp]) answer(ctx context.Context, req Req) error {
 	s.o.Observer.AgentApplied(r.GetApplyDuration().AsDuration(), r.GetProgrammingLatency().AsDuration())
 	s.log.Debug("agent applied view", "version", f.target.Version(), "ackLatency", latency)
 	return s.arm(ctx)
+}
+
+// attachTriggers gives each part of b the trigger times of the changes its
+// resources bring: those published in changes.Since..Until that reached
+// this node, for the names changes lists (every name when All).
+func (s *session[Req, Resp]) attachTriggers(b Batch, changes cache.Changes) {
+	if s.o.Triggers == nil || changes.Since == 0 {
+		return
+	}
+	for i := range b.Parts {
+		p := &b.Parts[i]
+		for _, v := range p.Resources {
+			if !changes.All {
+				if _, ok := slices.BinarySearch(changes.Names, v.Name); !ok {
+					continue // the state of the world resends it unchanged
+				}
+			}
+			times := s.o.Triggers.Triggers(v.Name, changes.Since, changes.Until, s.node)
+			if len(times) == 0 {
+				continue
+			}
+			ct := &switchyardv1.ChangeTriggers{Name: v.Name, TriggerTimes: make([]*timestamppb.Timestamp, len(times))}
+			for j, t := range times {
+				ct.TriggerTimes[j] = timestamppb.New(t)
+			}
+			p.Triggers = append(p.Triggers, ct)
+		}
+	}
+}
+
+// nodeObject notes whether the node has a view, which the watch publishes
+// for Node objects only. A node without one gets nothing: its agent keeps
+// the rules it last applied, which is safe (a Node deleted by mistake, or
+// re-created by its kubelet, must not take Service forwarding with it) but
+// silent, so the first flush of such an episode says so, once.
+func (s *session[Req, Resp]) nodeObject(present bool) {
+	switch {
+	case !present && !s.missing:
+		s.missing = true
+		s.o.Observer.NodeMissing(true)
+		s.log.Warn("agent connected for a node with no Node object: it keeps its last applied rules and receives no change until the Node exists")
+	case present && s.missing:
+		s.missing = false
+		s.o.Observer.NodeMissing(false)
+		s.log.Info("the node's Node object exists again: sending its view")
+	}
 }
