@@ -39,9 +39,16 @@
 //	filter: KUBE-SERVICES, KUBE-EXTERNAL-SERVICES (REJECT / DROP when no endpoints),
 //	        KUBE-PROXY-FIREWALL (loadBalancerSourceRanges), KUBE-NODEPORTS (health checks), KUBE-FORWARD
 //
-// Per-service chain names are a prefix plus 16 base32 characters of a
-// SHA-256 of "namespace/name:port/protocol" (and the endpoint for
-// KUBE-SEP), so they are stable across restarts and at most 26 characters.
+// Per-service chain names are kube-proxy's own: a prefix plus 16 base32
+// characters of the SHA-256 of "namespace/name:port" and the protocol in
+// lower case (then the endpoint's "ip:port" for KUBE-SEP), so they are
+// stable across restarts, at most 26 characters, and the very chains
+// kube-proxy's iptables mode writes for the same service port. A hand-over
+// between the two proxies (either way) therefore rewrites each Service's
+// chains in place in one iptables-restore: neither proxy meets chains of
+// the other's that it would have to delete while a rule still jumps there
+// (kube-proxy deletes the chains with its prefixes it does not want, and
+// such a delete fails its whole restore).
 //
 // This package renders only that structure. The benchmark that compares
 // it with kube-proxy's exact one (one flat KUBE-SERVICES, a KUBE-SEP

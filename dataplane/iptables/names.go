@@ -73,27 +73,46 @@ func IsOwnedChain(name string) bool {
 }
 
 // portID is the identity of one service port: "namespace/name:port/proto",
-// as kube-proxy's ServicePortName plus protocol. Chain names hash it, so
-// they survive restarts and do not depend on rendering order.
+// as kube-proxy's ServicePortName plus protocol, for maps keyed by port.
 func portID(ns, name, port string, proto dataplane.Protocol) string {
 	return ns + "/" + name + ":" + port + "/" + proto.String()
 }
 
+// portHashKey is what kube-proxy's iptables mode hashes into a service port's
+// chain names: its ServicePortName ("namespace/name", then ":port" for a
+// named port) followed by the protocol in lower case. Hashing the same
+// bytes gives the same names as kube-proxy (KUBE-SVC-TCOU7JCQXEZGVUNU is
+// kube-system/kube-dns:dns over UDP on either proxy), so each proxy's
+// iptables-restore rewrites the other's chains of a Service in place, and
+// neither sees the other's as stale: kube-proxy deletes chains with its
+// prefixes that it does not want, and a delete fails (failing its whole
+// restore) while a chain of ours still jumps there.
+func portHashKey(ns, name, port string, proto dataplane.Protocol) string {
+	key := ns + "/" + name
+	if port != "" {
+		key += ":" + port
+	}
+	return key + proto.String()
+}
+
 // hashName returns prefix + the first 16 base32 characters of the SHA-256
-// of the parts: at most 10+16 = 26 characters for the prefixes above.
-func hashName(prefix string, parts ...string) string {
-	h := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
+// of key, kube-proxy's portProtoHash: at most 10+16 = 26 characters for
+// the prefixes above.
+func hashName(prefix, key string) string {
+	h := sha256.Sum256([]byte(key))
 	enc := base32.StdEncoding.EncodeToString(h[:])
 	return prefix + enc[:16]
 }
 
-func svcChain(id string) string { return hashName(prefixSVC, id) }
-func svlChain(id string) string { return hashName(prefixSVL, id) }
-func extChain(id string) string { return hashName(prefixEXT, id) }
-func fwChain(id string) string  { return hashName(prefixFW, id) }
+func svcChain(key string) string { return hashName(prefixSVC, key) }
+func svlChain(key string) string { return hashName(prefixSVL, key) }
+func extChain(key string) string { return hashName(prefixEXT, key) }
+func fwChain(key string) string  { return hashName(prefixFW, key) }
 
-func sepChain(id string, ep netip.AddrPort) string {
-	return hashName(prefixSEP, id, ep.String())
+// sepChain is kube-proxy's servicePortEndpointChainName: the endpoint's
+// "ip:port" ("[ip]:port" for IPv6) after the port's key.
+func sepChain(key string, ep netip.AddrPort) string {
+	return hashName(prefixSEP, key+ep.String())
 }
 
 func shardChain(i int) string { return fmt.Sprintf("%s%02X", prefixShard, i) }

@@ -20,7 +20,8 @@ type endpoint struct {
 // endpoints with their KUBE-SEP chains.
 type portPlan struct {
 	sp             *serviceport.Port
-	id             string // hashed into chain names
+	id             string // identity (portID)
+	key            string // hashed into chain names, as kube-proxy (portHashKey)
 	match          string // "-p tcp -m tcp"
 	cluster, local []endpoint
 }
@@ -40,10 +41,11 @@ func (r *renderer) service(key string, sv *switchyardv1.ServiceView) {
 	for i := range svc.Ports {
 		sp := &svc.Ports[i]
 		p := portPlan{sp: sp, id: portID(svc.Namespace, svc.ServiceName, sp.Name, sp.Protocol),
+			key:   portHashKey(svc.Namespace, svc.ServiceName, sp.Name, sp.Protocol),
 			match: "-p " + sp.Protocol.String() + " -m " + sp.Protocol.String()}
 		seps := usesSEPs(&p)
-		p.cluster = endpointsOf(p.id, sp.Cluster, seps)
-		p.local = endpointsOf(p.id, sp.Local, seps)
+		p.cluster = endpointsOf(p.key, sp.Cluster, seps)
+		p.local = endpointsOf(p.key, sp.Local, seps)
 		r.port(&p)
 	}
 }
@@ -56,12 +58,12 @@ func usesSEPs(p *portPlan) bool { return p.sp.Affinity > 0 }
 // endpointsOf lists the endpoints of one service port, naming their
 // KUBE-SEP chains when they have one (a hash per endpoint, so skipped
 // when not needed).
-func endpointsOf(id string, eps []serviceport.Endpoint, seps bool) []endpoint {
+func endpointsOf(key string, eps []serviceport.Endpoint, seps bool) []endpoint {
 	out := make([]endpoint, 0, len(eps))
 	for _, ep := range eps {
 		e := endpoint{addr: ep.Addr}
 		if seps {
-			e.chain = sepChain(id, ep.Addr)
+			e.chain = sepChain(key, ep.Addr)
 		}
 		out = append(out, e)
 	}
@@ -74,7 +76,7 @@ func comment(s string) string { return `-m comment --comment "` + s + `"` }
 // rules (shards, node ports, filter rejects and drops) and its chains.
 func (r *renderer) port(p *portPlan) {
 	sp := p.sp
-	svc, svl, ext, fw := svcChain(p.id), svlChain(p.id), extChain(p.id), fwChain(p.id)
+	svc, svl, ext, fw := svcChain(p.key), svlChain(p.key), extChain(p.key), fwChain(p.key)
 	intChain := svc
 	if sp.Internal.Local {
 		intChain = svl

@@ -66,7 +66,7 @@ func TestValidateFindsUnknownSetAndPortlessDNAT(t *testing.T) {
 }
 
 func TestChainNamesStableAndShort(t *testing.T) {
-	id := portID("a-very-long-namespace-name-indeed", "and-a-long-service-name", "https-metrics", dataplane.TCP)
+	id := portHashKey("a-very-long-namespace-name-indeed", "and-a-long-service-name", "https-metrics", dataplane.TCP)
 	names := []string{svcChain(id), svlChain(id), extChain(id), fwChain(id), shardChain(255)}
 	for _, n := range names {
 		if len(n) > maxChainName {
@@ -76,10 +76,10 @@ func TestChainNamesStableAndShort(t *testing.T) {
 			t.Errorf("%s not recognised as owned", n)
 		}
 	}
-	if svcChain(id) != svcChain(portID("a-very-long-namespace-name-indeed", "and-a-long-service-name", "https-metrics", dataplane.TCP)) {
+	if svcChain(id) != svcChain(portHashKey("a-very-long-namespace-name-indeed", "and-a-long-service-name", "https-metrics", dataplane.TCP)) {
 		t.Error("chain name not stable")
 	}
-	if svcChain(id) == svcChain(portID("a-very-long-namespace-name-indeed", "and-a-long-service-name", "https-metrics", dataplane.UDP)) {
+	if svcChain(id) == svcChain(portHashKey("a-very-long-namespace-name-indeed", "and-a-long-service-name", "https-metrics", dataplane.UDP)) {
 		t.Error("protocol not part of identity")
 	}
 	if IsOwnedChain("KUBE-FIREWALL") || IsOwnedChain("DOCKER") {
