@@ -119,6 +119,10 @@ func (d *Dataplane) renderOptions() RenderOptions {
 	return RenderOptions{ShardBits: d.cfg.ShardBits}
 }
 
+// Flavour is the iptables back end the mode programs: FlavourAuto until
+// its first sync detected it. For the caller of Apply only.
+func (d *Dataplane) Flavour() xtables.Flavour { return d.flavour }
+
 func (d *Dataplane) ensureFlavour(ctx context.Context) error {
 	if d.flavour != xtables.FlavourAuto {
 		return nil

@@ -18,6 +18,16 @@ type Config struct {
 	Runner command.Runner
 	// Logger receives one line per removed item group; nil discards.
 	Logger *slog.Logger
+	// KeepShared names the iptables back ends and families (an
+	// iptables-save binary's base: "iptables-nft", "ip6tables-legacy", …)
+	// where Switchyard's iptables mode programs now: there, the chains
+	// under the names it shares with kube-proxy are its own (its sync
+	// rewrote them) and are kept, so that removing kube-proxy's evidence
+	// after that sync never takes a Service's path away. Its next full
+	// sync, no longer seeing kube-proxy's canary, deletes the per-service
+	// chains of kube-proxy's that it does not use. Everywhere else every
+	// chain with one of kube-proxy's names goes.
+	KeepShared []string
 }
 
 // Result is what Run found and removed. Items are named
@@ -50,7 +60,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	c := &cleaner{r: cfg.Runner, log: log}
+	c := &cleaner{r: cfg.Runner, log: log, keepShared: cfg.KeepShared}
 	s := c.survey(ctx)
 	res := Result{Evidence: s.evidence()}
 	if !res.Found() {
@@ -93,8 +103,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 }
 
 type cleaner struct {
-	r   command.Runner
-	log *slog.Logger
+	r          command.Runner
+	log        *slog.Logger
+	keepShared []string
 }
 
 // survey is the node's state as far as kube-proxy is concerned, read

@@ -2,6 +2,7 @@ package kubeproxycleanup_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -224,5 +225,53 @@ func TestFailuresAreReportedAndTheRestGoesOn(t *testing.T) {
 func TestNoRunner(t *testing.T) {
 	if _, err := kubeproxycleanup.Run(t.Context(), kubeproxycleanup.Config{}); err == nil {
 		t.Fatal("want an error without a runner")
+	}
+}
+
+// wantKeepSharedRestore removes only kube-proxy's evidence from a back end
+// Switchyard's iptables mode already programs: its canaries. The chains
+// under shared names, and the jumps to them, are that mode's now; its
+// next full sync, without the canary, deletes kube-proxy's per-service
+// chains it does not use.
+const wantKeepSharedRestore = `*mangle
+:KUBE-PROXY-CANARY - [0:0]
+-X KUBE-PROXY-CANARY
+COMMIT
+*nat
+:KUBE-PROXY-CANARY - [0:0]
+-X KUBE-PROXY-CANARY
+COMMIT
+*filter
+:KUBE-PROXY-CANARY - [0:0]
+-X KUBE-PROXY-CANARY
+COMMIT
+`
+
+// TestKeepSharedAfterATakeover: after Switchyard's iptables mode synced in
+// a back end, kube-proxy's clean-up there removes its canaries and
+// kube-proxy-only chains and never a chain the mode shares with it, so no
+// Service loses its path; in a back end the mode does not use (here
+// legacy), everything of kube-proxy's goes.
+func TestKeepSharedAfterATakeover(t *testing.T) {
+	s := &kubeproxycleanuptest.Script{Responses: map[string]kubeproxycleanuptest.Response{
+		"iptables-nft-save":                    {Out: kubeProxyNAT},
+		"iptables-nft-restore -w --noflush":    {},
+		"iptables-legacy-save":                 {Out: kubeProxyNAT},
+		"iptables-legacy-restore -w --noflush": {},
+		"nft list tables":                      {Out: "table ip filter\n"},
+	}}
+	_, err := kubeproxycleanup.Run(t.Context(), kubeproxycleanup.Config{Runner: s, Logger: dataplanetest.Logger(t),
+		KeepShared: []string{"iptables-nft", "ip6tables-nft"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []kubeproxycleanuptest.Call{
+		{Argv: "iptables-legacy-restore -w --noflush", Stdin: wantNATRestore},
+		{Argv: "iptables-nft-restore -w --noflush", Stdin: wantKeepSharedRestore},
+	}
+	got := writes(s)
+	slices.SortFunc(got, func(a, b kubeproxycleanuptest.Call) int { return strings.Compare(a.Argv, b.Argv) })
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("writes (-want +got):\n%s", d)
 	}
 }

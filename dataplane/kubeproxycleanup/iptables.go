@@ -40,7 +40,7 @@ func isKubeProxyOnly(chain string) bool {
 // kubelet's KUBE-FIREWALL, KUBE-MARK-DROP, KUBE-KUBELET-CANARY and
 // KUBE-IPTABLES-HINT are not among them.
 func isKubeProxyChain(chain string) bool {
-	return isKubeProxyOnly(chain) || slices.Contains(sharedChains, chain) || hasAnyPrefix(chain, sharedPrefixes)
+	return isKubeProxyOnly(chain) || isSharedChain(chain)
 }
 
 func hasAnyPrefix(s string, prefixes []string) bool {
@@ -114,12 +114,22 @@ type tablePlan struct {
 
 // planTable decides, for one table, which kube-proxy chains to flush and
 // delete and which jump rules to remove. A chain referenced from a
-// foreign (neither built-in nor kube-proxy) chain is only flushed.
-func planTable(t *savedTable) tablePlan {
+// foreign (neither built-in nor kube-proxy) chain is only flushed. With
+// keepShared, the chains under the names Switchyard's iptables mode
+// shares with kube-proxy are left alone, rules and jumps to them
+// included (that mode has rewritten them already), and count as foreign:
+// a kube-proxy-only chain they still jump to is only flushed.
+func planTable(t *savedTable, keepShared bool) tablePlan {
 	var p tablePlan
+	ours := func(ch string) bool {
+		if keepShared && isSharedChain(ch) {
+			return false
+		}
+		return isKubeProxyChain(ch)
+	}
 	referenced := map[string]bool{}
 	for _, ch := range t.chains {
-		if t.builtin[ch] || isKubeProxyChain(ch) {
+		if t.builtin[ch] || ours(ch) {
 			continue
 		}
 		for _, r := range t.rules[ch] {
@@ -130,11 +140,11 @@ func planTable(t *savedTable) tablePlan {
 		switch {
 		case t.builtin[ch]:
 			for _, r := range t.rules[ch] {
-				if isKubeProxyChain(xtables.RuleTarget(r)) {
+				if ours(xtables.RuleTarget(r)) {
 					p.dels = append(p.dels, "-D "+ch+" "+r)
 				}
 			}
-		case !isKubeProxyChain(ch):
+		case !ours(ch):
 		case referenced[ch]:
 			p.flush = append(p.flush, ch)
 			p.kept = append(p.kept, ch)
@@ -146,15 +156,20 @@ func planTable(t *savedTable) tablePlan {
 	return p
 }
 
+// isSharedChain reports the names Switchyard's iptables mode uses too.
+func isSharedChain(ch string) bool {
+	return slices.Contains(sharedChains, ch) || hasAnyPrefix(ch, sharedPrefixes)
+}
+
 // restorePayload is the iptables-restore --noflush input for d, or "" when
 // d holds nothing of kube-proxy's. Per table: declaring a chain flushes it,
 // so every kube-proxy chain is emptied before any is deleted and no
 // reference between them remains; then the jumps from built-in chains go,
 // then the chains. Each table commits atomically.
-func restorePayload(d *savedDump) (payload string, deleted, flushed []string) {
+func restorePayload(d *savedDump, keepShared bool) (payload string, deleted, flushed []string) {
 	var b strings.Builder
 	for _, name := range d.order {
-		p := planTable(d.tables[name])
+		p := planTable(d.tables[name], keepShared)
 		if len(p.flush)+len(p.dels) == 0 {
 			continue
 		}
@@ -171,7 +186,7 @@ func restorePayload(d *savedDump) (payload string, deleted, flushed []string) {
 
 // cleanIPTables removes kube-proxy's chains from one back end and family.
 func (c *cleaner) cleanIPTables(ctx context.Context, d *savedDump) (deleted, flushed []string, err error) {
-	payload, deleted, flushed := restorePayload(d)
+	payload, deleted, flushed := restorePayload(d, slices.Contains(c.keepShared, d.bin))
 	if payload == "" {
 		return nil, nil, nil
 	}

@@ -12,34 +12,37 @@ import (
 	"time"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/peer"
 )
 
 // Config is the agent's configuration: the --config YAML file (in the
 // spirit of KubeProxyConfiguration) has the same fields as the flags, and
 // flags given on the command line override it.
 type Config struct {
-	ControlPlanes          []string `json:"controlPlanes,omitempty"`
-	NodeName               string   `json:"nodeName,omitempty"`
-	Mode                   string   `json:"mode,omitempty"`
-	StateDir               string   `json:"stateDir,omitempty"`
-	HealthzBindAddress     string   `json:"healthzBindAddress,omitempty"`
-	MetricsBindAddress     string   `json:"metricsBindAddress,omitempty"`
-	HealthCheckBindAddress string   `json:"healthCheckBindAddress,omitempty"`
-	CAFile                 string   `json:"caFile,omitempty"`
-	CertFile               string   `json:"certFile,omitempty"`
-	KeyFile                string   `json:"keyFile,omitempty"`
-	Insecure               bool     `json:"insecure,omitempty"`
-	MinSyncPeriod          Duration `json:"minSyncPeriod,omitzero"`
-	SyncPeriod             Duration `json:"syncPeriod,omitzero"`
-	DriftCheckInterval     Duration `json:"driftCheckInterval,omitzero"`
-	DatapathCanary         string   `json:"datapathCanary,omitempty"`
-	DatapathCanaryPort     int      `json:"datapathCanaryPort,omitempty"`
-	DatapathProbeInterval  Duration `json:"datapathProbeInterval,omitzero"`
-	LogLevel               string   `json:"logLevel,omitempty"`
-	LogFormat              string   `json:"logFormat,omitempty"`
-	CleanupKubeProxy       bool     `json:"cleanupKubeProxy,omitempty"`
-	GCPercent              int      `json:"gcPercent,omitempty"`
-	EnableProfiling        bool     `json:"enableProfiling,omitempty"`
+	ControlPlanes           []string `json:"controlPlanes,omitempty"`
+	NodeName                string   `json:"nodeName,omitempty"`
+	Mode                    string   `json:"mode,omitempty"`
+	StateDir                string   `json:"stateDir,omitempty"`
+	HealthzBindAddress      string   `json:"healthzBindAddress,omitempty"`
+	MetricsBindAddress      string   `json:"metricsBindAddress,omitempty"`
+	HealthCheckBindAddress  string   `json:"healthCheckBindAddress,omitempty"`
+	CAFile                  string   `json:"caFile,omitempty"`
+	CertFile                string   `json:"certFile,omitempty"`
+	KeyFile                 string   `json:"keyFile,omitempty"`
+	Insecure                bool     `json:"insecure,omitempty"`
+	MinSyncPeriod           Duration `json:"minSyncPeriod,omitzero"`
+	SyncPeriod              Duration `json:"syncPeriod,omitzero"`
+	DriftCheckInterval      Duration `json:"driftCheckInterval,omitzero"`
+	DatapathCanary          string   `json:"datapathCanary,omitempty"`
+	DatapathCanaryPort      int      `json:"datapathCanaryPort,omitempty"`
+	DatapathProbeInterval   Duration `json:"datapathProbeInterval,omitzero"`
+	LogLevel                string   `json:"logLevel,omitempty"`
+	LogFormat               string   `json:"logFormat,omitempty"`
+	CleanupKubeProxy        bool     `json:"cleanupKubeProxy,omitempty"`
+	KubeProxyHealthzAddress string   `json:"kubeProxyHealthzAddress,omitempty"`
+	GCPercent               int      `json:"gcPercent,omitempty"`
+	EnableProfiling         bool     `json:"enableProfiling,omitempty"`
 	// Cleanup is the one-shot --cleanup: a flag only, never in the file,
 	// where a DaemonSet's config would make every start remove the rules
 	// and exit.
@@ -68,14 +71,15 @@ func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()
 
 func defaults(env func(string) string) Config {
 	return Config{
-		NodeName:           env("NODE_NAME"),
-		Mode:               "iptables",
-		StateDir:           "/var/lib/switchyard-agent",
-		HealthzBindAddress: "0.0.0.0:10256",
-		MetricsBindAddress: "127.0.0.1:10249",
-		MinSyncPeriod:      Duration{time.Second},
-		SyncPeriod:         Duration{time.Hour},
-		DriftCheckInterval: Duration{5 * time.Second},
+		NodeName:                env("NODE_NAME"),
+		Mode:                    "iptables",
+		StateDir:                "/var/lib/switchyard-agent",
+		HealthzBindAddress:      "0.0.0.0:10256",
+		KubeProxyHealthzAddress: peer.DefaultHealthzAddress,
+		MetricsBindAddress:      "127.0.0.1:10249",
+		MinSyncPeriod:           Duration{time.Second},
+		SyncPeriod:              Duration{time.Hour},
+		DriftCheckInterval:      Duration{5 * time.Second},
 		// Not kube-proxy's 10249/10256, nor 10257-10259 (controller
 		// manager, cloud controller manager, scheduler), nor the control
 		// plane's 10262/10263.
@@ -142,7 +146,8 @@ func bind(fs *flag.FlagSet, c *Config, configFile *string) {
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: text|json")
 	fs.BoolVar(&c.EnableProfiling, "profiling", c.EnableProfiling, "serve Go's profiles (net/http/pprof) under /debug/pprof/ on the metrics address, as kube-proxy's --profiling does")
 	fs.IntVar(&c.GCPercent, "gc-percent", c.GCPercent, "Go garbage-collection target (GOGC) of the agent: below Go's default 100 the resident set every node pays stays smaller (1k services: 29 vs 31 MiB) for a little GC CPU on a heap of a few MB; the GOGC environment variable, when set, wins")
-	fs.BoolVar(&c.CleanupKubeProxy, "cleanup-kube-proxy", c.CleanupKubeProxy, "on start, before the first sync, remove what kube-proxy left on this node (its iptables chains, nftables tables, kube-ipvs0 and IPVS services, ipsets); does nothing where kube-proxy left nothing. With --cleanup, remove kube-proxy's too")
+	fs.BoolVar(&c.CleanupKubeProxy, "cleanup-kube-proxy", c.CleanupKubeProxy, "take over from kube-proxy: once this agent's first sync forwards, and while kube-proxy does not run (--kube-proxy-healthz-address does not answer), remove what kube-proxy left on this node (its iptables chains, nftables tables, kube-ipvs0 and IPVS services, ipsets); retried at each drift check until done; does nothing where kube-proxy left nothing. With --cleanup, remove kube-proxy's too")
+	fs.StringVar(&c.KubeProxyHealthzAddress, "kube-proxy-healthz-address", c.KubeProxyHealthzAddress, "where kube-proxy serves /healthz on this node (its --healthz-bind-address port on loopback): while it answers, kube-proxy runs and --cleanup-kube-proxy leaves its rules; empty never finds it running")
 	fs.BoolVar(&c.Cleanup, "cleanup", false, "remove everything every Switchyard mode programmed on this node (iptables chains and ipsets, nftables tables, IPVS services and kube-ipvs0; never other software's rules, nor kube-proxy's unless --cleanup-kube-proxy) and the persisted state in --state-dir, then exit: 0 when nothing is left, 1 with the errors otherwise. "+
 		"For uninstalling or moving back to kube-proxy; needs no control plane, node name or TLS flags; not settable in --config")
 }

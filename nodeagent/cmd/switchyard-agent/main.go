@@ -24,10 +24,11 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/command"
-	"github.com/switchyard-proxy/switchyard/dataplane/kubeproxycleanup"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/agent"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/leftovers"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/peer"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -95,15 +96,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	var adopt func(context.Context, dataplane.Dataplane) (bool, error)
 	if c.CleanupKubeProxy {
-		// Before agent.New and the first sync: kube-proxy's chains share
-		// names with ours, and the first sync is a full one that rewrites
-		// ours. A partial failure does not stop the agent: the next start
-		// retries, and a node without a proxy is worse.
-		kp := kubeproxycleanup.Config{Runner: command.ExecRunner{}, Logger: logger.With("component", "kubeProxyCleanup")}
-		if _, err := kubeproxycleanup.Run(ctx, kp); err != nil {
-			logger.Error("kube-proxy cleanup incomplete; starting anyway", "err", err)
-		}
+		// After the first sync, never before (package peer): every
+		// Service forwards by this agent's rules before kube-proxy's go.
+		adopt = peer.New(peer.Config{HealthzAddress: c.KubeProxyHealthzAddress, Runner: command.ExecRunner{},
+			Logger: logger.With("component", "kubeProxyCleanup")}).Adopt
 	}
 	a, err := agent.New(agent.Options{
 		NodeName:          c.NodeName,
@@ -117,6 +115,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			_, err := others.Clean(ctx, inUse)
 			return err
 		},
+		AdoptPeer:          adopt,
 		StateDir:           c.StateDir,
 		HealthzAddr:        c.HealthzBindAddress,
 		MetricsAddr:        c.MetricsBindAddress,

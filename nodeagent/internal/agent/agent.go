@@ -10,6 +10,7 @@ import (
 	"net/http/pprof"
 	"net/netip"
 	"strings"
+	"syscall"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -55,6 +56,9 @@ type Options struct {
 	// CleanOthers removes what modes other than inUse left in the kernel
 	// (syncer.Config.CleanOthers); nil leaves them.
 	CleanOthers func(ctx context.Context, inUse switchyardv1.DataplaneMode) error
+	// AdoptPeer removes kube-proxy's leftovers once this agent forwards
+	// (syncer.Config.AdoptPeer); nil leaves them.
+	AdoptPeer func(ctx context.Context, dp dataplane.Dataplane) (resync bool, err error)
 	// StateDir holds the persisted view and the learnt control-plane
 	// addresses.
 	StateDir string
@@ -109,6 +113,10 @@ type Agent struct {
 	client    *discovery.Client
 	store     *persist.Store
 	listeners map[string]net.Listener
+	// busy are the HTTP addresses another process held at New (kube-proxy
+	// still running on the node holds 10256 and 10249): Run binds them
+	// once they are free.
+	busy map[string]string
 }
 
 // New restores the persisted view, builds the components and opens the
@@ -126,7 +134,7 @@ func New(o Options) (*Agent, error) {
 	if o.HealthTimeout <= 0 {
 		o.HealthTimeout = 2 * o.SyncPeriod
 	}
-	a := &Agent{o: o, metrics: metrics.New(), listeners: map[string]net.Listener{}}
+	a := &Agent{o: o, metrics: metrics.New(), listeners: map[string]net.Listener{}, busy: map[string]string{}}
 	a.health = health.NewTracker(o.Clock, o.NodeName, o.HealthTimeout)
 	a.hc = healthcheck.New(healthcheck.Config{Logger: o.Logger.With("component", "healthcheck"), Listen: o.HealthCheckListen,
 		BindIP: o.HealthCheckBindIP, ProxyHealthy: a.health.Healthy})
@@ -224,6 +232,7 @@ func (a *Agent) syncerConfig() syncer.Config {
 		Mode:          a.o.Mode,
 		NewDataplane:  a.o.NewDataplane,
 		CleanOthers:   a.o.CleanOthers,
+		AdoptPeer:     a.o.AdoptPeer,
 		Journal:       a.store,
 		Metrics:       a.metrics,
 		Health:        a.health,
@@ -331,12 +340,40 @@ func (a *Agent) listen() error {
 			continue
 		}
 		l, err := net.Listen("tcp", addr)
+		if errors.Is(err, syscall.EADDRINUSE) {
+			// kube-proxy, still running on the node, holds its ports,
+			// which are ours too: forward now, serve these once it is gone.
+			a.o.Logger.Warn("address in use (kube-proxy still running?); served once it is free", "server", name, "address", addr)
+			a.busy[name] = addr
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("agent: %s address: %w", name, err)
 		}
 		a.listeners[name] = l
 	}
 	return nil
+}
+
+// bindWhenFree binds addr once nothing else holds it, trying every
+// second; nil when ctx ends first.
+func bindWhenFree(ctx context.Context, addr string) (net.Listener, error) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		l, err := net.Listen("tcp", addr)
+		if err == nil {
+			return l, nil
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, nil
+		case <-t.C:
+		}
+	}
 }
 
 func (a *Agent) closeListeners() {
@@ -370,21 +407,19 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	handlers := map[string]http.Handler{"healthz": a.health.Mux(), "metrics": metricsMux(a.metrics, a.syncer.Mode, a.o.Profiling)}
 	for name, l := range a.listeners {
-		srv := &http.Server{Handler: handlers[name], ReadHeaderTimeout: 5 * time.Second}
+		serveHTTP(ctx, g, name, l, handlers[name])
+	}
+	for name, addr := range a.busy {
 		g.Go(func() error {
-			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-				return fmt.Errorf("%s server: %w", name, err)
+			l, err := bindWhenFree(ctx, addr)
+			if err != nil {
+				return fmt.Errorf("%s address: %w", name, err)
 			}
-			return nil
-		})
-		g.Go(func() error {
-			<-ctx.Done()
-			// The parent ctx is done: give connections a moment to finish.
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			defer cancel()
-			if err := srv.Shutdown(sctx); err != nil {
-				return errors.Join(err, srv.Close())
+			if l == nil {
+				return nil
 			}
+			a.o.Logger.Info("address free again; serving", "server", name, "address", addr)
+			serveHTTP(ctx, g, name, l, handlers[name])
 			return nil
 		})
 	}
@@ -392,6 +427,27 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("agent: %w", err)
 	}
 	return nil
+}
+
+// serveHTTP serves h on l in g until ctx ends, then shuts the server down.
+func serveHTTP(ctx context.Context, g *errgroup.Group, name string, l net.Listener, h http.Handler) {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	g.Go(func() error {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("%s server: %w", name, err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-ctx.Done()
+		// The parent ctx is done: give connections a moment to finish.
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			return errors.Join(err, srv.Close())
+		}
+		return nil
+	})
 }
 
 // metricsMux serves /metrics and, like kube-proxy's metrics port,

@@ -2,11 +2,16 @@ package agent
 
 import (
 	"io"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/discovery/cptest"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/health"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/metrics"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/runtest"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -45,4 +50,35 @@ func TestProfilingOnlyWhenEnabled(t *testing.T) {
 			t.Errorf("profiling %v: /debug/pprof/heap = %d (%.40q)", on, rec.Code, body)
 		}
 	}
+}
+
+// TestHealthAddressHeldByKubeProxy: an agent started while kube-proxy still
+// runs on the node, holding the health port the agent shares with it,
+// forwards at once (its syncs do not wait for the port) and serves the
+// port as soon as kube-proxy let it go, marked as the agent's own.
+func TestHealthAddressHeldByKubeProxy(t *testing.T) {
+	held, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := held.Addr().String()
+	cp := cptest.New(t)
+	n := startNode(t, nodeOpts{addrs: []string{cp.Addr()}, stateDir: t.TempDir(), options: func(o *Options) { o.HealthzAddr = addr }})
+	cp.Next()
+	push(cp, "s1", "n1", nil, svc("ns/a", "1"))
+	expectAck(t, cp, "n1", "s1")
+	if got := n.a.HealthzAddr(); got != "" {
+		t.Errorf("HealthzAddr %q while the port is held, want none", got)
+	}
+	if err := held.Close(); err != nil { // kube-proxy exits
+		t.Fatal(err)
+	}
+	runtest.Eventually(t, "the agent serves the freed health port", func() bool {
+		resp, err := http.Get("http://" + addr + "/livez")
+		if err != nil {
+			return false
+		}
+		_ = resp.Body.Close()
+		return resp.Header.Get(health.AgentHeader) != ""
+	})
 }

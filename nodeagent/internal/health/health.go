@@ -218,9 +218,17 @@ func (t *Tracker) serve(w http.ResponseWriter, s snapshot, healthy bool) {
 }
 
 // Mux returns a mux serving /healthz and /livez.
-func (t *Tracker) Mux() *http.ServeMux {
+func (t *Tracker) Mux() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/healthz", t)
 	mux.HandleFunc("/livez", t.serveLive)
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(AgentHeader, "1")
+		mux.ServeHTTP(w, r)
+	})
 }
+
+// AgentHeader marks the agent's health answers, which otherwise are
+// kube-proxy's: on the same port, a probe tells the two apart by it
+// (package peer).
+const AgentHeader = "X-Switchyard-Agent"

@@ -82,6 +82,7 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 	for _, p := range pending {
 		p.result <- result{applied: s.report(p.u, d, end)}
 	}
+	s.adoptPeer(ctx)
 	if switched || full {
 		s.cleanOthers(ctx)
 		// After the ACK: a forced collection at 10k services takes tens
@@ -153,6 +154,26 @@ func (s *Syncer) cleanOthers(ctx context.Context) {
 	}
 	s.othersLeft = false
 	s.cfg.Logger.Info("other modes' rules removed", "mode", s.dp.Mode())
+}
+
+// adoptPeer removes another proxy's leftovers once this agent forwards
+// (Config.AdoptPeer), until that succeeds.
+func (s *Syncer) adoptPeer(ctx context.Context) {
+	if !s.peerLeft || !s.synced || s.dp == nil {
+		return
+	}
+	resync, err := s.cfg.AdoptPeer(ctx, s.dp)
+	if err != nil {
+		if msg := err.Error(); msg != s.peerErr {
+			s.peerErr = msg
+			s.cfg.Logger.Warn("kube-proxy's rules stay for now; retried at each drift check", "mode", s.dp.Mode(), "reason", msg)
+		}
+		return
+	}
+	s.peerLeft, s.peerErr = false, ""
+	if resync {
+		s.fullNow = true
+	}
 }
 
 // report is the ACK's account of u's apply, which ended at end after d.

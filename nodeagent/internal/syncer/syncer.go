@@ -79,6 +79,15 @@ type Config struct {
 	// failure, again after each full sync until it succeeds. Never before:
 	// services that exist in both modes keep forwarding throughout.
 	CleanOthers func(ctx context.Context, inUse switchyardv1.DataplaneMode) error
+	// AdoptPeer removes what another proxy (kube-proxy) left in the kernel,
+	// given the dataplane now forwarding; optional. Like CleanOthers it runs
+	// only after a successful sync of the mode in use, so every Service
+	// has this agent's path before the other's goes; a failure (kube-proxy
+	// still running, say) is retried at each drift check and after each
+	// sync until it succeeds. resync asks for a full sync at once: the
+	// iptables mode finds kube-proxy's per-service chains it does not use
+	// only once kube-proxy's canary is gone, and deletes them then.
+	AdoptPeer func(ctx context.Context, dp dataplane.Dataplane) (resync bool, err error)
 	// DriftCheckInterval is the time between two checks that the kernel
 	// still holds what the dataplane applied (dataplane.DriftChecker;
 	// modes without one are reported "unsupported"); a drift is repaired
@@ -128,6 +137,12 @@ type Syncer struct {
 	repair bool
 	// drift is what the drift checks found; guarded by mu.
 	drift driftState
+	// peerLeft: AdoptPeer has not succeeded yet; peerErr is its last
+	// failure, logged once until it changes.
+	peerLeft bool
+	peerErr  string
+	// fullNow: run a full sync at the loop's next turn.
+	fullNow bool
 }
 
 type request struct {
@@ -161,7 +176,7 @@ func New(cfg Config, restored *view.View, reconcile bool) (*Syncer, error) {
 	}
 	st := restored.State()
 	return &Syncer{cfg: cfg, reqs: make(chan *request), stopped: make(chan struct{}), reconcile: reconcile,
-		started: cfg.Clock.Now(), applied: restored, config: st.Config, state: st}, nil
+		started: cfg.Clock.Now(), applied: restored, config: st.Config, state: st, peerLeft: cfg.AdoptPeer != nil}, nil
 }
 
 // Versions returns the versions of the applied resources; it implements
@@ -267,6 +282,13 @@ func (s *Syncer) Run(ctx context.Context) error {
 		driftC = driftT.C()
 	}
 	for {
+		if s.fullNow {
+			s.fullNow = false
+			stopMin()
+			s.sync(ctx, pending, true)
+			pending = nil
+			continue
+		}
 		if len(pending) > 0 && minC == nil {
 			minSync, _ := s.periods()
 			wait := s.lastSync.Add(minSync).Sub(s.cfg.Clock.Now())
@@ -298,6 +320,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 				stopMin()
 				pending = nil
 			}
+			s.adoptPeer(ctx)
 			// From the end of a check: a slow read-back never queues checks.
 			driftT.Reset(s.cfg.DriftCheckInterval)
 		case <-full.C():

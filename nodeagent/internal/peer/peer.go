@@ -1,0 +1,105 @@
+package peer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/command"
+	"github.com/switchyard-proxy/switchyard/dataplane/kubeproxycleanup"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/health"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+// DefaultHealthzAddress is kube-proxy's default --healthz-bind-address
+// port, on the node's loopback (kube-proxy binds 0.0.0.0:10256).
+const DefaultHealthzAddress = "127.0.0.1:10256"
+
+// ErrLive says kube-proxy runs on this node: its rules stay until it stops.
+var ErrLive = errors.New("kube-proxy is running on this node")
+
+// Config configures a KubeProxy.
+type Config struct {
+	// HealthzAddress is where kube-proxy serves /healthz; empty never
+	// finds it running.
+	HealthzAddress string
+	// Runner runs the clean-up's commands in the node's namespace.
+	Runner command.Runner
+	// Client probes HealthzAddress; a client with a 1 s timeout when nil.
+	Client *http.Client
+	Logger *slog.Logger
+}
+
+// KubeProxy is kube-proxy as seen from the agent on the same node.
+type KubeProxy struct {
+	cfg Config
+}
+
+// New returns the KubeProxy of cfg.
+func New(cfg Config) *KubeProxy {
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Timeout: time.Second}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &KubeProxy{cfg: cfg}
+}
+
+// Live reports whether a kube-proxy process serves its /healthz, with what
+// it answered (or why it is taken for stopped).
+func (k *KubeProxy) Live(ctx context.Context) (bool, string) {
+	if k.cfg.HealthzAddress == "" {
+		return false, "no kube-proxy health address to probe"
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+k.cfg.HealthzAddress+"/healthz", nil)
+	if err != nil {
+		return false, err.Error()
+	}
+	resp, err := k.cfg.Client.Do(req)
+	if err != nil {
+		return false, "health probe: " + err.Error()
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
+	_ = resp.Body.Close()
+	if resp.Header.Get(health.AgentHeader) != "" {
+		// This agent holds the port: kube-proxy cannot serve there.
+		return false, "the health address is this agent's"
+	}
+	return true, fmt.Sprintf("%s/healthz answered %s", k.cfg.HealthzAddress, resp.Status)
+}
+
+// Adopt removes what kube-proxy left on the node, dp being the dataplane
+// that forwards now; resync asks for a full sync (iptables mode). It
+// returns ErrLive, wrapped, while kube-proxy runs.
+func (k *KubeProxy) Adopt(ctx context.Context, dp dataplane.Dataplane) (resync bool, err error) {
+	if live, detail := k.Live(ctx); live {
+		return false, fmt.Errorf("%w (%s): its rules stay until it stops", ErrLive, detail)
+	}
+	cfg := kubeproxycleanup.Config{Runner: k.cfg.Runner, Logger: k.cfg.Logger}
+	iptables := dp.Mode() == switchyardv1.DataplaneMode_DATAPLANE_MODE_IPTABLES.String()
+	if iptables {
+		f, ok := dp.(interface{ Flavour() xtables.Flavour })
+		if !ok || f.Flavour() == xtables.FlavourAuto {
+			return false, errors.New("the iptables mode has not told its back end yet")
+		}
+		cfg.KeepShared = backEnds(f.Flavour())
+	}
+	res, err := kubeproxycleanup.Run(ctx, cfg)
+	if err != nil {
+		return false, fmt.Errorf("remove kube-proxy's leftovers: %w", err)
+	}
+	return iptables && res.Found(), nil
+}
+
+// backEnds are the iptables binaries' bases a flavour programs, for both
+// families.
+func backEnds(f xtables.Flavour) []string {
+	return []string{"iptables-" + string(f), "ip6tables-" + string(f)}
+}

@@ -1,0 +1,117 @@
+package peer_test
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
+	"github.com/switchyard-proxy/switchyard/dataplane/kubeproxycleanup/kubeproxycleanuptest"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/health"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/peer"
+)
+
+// healthz serves a kube-proxy-like /healthz, marked as this agent's when
+// ours is set.
+func healthz(t *testing.T, ours bool) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		if ours {
+			w.Header().Set(health.AgentHeader, "1")
+		}
+		w.WriteHeader(http.StatusServiceUnavailable) // kube-proxy not synced yet still runs
+	}))
+	t.Cleanup(srv.Close)
+	return strings.TrimPrefix(srv.URL, "http://")
+}
+
+func TestLive(t *testing.T) {
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closedAddr := strings.TrimPrefix(closed.URL, "http://")
+	closed.Close()
+	tests := []struct {
+		name string
+		addr string
+		want bool
+	}{
+		{"kube-proxy answers, even unhealthy", healthz(t, false), true},
+		{"this agent answers: the port is ours", healthz(t, true), false},
+		{"nothing listens", closedAddr, false},
+		{"no address to probe", "", false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, detail := peer.New(peer.Config{HealthzAddress: tc.addr}).Live(t.Context())
+			if got != tc.want {
+				t.Errorf("Live = %v (%s), want %v", got, detail, tc.want)
+			}
+		})
+	}
+}
+
+// flavoured is a fake iptables dataplane that knows its back end.
+type flavoured struct {
+	*dataplanetest.Fake
+	f xtables.Flavour
+}
+
+func (d flavoured) Flavour() xtables.Flavour { return d.f }
+
+const kubeProxyMangle = "*mangle\n:KUBE-PROXY-CANARY - [0:0]\nCOMMIT\n"
+
+// TestAdopt: kube-proxy's leftovers go only while it does not run; in
+// the iptables mode's own back end only its evidence goes, and a full
+// sync is asked for; in the nftables mode everything of kube-proxy's
+// goes and no sync is needed.
+func TestAdopt(t *testing.T) {
+	tests := []struct {
+		name       string
+		dp         dataplane.Dataplane
+		live       bool
+		wantErr    error
+		wantResync bool
+		wantWrites []string
+	}{
+		{name: "kube-proxy runs", dp: dataplanetest.New("DATAPLANE_MODE_NFTABLES"), live: true, wantErr: peer.ErrLive},
+		{name: "nftables mode: everything of kube-proxy's", dp: dataplanetest.New("DATAPLANE_MODE_NFTABLES"),
+			wantWrites: []string{"iptables-nft-restore -w --noflush", "nft delete table ip kube-proxy"}},
+		{name: "iptables mode: its back end keeps the shared chains", dp: flavoured{dataplanetest.New("DATAPLANE_MODE_IPTABLES"), xtables.FlavourNFT},
+			wantResync: true, wantWrites: []string{"iptables-nft-restore -w --noflush", "nft delete table ip kube-proxy"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &kubeproxycleanuptest.Script{Responses: map[string]kubeproxycleanuptest.Response{
+				"iptables-nft-save":                 {Out: kubeProxyMangle},
+				"iptables-nft-restore -w --noflush": {},
+				"nft list tables":                   {Out: "table ip kube-proxy\n"},
+				"nft delete table ip kube-proxy":    {},
+			}}
+			addr := ""
+			if tc.live {
+				addr = healthz(t, false)
+			}
+			resync, err := peer.New(peer.Config{HealthzAddress: addr, Runner: s}).Adopt(t.Context(), tc.dp)
+			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
+				t.Fatalf("Adopt error %v, want %v", err, tc.wantErr)
+			}
+			if resync != tc.wantResync {
+				t.Errorf("resync %v, want %v", resync, tc.wantResync)
+			}
+			var writes []string
+			for _, c := range s.Writes() {
+				writes = append(writes, c.Argv)
+			}
+			slices.Sort(writes)
+			if d := cmp.Diff(tc.wantWrites, writes); d != "" {
+				t.Errorf("writes (-want +got):\n%s", d)
+			}
+		})
+	}
+}
