@@ -52,7 +52,12 @@
 // of connections, then a rollout halted by a failing datapath probe) and
 // readme_test.go (TestREADMEExamples: the README's examples that need
 // agents — drift, /healthz, switchyardctl rollout — run as printed after
-// the break each describes). The soak
+// the break each describes), programming_latency_test.go
+// (TestProgrammingLatency, each mode: what kubeproxy_network_programming_duration_seconds,
+// the control plane's histogram and ListNodes observe for a slice change,
+// a Service-only edit, a slice deletion, a 2099 and a garbage trigger, an
+// agent restart; then a Node object deleted under its connected agent,
+// warned about once, counted and shown, and re-created). The soak
 // (TestSoak, `make soak`; skipped unless SWITCHYARD_SOAK is set) runs
 // those kills at random for minutes in one cluster of three nodes and two
 // replicas, under 100 connections/s and serial API changes, and writes
