@@ -11,6 +11,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"github.com/switchyard-proxy/switchyard/dataplane/kubeproxycleanup"
 	"github.com/switchyard-proxy/switchyard/dataplane/kubeproxycleanup/kubeproxycleanuptest"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
 // kubeProxyNAT is nat as kube-proxy's iptables mode leaves it, plus a
@@ -273,5 +274,38 @@ func TestKeepSharedAfterATakeover(t *testing.T) {
 	slices.SortFunc(got, func(a, b kubeproxycleanuptest.Call) int { return strings.Compare(a.Argv, b.Argv) })
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("writes (-want +got):\n%s", d)
+	}
+}
+
+// TestPresent: the cheap check finds kube-proxy's nftables tables and its
+// mangle canary in the flavours asked for, and nothing in Switchyard's own
+// state.
+func TestPresent(t *testing.T) {
+	tests := []struct {
+		name   string
+		tables string
+		mangle string
+		want   []string
+	}{
+		{name: "nothing of kube-proxy's", tables: "table ip filter\ntable ip switchyard\n", mangle: "*mangle\n:KUBE-IPTABLES-HINT - [0:0]\nCOMMIT\n"},
+		{name: "its nftables tables", tables: "table ip kube-proxy\ntable ip6 kube-proxy\n", mangle: "*mangle\nCOMMIT\n",
+			want: []string{"nftables ip kube-proxy", "nftables ip6 kube-proxy"}},
+		{name: "its canary", tables: "", mangle: "*mangle\n:KUBE-PROXY-CANARY - [0:0]\nCOMMIT\n",
+			want: []string{"iptables-nft-save/mangle/KUBE-PROXY-CANARY"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &kubeproxycleanuptest.Script{Responses: map[string]kubeproxycleanuptest.Response{
+				"nft list tables":             {Out: tc.tables},
+				"iptables-nft-save -t mangle": {Out: tc.mangle},
+			}}
+			got, err := kubeproxycleanup.Present(t.Context(), s, xtables.FlavourNFT)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := cmp.Diff(tc.want, got); d != "" {
+				t.Errorf("Present (-want +got):\n%s", d)
+			}
+		})
 	}
 }

@@ -24,11 +24,11 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/command"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/agent"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/leftovers"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/peer"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/syncer"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -96,12 +96,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	var adopt func(context.Context, dataplane.Dataplane) (bool, error)
+	var kubeProxy syncer.Peer
 	if c.CleanupKubeProxy {
-		// After the first sync, never before (package peer): every
-		// Service forwards by this agent's rules before kube-proxy's go.
-		adopt = peer.New(peer.Config{HealthzAddress: c.KubeProxyHealthzAddress, Runner: command.ExecRunner{},
-			Logger: logger.With("component", "kubeProxyCleanup")}).Adopt
+		// The hand-over with kube-proxy (package peer, syncer's
+		// handover.go): its rules go only after ours forward and while
+		// it does not run; while it runs, it has the node.
+		kubeProxy = peer.New(peer.Config{HealthzAddress: c.KubeProxyHealthzAddress, Runner: command.ExecRunner{},
+			Logger: logger.With("component", "kubeProxy")})
 	}
 	a, err := agent.New(agent.Options{
 		NodeName:          c.NodeName,
@@ -115,7 +116,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			_, err := others.Clean(ctx, inUse)
 			return err
 		},
-		AdoptPeer:          adopt,
+		Peer:               kubeProxy,
 		StateDir:           c.StateDir,
 		HealthzAddr:        c.HealthzBindAddress,
 		MetricsAddr:        c.MetricsBindAddress,

@@ -56,9 +56,9 @@ type Options struct {
 	// CleanOthers removes what modes other than inUse left in the kernel
 	// (syncer.Config.CleanOthers); nil leaves them.
 	CleanOthers func(ctx context.Context, inUse switchyardv1.DataplaneMode) error
-	// AdoptPeer removes kube-proxy's leftovers once this agent forwards
-	// (syncer.Config.AdoptPeer); nil leaves them.
-	AdoptPeer func(ctx context.Context, dp dataplane.Dataplane) (resync bool, err error)
+	// Peer is kube-proxy on this node, which the agent takes the node over
+	// from and hands it back to (syncer.Config.Peer); nil ignores it.
+	Peer syncer.Peer
 	// StateDir holds the persisted view and the learnt control-plane
 	// addresses.
 	StateDir string
@@ -109,14 +109,12 @@ type Agent struct {
 	hcFailed bool
 	syncer   *syncer.Syncer
 	// canary is the datapath canary; nil when disabled.
-	canary    *canary.Canary
-	client    *discovery.Client
-	store     *persist.Store
-	listeners map[string]net.Listener
-	// busy are the HTTP addresses another process held at New (kube-proxy
-	// still running on the node holds 10256 and 10249): Run binds them
-	// once they are free.
-	busy map[string]string
+	canary *canary.Canary
+	client *discovery.Client
+	store  *persist.Store
+	// ports are the HTTP servers (healthz, metrics) by name, on addresses
+	// shared with kube-proxy (ports.go).
+	ports map[string]*port
 }
 
 // New restores the persisted view, builds the components and opens the
@@ -134,7 +132,7 @@ func New(o Options) (*Agent, error) {
 	if o.HealthTimeout <= 0 {
 		o.HealthTimeout = 2 * o.SyncPeriod
 	}
-	a := &Agent{o: o, metrics: metrics.New(), listeners: map[string]net.Listener{}, busy: map[string]string{}}
+	a := &Agent{o: o, metrics: metrics.New(), ports: map[string]*port{}}
 	a.health = health.NewTracker(o.Clock, o.NodeName, o.HealthTimeout)
 	a.hc = healthcheck.New(healthcheck.Config{Logger: o.Logger.With("component", "healthcheck"), Listen: o.HealthCheckListen,
 		BindIP: o.HealthCheckBindIP, ProxyHealthy: a.health.Healthy})
@@ -203,7 +201,7 @@ func (a *Agent) newCanary() error {
 		VIP:      a.o.DatapathCanary,
 		Port:     a.o.DatapathCanaryPort,
 		Interval: a.o.DatapathProbeInterval,
-		Armed:    func() bool { return a.syncer.Synced() },
+		Armed:    func() bool { return a.syncer.Synced() && !a.syncer.Holding() },
 		Health:   a.health,
 		Metrics:  a.metrics,
 		Clock:    a.o.Clock,
@@ -232,7 +230,8 @@ func (a *Agent) syncerConfig() syncer.Config {
 		Mode:          a.o.Mode,
 		NewDataplane:  a.o.NewDataplane,
 		CleanOthers:   a.o.CleanOthers,
-		AdoptPeer:     a.o.AdoptPeer,
+		Peer:          a.o.Peer,
+		OnHandover:    a.handover,
 		Journal:       a.store,
 		Metrics:       a.metrics,
 		Health:        a.health,
@@ -245,6 +244,21 @@ func (a *Agent) syncerConfig() syncer.Config {
 // syncHealthChecks starts and stops the health-check servers after a
 // sync, looking only at the services it changed; a failed start is
 // retried after the next sync. Called from the syncer's goroutine.
+// handover follows the node's hand-over to kube-proxy (handedBack) and
+// back: kube-proxy serves the health and metrics ports and the
+// health-check node ports while it forwards, and the agent serves them
+// again once it took the node back. Called from the syncer's goroutine,
+// as syncHealthChecks is.
+func (a *Agent) handover(handedBack bool) {
+	a.servePorts(!handedBack)
+	a.metrics.HandedOver(handedBack)
+	if handedBack {
+		_ = a.hc.Sync(nil) // stopping only; nothing to fail but a close
+		// The next sync after the node is taken back starts them all.
+		a.hcFailed = true
+	}
+}
+
 func (a *Agent) syncHealthChecks(v *view.View, changed map[string]struct{}) {
 	svcs, moved := a.hcIndex.Update(v, changed)
 	if !moved && !a.hcFailed {
@@ -334,51 +348,38 @@ func (a *Agent) saveControlPlanes(addrs []string) {
 // ControlPlanes returns the addresses the agent dials, in order.
 func (a *Agent) ControlPlanes() []string { return a.client.Targets() }
 
+// listen binds the HTTP addresses, so that a bad one fails New. One that
+// another process holds (kube-proxy, still running on the node, holds
+// 10256 and 10249, which are ours too) is not an error: the agent forwards
+// at once and serves it once free.
 func (a *Agent) listen() error {
+	handlers := map[string]http.Handler{"healthz": a.health.Mux(), "metrics": metricsMux(a.metrics, a.syncer.Mode, a.o.Profiling)}
 	for name, addr := range map[string]string{"healthz": a.o.HealthzAddr, "metrics": a.o.MetricsAddr} {
 		if addr == "" {
 			continue
 		}
 		l, err := net.Listen("tcp", addr)
-		if errors.Is(err, syscall.EADDRINUSE) {
-			// kube-proxy, still running on the node, holds its ports,
-			// which are ours too: forward now, serve these once it is gone.
-			a.o.Logger.Warn("address in use (kube-proxy still running?); served once it is free", "server", name, "address", addr)
-			a.busy[name] = addr
-			continue
-		}
-		if err != nil {
+		if err != nil && !errors.Is(err, syscall.EADDRINUSE) {
 			return fmt.Errorf("agent: %s address: %w", name, err)
 		}
-		a.listeners[name] = l
+		a.ports[name] = newPort(name, addr, l, handlers[name], a.o.Logger)
 	}
 	return nil
 }
 
-// bindWhenFree binds addr once nothing else holds it, trying every
-// second; nil when ctx ends first.
-func bindWhenFree(ctx context.Context, addr string) (net.Listener, error) {
-	t := time.NewTicker(time.Second)
-	defer t.Stop()
-	for {
-		l, err := net.Listen("tcp", addr)
-		if err == nil {
-			return l, nil
-		}
-		if !errors.Is(err, syscall.EADDRINUSE) {
-			return nil, err
-		}
-		select {
-		case <-ctx.Done():
-			return nil, nil
-		case <-t.C:
+func (a *Agent) closeListeners() {
+	for _, p := range a.ports {
+		if p.first != nil {
+			_ = p.first.Close()
 		}
 	}
 }
 
-func (a *Agent) closeListeners() {
-	for _, l := range a.listeners {
-		_ = l.Close()
+// servePorts serves (true) or lets go (false) the HTTP addresses shared
+// with kube-proxy: the node is handed to kube-proxy, or taken back.
+func (a *Agent) servePorts(on bool) {
+	for _, p := range a.ports {
+		p.Serve(on)
 	}
 }
 
@@ -389,8 +390,16 @@ func (a *Agent) HealthzAddr() string { return a.addr("healthz") }
 func (a *Agent) MetricsAddr() string { return a.addr("metrics") }
 
 func (a *Agent) addr(name string) string {
-	if l, ok := a.listeners[name]; ok {
-		return l.Addr().String()
+	p, ok := a.ports[name]
+	if !ok {
+		return ""
+	}
+	if addr := p.Addr(); addr != "" {
+		return addr
+	}
+	if p.first != nil && p.wanted() {
+		// Bound by New, served as soon as Run starts.
+		return p.first.Addr().String()
 	}
 	return ""
 }
@@ -405,49 +414,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.canary != nil {
 		g.Go(func() error { return a.canary.Run(ctx) })
 	}
-	handlers := map[string]http.Handler{"healthz": a.health.Mux(), "metrics": metricsMux(a.metrics, a.syncer.Mode, a.o.Profiling)}
-	for name, l := range a.listeners {
-		serveHTTP(ctx, g, name, l, handlers[name])
-	}
-	for name, addr := range a.busy {
-		g.Go(func() error {
-			l, err := bindWhenFree(ctx, addr)
-			if err != nil {
-				return fmt.Errorf("%s address: %w", name, err)
-			}
-			if l == nil {
-				return nil
-			}
-			a.o.Logger.Info("address free again; serving", "server", name, "address", addr)
-			serveHTTP(ctx, g, name, l, handlers[name])
-			return nil
-		})
+	for _, p := range a.ports {
+		g.Go(func() error { return p.run(ctx) })
 	}
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("agent: %w", err)
 	}
 	return nil
-}
-
-// serveHTTP serves h on l in g until ctx ends, then shuts the server down.
-func serveHTTP(ctx context.Context, g *errgroup.Group, name string, l net.Listener, h http.Handler) {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	g.Go(func() error {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("%s server: %w", name, err)
-		}
-		return nil
-	})
-	g.Go(func() error {
-		<-ctx.Done()
-		// The parent ctx is done: give connections a moment to finish.
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			return errors.Join(err, srv.Close())
-		}
-		return nil
-	})
 }
 
 // metricsMux serves /metrics and, like kube-proxy's metrics port,

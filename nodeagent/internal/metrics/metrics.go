@@ -37,6 +37,7 @@ type Metrics struct {
 	// (DatapathProbeEnabled): a 0 from an agent that never probes would
 	// read as a broken datapath.
 	datapathHealthy prometheus.Gauge
+	handedOver      prometheus.Gauge
 }
 
 func programmingBuckets() []float64 {
@@ -95,11 +96,13 @@ func New() *Metrics {
 			Help: "Probes of the datapath canary through the programmed rules, by result (ok, failed, skipped: the canary could not be probed)"}, []string{"result"}),
 		datapathHealthy: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchyard_agent_datapath_healthy",
 			Help: "1 while the datapath canary answers through the programmed rules, 0 once it failed the threshold in a row"}),
+		handedOver: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchyard_agent_handed_to_kube_proxy",
+			Help: "1 while kube-proxy runs on this node and forwards in the agent's place (the agent writes no rule), 0 while the agent forwards"}),
 	}
 	m.reg.MustRegister(m.syncDuration, m.syncFullDuration, m.syncPartialDuration, m.lastSync, m.lastQueued,
 		m.programming, m.endpointChanges, m.serviceChanges, m.appliedVersion, m.appliedResources,
 		m.syncErrors, m.nacks, m.connected, m.modeSwitches, m.stateRejections, m.stateWriteErrors,
-		m.driftChecks, m.driftLastCheck, m.driftRepairs, m.datapathProbes,
+		m.driftChecks, m.driftLastCheck, m.driftRepairs, m.datapathProbes, m.handedOver,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -107,6 +110,18 @@ func New() *Metrics {
 // Handler serves the registry in the Prometheus text format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// HandedOver records whether kube-proxy forwards in the agent's place.
+func (m *Metrics) HandedOver(yes bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if yes {
+		v = 1
+	}
+	m.handedOver.Set(v)
 }
 
 // Registry returns the registry, e.g. for tests.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
@@ -55,24 +56,55 @@ func New(cfg Config) *KubeProxy {
 // Live reports whether a kube-proxy process serves its /healthz, with what
 // it answered (or why it is taken for stopped).
 func (k *KubeProxy) Live(ctx context.Context) (bool, string) {
+	live, _, detail := k.probe(ctx)
+	return live, detail
+}
+
+// Healthy reports whether kube-proxy serves its /healthz and answers 200:
+// its rules are programmed.
+func (k *KubeProxy) Healthy(ctx context.Context) (bool, string) {
+	live, code, detail := k.probe(ctx)
+	return live && code == http.StatusOK, detail
+}
+
+// Returned reports kube-proxy's evidence in the kernel (its nftables
+// tables, its canary chain in the back ends it may use): after Adopt
+// removed it, kube-proxy runs again. It reads only what is cheap
+// (kubeproxycleanup.Present).
+func (k *KubeProxy) Returned(ctx context.Context, dp dataplane.Dataplane) (bool, string, error) {
+	flavours := []xtables.Flavour{xtables.FlavourNFT, xtables.FlavourLegacy}
+	if f, ok := dp.(interface{ Flavour() xtables.Flavour }); ok && f.Flavour() != xtables.FlavourAuto {
+		// kube-proxy's iptables-wrapper picks the flavour this mode picked.
+		flavours = []xtables.Flavour{f.Flavour()}
+	}
+	ev, err := kubeproxycleanup.Present(ctx, k.cfg.Runner, flavours...)
+	if len(ev) > 0 {
+		return true, strings.Join(ev, ", "), nil
+	}
+	return false, "", err
+}
+
+// probe GETs kube-proxy's /healthz: live when something other than this
+// agent answers, with the status code.
+func (k *KubeProxy) probe(ctx context.Context) (live bool, code int, detail string) {
 	if k.cfg.HealthzAddress == "" {
-		return false, "no kube-proxy health address to probe"
+		return false, 0, "no kube-proxy health address to probe"
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+k.cfg.HealthzAddress+"/healthz", nil)
 	if err != nil {
-		return false, err.Error()
+		return false, 0, err.Error()
 	}
 	resp, err := k.cfg.Client.Do(req)
 	if err != nil {
-		return false, "health probe: " + err.Error()
+		return false, 0, "health probe: " + err.Error()
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4096))
 	_ = resp.Body.Close()
 	if resp.Header.Get(health.AgentHeader) != "" {
 		// This agent holds the port: kube-proxy cannot serve there.
-		return false, "the health address is this agent's"
+		return false, resp.StatusCode, "the health address is this agent's"
 	}
-	return true, fmt.Sprintf("%s/healthz answered %s", k.cfg.HealthzAddress, resp.Status)
+	return true, resp.StatusCode, fmt.Sprintf("%s/healthz answered %s", k.cfg.HealthzAddress, resp.Status)
 }
 
 // Adopt removes what kube-proxy left on the node, dp being the dataplane

@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/health"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/peer"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/syncer"
 )
 
 // healthz serves a kube-proxy-like /healthz, marked as this agent's when
@@ -115,3 +116,5 @@ func TestAdopt(t *testing.T) {
 		})
 	}
 }
+
+var _ syncer.Peer = (*peer.KubeProxy)(nil)

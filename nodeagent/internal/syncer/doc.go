@@ -43,5 +43,12 @@
 //     view, so never the journal, the announced versions or OnApplied,
 //     and the hint of a partial sync names one whenever it differs from
 //     the dataplane's last successful Apply.
+//   - With a Peer (kube-proxy on the same node, handover.go), one proxy
+//     writes the rules at a time: while kube-proxy runs, at start or
+//     once its rules came back, the syncer follows the view without
+//     writing the kernel (Holding) and, once kube-proxy says its rules are
+//     programmed, removes its own (the mode's Cleanup); when kube-proxy
+//     stopped (two checks in a row) it takes the node back with a full
+//     sync, and removes what kube-proxy left only after that sync.
 //   - Every loop stops when its context is canceled; rules stay in place.
 package syncer

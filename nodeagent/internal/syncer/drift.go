@@ -28,7 +28,8 @@ var errDriftUnsupported = errors.New("unsupported")
 // what differs), taking pending updates along. It runs between syncs,
 // from Run's loop, so it never races an Apply.
 func (s *Syncer) checkDrift(ctx context.Context, pending []*request) (handled bool) {
-	if !s.synced {
+	if !s.synced || s.holding.Load() {
+		// Handed to kube-proxy: what changed in the kernel is its.
 		return false
 	}
 	dc, ok := s.dp.(dataplane.DriftChecker)

@@ -3,8 +3,6 @@ package syncer
 import (
 	"context"
 	"errors"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -143,35 +141,4 @@ func (h *harness) applyStepping(u *view.Update) error {
 			h.clk.Step(100 * time.Millisecond)
 		}
 	}
-}
-
-// TestAdoptPeer: kube-proxy's leftovers go only once this agent forwards
-// (after its first successful sync), never before; while they cannot go
-// (kube-proxy still runs) each drift check retries; once gone, a full sync
-// follows at once when asked for (the iptables mode then deletes kube-proxy's
-// per-service chains it does not use), and nothing is tried again.
-func TestAdoptPeer(t *testing.T) {
-	errLive := errors.New("kube-proxy is live")
-	h := newHarness(t, nil, false, func(h *harness, c *Config) {
-		c.DriftCheckInterval = 10 * time.Second // before the 30 s full resync
-		c.AdoptPeer = func(_ context.Context, dp dataplane.Dataplane) (bool, error) {
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			h.log = append(h.log, "adopt peer, forwarding with "+dp.Mode())
-			if n := len(slices.DeleteFunc(slices.Clone(h.log), func(s string) bool { return !strings.HasPrefix(s, "adopt") })); n == 1 {
-				return false, errLive
-			}
-			return true, nil
-		}
-	})
-	if _, err := h.s.Apply(t.Context(), update("s1", svc("ns/a", "1"))); err != nil {
-		t.Fatal(err)
-	}
-	h.fire("drift check armed", 10*time.Second) // retried: kube-proxy stopped meanwhile
-	h.waitFor("the full sync asked for", func() bool { return len(h.calls()) == 4 })
-	h.fire("drift check armed again", 10*time.Second)
-	h.wantCalls(t, []string{
-		"DATAPLANE_MODE_DRY_RUN apply full=true", "adopt peer, forwarding with DATAPLANE_MODE_DRY_RUN",
-		"adopt peer, forwarding with DATAPLANE_MODE_DRY_RUN", "DATAPLANE_MODE_DRY_RUN apply full=true",
-	})
 }

@@ -35,7 +35,13 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 	}
 	hint := s.decorate(nextState, changed)
 	start := s.cfg.Clock.Now()
-	switched, err := s.program(ctx, nextState, full, hint)
+	var switched bool
+	var err error
+	if !s.holding.Load() {
+		// Handed to kube-proxy (handover.go): the view is followed, the
+		// kernel is its.
+		switched, err = s.program(ctx, nextState, full, hint)
+	}
 	end := s.cfg.Clock.Now()
 	s.lastSync = end
 	if err != nil {
@@ -75,7 +81,7 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 			s.cfg.Logger.Error("persisting the applied view failed", "err", err)
 		}
 	}
-	if s.cfg.OnApplied != nil {
+	if s.cfg.OnApplied != nil && !s.holding.Load() {
 		s.cfg.OnApplied(next, changed)
 	}
 	s.observe(prev, updates, end)
@@ -83,7 +89,7 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 		p.result <- result{applied: s.report(p.u, d, end)}
 	}
 	s.adoptPeer(ctx)
-	if switched || full {
+	if (switched || full) && !s.holding.Load() {
 		s.cleanOthers(ctx)
 		// After the ACK: a forced collection at 10k services takes tens
 		// of milliseconds, which the sync and its report need not wait for.
@@ -154,26 +160,6 @@ func (s *Syncer) cleanOthers(ctx context.Context) {
 	}
 	s.othersLeft = false
 	s.cfg.Logger.Info("other modes' rules removed", "mode", s.dp.Mode())
-}
-
-// adoptPeer removes another proxy's leftovers once this agent forwards
-// (Config.AdoptPeer), until that succeeds.
-func (s *Syncer) adoptPeer(ctx context.Context) {
-	if !s.peerLeft || !s.synced || s.dp == nil {
-		return
-	}
-	resync, err := s.cfg.AdoptPeer(ctx, s.dp)
-	if err != nil {
-		if msg := err.Error(); msg != s.peerErr {
-			s.peerErr = msg
-			s.cfg.Logger.Warn("kube-proxy's rules stay for now; retried at each drift check", "mode", s.dp.Mode(), "reason", msg)
-		}
-		return
-	}
-	s.peerLeft, s.peerErr = false, ""
-	if resync {
-		s.fullNow = true
-	}
 }
 
 // report is the ACK's account of u's apply, which ended at end after d.

@@ -79,15 +79,16 @@ type Config struct {
 	// failure, again after each full sync until it succeeds. Never before:
 	// services that exist in both modes keep forwarding throughout.
 	CleanOthers func(ctx context.Context, inUse switchyardv1.DataplaneMode) error
-	// AdoptPeer removes what another proxy (kube-proxy) left in the kernel,
-	// given the dataplane now forwarding; optional. Like CleanOthers it runs
-	// only after a successful sync of the mode in use, so every Service
-	// has this agent's path before the other's goes; a failure (kube-proxy
-	// still running, say) is retried at each drift check and after each
-	// sync until it succeeds. resync asks for a full sync at once: the
-	// iptables mode finds kube-proxy's per-service chains it does not use
-	// only once kube-proxy's canary is gone, and deletes them then.
-	AdoptPeer func(ctx context.Context, dp dataplane.Dataplane) (resync bool, err error)
+	// Peer is the other proxy on the node (kube-proxy) that this agent
+	// takes the node over from and hands it back to (handover.go);
+	// optional. PeerCheckInterval is how often it is looked at
+	// (DefaultPeerCheckInterval when 0).
+	Peer              Peer
+	PeerCheckInterval time.Duration
+	// OnHandover is told when the node is handed to the peer (true: the
+	// agent lets its ports go, kube-proxy's too) and taken back (false);
+	// optional. Called from Run's goroutine.
+	OnHandover func(handedBack bool)
 	// DriftCheckInterval is the time between two checks that the kernel
 	// still holds what the dataplane applied (dataplane.DriftChecker;
 	// modes without one are reported "unsupported"); a drift is repaired
@@ -137,10 +138,16 @@ type Syncer struct {
 	repair bool
 	// drift is what the drift checks found; guarded by mu.
 	drift driftState
-	// peerLeft: AdoptPeer has not succeeded yet; peerErr is its last
-	// failure, logged once until it changes.
+	// The hand-over with Config.Peer (handover.go), owned by Run: ho is
+	// who forwards; peerLeft, that the peer's leftovers are not removed
+	// yet; peerErr the last failure to, logged once until it changes;
+	// peerGone the checks in a row that found the peer stopped.
+	ho       handover
 	peerLeft bool
 	peerErr  string
+	peerGone int
+	// holding: the peer forwards, this agent writes nothing (Holding).
+	holding atomic.Bool
 	// fullNow: run a full sync at the loop's next turn.
 	fullNow bool
 }
@@ -176,7 +183,7 @@ func New(cfg Config, restored *view.View, reconcile bool) (*Syncer, error) {
 	}
 	st := restored.State()
 	return &Syncer{cfg: cfg, reqs: make(chan *request), stopped: make(chan struct{}), reconcile: reconcile,
-		started: cfg.Clock.Now(), applied: restored, config: st.Config, state: st, peerLeft: cfg.AdoptPeer != nil}, nil
+		started: cfg.Clock.Now(), applied: restored, config: st.Config, state: st, peerLeft: cfg.Peer != nil}, nil
 }
 
 // Versions returns the versions of the applied resources; it implements
@@ -253,6 +260,7 @@ func (s *Syncer) periods() (minSync, full time.Duration) {
 // Run syncs until ctx is done. It returns nil then; the rules stay.
 func (s *Syncer) Run(ctx context.Context) error {
 	defer close(s.stopped)
+	s.peerAtStart(ctx)
 	if s.reconcile {
 		s.cfg.Logger.Info("reconciling restored view", "systemVersion", s.Applied().SystemVersion, "resources", len(s.Applied().Resources))
 		s.sync(ctx, nil, true)
@@ -275,7 +283,14 @@ func (s *Syncer) Run(ctx context.Context) error {
 	var (
 		driftT clock.Timer
 		driftC <-chan time.Time
+		peerT  clock.Timer
+		peerC  <-chan time.Time
 	)
+	if s.cfg.Peer != nil {
+		peerT = s.cfg.Clock.NewTimer(s.peerInterval())
+		defer peerT.Stop()
+		peerC = peerT.C()
+	}
 	if s.cfg.DriftCheckInterval > 0 {
 		driftT = s.cfg.Clock.NewTimer(s.cfg.DriftCheckInterval)
 		defer driftT.Stop()
@@ -320,9 +335,11 @@ func (s *Syncer) Run(ctx context.Context) error {
 				stopMin()
 				pending = nil
 			}
-			s.adoptPeer(ctx)
 			// From the end of a check: a slow read-back never queues checks.
 			driftT.Reset(s.cfg.DriftCheckInterval)
+		case <-peerC:
+			s.checkPeer(ctx)
+			peerT.Reset(s.peerInterval())
 		case <-full.C():
 			stopMin()
 			s.sync(ctx, pending, true)

@@ -1,0 +1,167 @@
+package syncer
+
+import (
+	"context"
+	"time"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+)
+
+// Peer is the other proxy on the node, kube-proxy, as the hand-over needs
+// it; *peer.KubeProxy implements it.
+type Peer interface {
+	// Adopt removes what the peer left in the kernel, dp forwarding now;
+	// resync asks for a full sync at once. It fails while the peer runs.
+	Adopt(ctx context.Context, dp dataplane.Dataplane) (resync bool, err error)
+	// Returned reports the peer's evidence back in the kernel after Adopt
+	// removed it: it runs again.
+	Returned(ctx context.Context, dp dataplane.Dataplane) (bool, string, error)
+	// Live reports whether the peer runs.
+	Live(ctx context.Context) (bool, string)
+	// Healthy reports whether it runs and says its rules are programmed.
+	Healthy(ctx context.Context) (bool, string)
+}
+
+// DefaultPeerCheckInterval is how often the hand-over looks at the peer.
+const DefaultPeerCheckInterval = 2 * time.Second
+
+// peerGoneChecks is how many checks in a row must find the peer stopped
+// before the agent takes the node back: one refused probe may be a
+// restart's gap, and the peer's rules forward meanwhile.
+const peerGoneChecks = 2
+
+// handover is who forwards on the node.
+type handover int
+
+const (
+	// forwarding: this agent programs the kernel (the peer's leftovers
+	// removed once it can, peerLeft).
+	forwarding handover = iota
+	// yielding: the peer runs; this agent writes nothing and waits for
+	// the peer to say its rules are programmed.
+	yielding
+	// yielded: the peer forwards; this agent's rules are removed.
+	yielded
+)
+
+func (s *Syncer) peerInterval() time.Duration {
+	if s.cfg.PeerCheckInterval > 0 {
+		return s.cfg.PeerCheckInterval
+	}
+	return DefaultPeerCheckInterval
+}
+
+// Holding reports whether the node is handed to the peer: the agent
+// writes no rule (its syncs only follow the view) until the peer stops.
+func (s *Syncer) Holding() bool { return s.holding.Load() }
+
+// peerAtStart hands the node to a peer that runs when the agent starts,
+// before the agent programs anything: two proxies rewriting each other's
+// rules (the iptables mode shares kube-proxy's chains) would not drop a
+// packet, but neither would hold still. The peer's rules forward until
+// it stops; then the agent takes over (checkPeer).
+func (s *Syncer) peerAtStart(ctx context.Context) {
+	if s.cfg.Peer == nil {
+		return
+	}
+	if live, detail := s.cfg.Peer.Live(ctx); live {
+		s.yield("kube-proxy runs on this node at start", detail)
+	}
+}
+
+// checkPeer moves the hand-over on, at each peer check.
+func (s *Syncer) checkPeer(ctx context.Context) {
+	switch s.ho {
+	case forwarding:
+		if !s.synced || s.dp == nil {
+			return
+		}
+		if s.peerLeft {
+			s.adoptPeer(ctx)
+			return
+		}
+		back, detail, err := s.cfg.Peer.Returned(ctx, s.dp)
+		if err != nil {
+			s.cfg.Logger.Debug("looking for kube-proxy's rules failed", "err", err)
+			return
+		}
+		if back {
+			s.yield("kube-proxy runs again on this node", detail)
+		}
+	case yielding:
+		if s.peerStopped(ctx) {
+			s.resume()
+			return
+		}
+		ok, detail := s.cfg.Peer.Healthy(ctx)
+		if !ok {
+			return
+		}
+		if s.dp != nil {
+			if err := s.dp.Cleanup(ctx); err != nil {
+				s.cfg.Logger.Warn("removing this agent's rules after kube-proxy took over failed; retried", "mode", s.dp.Mode(), "err", err)
+				return
+			}
+		}
+		s.ho = yielded
+		s.cfg.Logger.Info("kube-proxy programmed the node: this agent's rules removed", "peer", detail)
+	case yielded:
+		if s.peerStopped(ctx) {
+			s.resume()
+		}
+	}
+}
+
+// peerStopped reports the peer stopped for peerGoneChecks checks in a row.
+func (s *Syncer) peerStopped(ctx context.Context) bool {
+	if live, _ := s.cfg.Peer.Live(ctx); live {
+		s.peerGone = 0
+		return false
+	}
+	s.peerGone++
+	return s.peerGone >= peerGoneChecks
+}
+
+// yield hands the node to the peer: from now on syncs follow the view
+// without writing the kernel, and the agent's ports go (kube-proxy's
+// health server, which load balancers probe, binds them).
+func (s *Syncer) yield(why, detail string) {
+	s.ho, s.peerGone = yielding, 0
+	s.holding.Store(true)
+	s.cfg.Logger.Warn(why+": handing the node to it; this agent writes no rule until kube-proxy stops", "peer", detail)
+	if s.cfg.OnHandover != nil {
+		s.cfg.OnHandover(true)
+	}
+}
+
+// resume takes the node back from a peer that stopped (its rules stay in
+// the kernel and forward meanwhile): a full sync at once, then the
+// peer's leftovers go.
+func (s *Syncer) resume() {
+	s.ho, s.peerGone, s.peerLeft, s.fullNow = forwarding, 0, true, true
+	s.holding.Store(false)
+	s.cfg.Logger.Info("kube-proxy stopped: this agent takes the node over")
+	if s.cfg.OnHandover != nil {
+		s.cfg.OnHandover(false)
+	}
+}
+
+// adoptPeer removes the peer's leftovers once this agent forwards, until
+// that succeeds.
+func (s *Syncer) adoptPeer(ctx context.Context) {
+	if s.cfg.Peer == nil || !s.peerLeft || s.ho != forwarding || !s.synced || s.dp == nil {
+		return
+	}
+	resync, err := s.cfg.Peer.Adopt(ctx, s.dp)
+	if err != nil {
+		if msg := err.Error(); msg != s.peerErr {
+			s.peerErr = msg
+			s.cfg.Logger.Warn("kube-proxy's rules stay for now; retried", "mode", s.dp.Mode(), "reason", msg)
+		}
+		return
+	}
+	s.peerLeft, s.peerErr = false, ""
+	if resync {
+		s.fullNow = true
+	}
+}

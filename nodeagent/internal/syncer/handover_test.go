@@ -1,0 +1,156 @@
+package syncer
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+)
+
+// fakePeer is kube-proxy as the hand-over sees it: whether it runs, has
+// programmed its rules, has left rules in the kernel; its calls go to the
+// harness's log.
+type fakePeer struct {
+	h *harness
+
+	mu                      sync.Mutex
+	live, healthy, returned bool
+	// adoptFails makes the next Adopt calls fail.
+	adoptFails int
+	// checks counts the checks: each calls one of Adopt, Returned, Live
+	// first.
+	checks int
+}
+
+func (p *fakePeer) checked() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.checks
+}
+
+// check fires the next peer check and waits until it ran.
+func (p *fakePeer) check(what string) {
+	p.h.t.Helper()
+	n := p.checked()
+	p.h.fire(what, time.Second)
+	p.h.waitFor(what, func() bool { return p.checked() > n })
+}
+
+func (p *fakePeer) set(live, healthy, returned bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.live, p.healthy, p.returned = live, healthy, returned
+}
+
+func (p *fakePeer) Adopt(_ context.Context, dp dataplane.Dataplane) (bool, error) {
+	p.h.record("adopt kube-proxy's leftovers, forwarding with " + dp.Mode())
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.checks++
+	if p.adoptFails > 0 {
+		p.adoptFails--
+		return false, errors.New("kube-proxy is running")
+	}
+	p.returned = false
+	return true, nil
+}
+
+func (p *fakePeer) Returned(context.Context, dataplane.Dataplane) (bool, string, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.checks++
+	return p.returned, "canary", nil
+}
+
+func (p *fakePeer) Live(context.Context) (bool, string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.checks++
+	return p.live, ""
+}
+
+func (p *fakePeer) Healthy(context.Context) (bool, string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.live && p.healthy, ""
+}
+
+// withPeer gives the syncer a fake kube-proxy, checked every second, and
+// records the hand-overs.
+func withPeer(p *fakePeer) func(*harness, *Config) {
+	return func(h *harness, c *Config) {
+		p.h = h
+		c.Peer, c.PeerCheckInterval = p, time.Second
+		c.OnHandover = func(back bool) {
+			if back {
+				h.record("handed to kube-proxy")
+			} else {
+				h.record("taken back from kube-proxy")
+			}
+		}
+	}
+}
+
+// TestTakeOverFromAStoppedKubeProxy: kube-proxy stopped with its rules
+// left: this agent programs first, then removes them (a full sync after,
+// as the iptables mode asks), retrying while that fails, and never again.
+func TestTakeOverFromAStoppedKubeProxy(t *testing.T) {
+	p := &fakePeer{adoptFails: 1}
+	h := newHarness(t, nil, false, withPeer(p))
+	if _, err := h.s.Apply(t.Context(), update("s1", svc("ns/a", "1"))); err != nil {
+		t.Fatal(err)
+	}
+	p.check("retried: kube-proxy stopped meanwhile")
+	h.waitFor("the full sync asked for", func() bool { return len(h.calls()) == 4 })
+	p.check("nothing more to do")
+	h.wantCalls(t, []string{
+		"DATAPLANE_MODE_DRY_RUN apply full=true", "adopt kube-proxy's leftovers, forwarding with DATAPLANE_MODE_DRY_RUN",
+		"adopt kube-proxy's leftovers, forwarding with DATAPLANE_MODE_DRY_RUN", "DATAPLANE_MODE_DRY_RUN apply full=true",
+	})
+}
+
+// TestHandOver: kube-proxy running when the agent starts keeps the node:
+// the agent follows the view without writing a rule; once kube-proxy
+// stopped (two checks in a row) the agent takes over and removes its
+// leftovers. When kube-proxy comes back (its rules appear again) the
+// agent hands the node back, writes nothing more, and removes its own
+// rules once kube-proxy says its rules are programmed; then takes it over
+// again when kube-proxy stops.
+func TestHandOver(t *testing.T) {
+	p := &fakePeer{live: true, healthy: true}
+	h := newHarness(t, nil, false, withPeer(p))
+	if _, err := h.s.Apply(t.Context(), update("s1", svc("ns/a", "1"))); err != nil {
+		t.Fatal(err)
+	}
+	if !h.s.Holding() {
+		t.Error("not holding while kube-proxy runs")
+	}
+	h.wantCalls(t, []string{"handed to kube-proxy"})
+
+	p.set(false, false, true) // kube-proxy stopped; its rules stay
+	p.check("kube-proxy stopped, once")
+	p.check("kube-proxy stopped, twice: taken over")
+	// A full sync, kube-proxy's rules removed, the full sync that asks for.
+	h.waitFor("taken over", func() bool { return len(h.calls()) == 5 })
+
+	p.set(true, false, true) // kube-proxy back: its canary reappears
+	p.check("kube-proxy's rules are back")
+	h.waitFor("handed back", func() bool { return len(h.calls()) == 6 })
+	if _, err := h.s.Apply(t.Context(), update("s2", svc("ns/a", "2"))); err != nil {
+		t.Fatal(err)
+	}
+	p.check("kube-proxy not healthy yet")
+	p.set(true, true, true)
+	p.check("kube-proxy healthy")
+	h.waitFor("own rules removed", func() bool { return len(h.calls()) == 7 })
+	h.wantCalls(t, []string{
+		"handed to kube-proxy",
+		"taken back from kube-proxy", "DATAPLANE_MODE_DRY_RUN apply full=true",
+		"adopt kube-proxy's leftovers, forwarding with DATAPLANE_MODE_DRY_RUN", "DATAPLANE_MODE_DRY_RUN apply full=true",
+		"handed to kube-proxy",
+		"DATAPLANE_MODE_DRY_RUN cleanup full=false",
+	})
+}
