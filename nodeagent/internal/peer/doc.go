@@ -7,7 +7,7 @@
 // forwards (Adopt).
 //
 //	agent starts ── Live? ── yes ─▶ handed to kube-proxy: the agent writes no rule
-//	    │                              │ Live fails twice in a row (kube-proxy stopped; its rules stay)
+//	    │                              │ Live silent for 12 s (kube-proxy stopped; its rules stay)
 //	    ▼                              ▼
 //	forwarding: sync, then Adopt ◀── taken back: full sync
 //	    │ Returned (its canary or nftables table reappears)

@@ -48,7 +48,7 @@
 //     once its rules came back, the syncer follows the view without
 //     writing the kernel (Holding) and, once kube-proxy says its rules are
 //     programmed, removes its own (the mode's Cleanup); when kube-proxy
-//     stopped (two checks in a row) it takes the node back with a full
+//     stopped (its health silent for PeerGoneAfter) it takes the node back with a full
 //     sync, and removes what kube-proxy left only after that sync.
 //   - Every loop stops when its context is canceled; rules stay in place.
 package syncer

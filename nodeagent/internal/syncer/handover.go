@@ -25,10 +25,12 @@ type Peer interface {
 // DefaultPeerCheckInterval is how often the hand-over looks at the peer.
 const DefaultPeerCheckInterval = 2 * time.Second
 
-// peerGoneChecks is how many checks in a row must find the peer stopped
-// before the agent takes the node back: one refused probe may be a
-// restart's gap, and the peer's rules forward meanwhile.
-const peerGoneChecks = 2
+// DefaultPeerGoneAfter is how long the peer's /healthz must stay silent
+// before the agent takes the node back: longer than a restart's gap, and
+// than kube-proxy's 5 s between attempts to bind its health port while
+// this agent still held it (a node just handed back); the peer's rules
+// forward meanwhile.
+const DefaultPeerGoneAfter = 12 * time.Second
 
 // handover is who forwards on the node.
 type handover int
@@ -112,21 +114,28 @@ func (s *Syncer) checkPeer(ctx context.Context) {
 	}
 }
 
-// peerStopped reports the peer stopped for peerGoneChecks checks in a row.
+// peerStopped reports the peer silent for PeerGoneAfter.
 func (s *Syncer) peerStopped(ctx context.Context) bool {
 	if live, _ := s.cfg.Peer.Live(ctx); live {
-		s.peerGone = 0
+		s.peerGone = time.Time{}
 		return false
 	}
-	s.peerGone++
-	return s.peerGone >= peerGoneChecks
+	now := s.cfg.Clock.Now()
+	if s.peerGone.IsZero() {
+		s.peerGone = now
+	}
+	after := s.cfg.PeerGoneAfter
+	if after <= 0 {
+		after = DefaultPeerGoneAfter
+	}
+	return now.Sub(s.peerGone) >= after
 }
 
 // yield hands the node to the peer: from now on syncs follow the view
 // without writing the kernel, and the agent's ports go (kube-proxy's
 // health server, which load balancers probe, binds them).
 func (s *Syncer) yield(why, detail string) {
-	s.ho, s.peerGone = yielding, 0
+	s.ho, s.peerGone = yielding, time.Time{}
 	s.holding.Store(true)
 	s.cfg.Logger.Warn(why+": handing the node to it; this agent writes no rule until kube-proxy stops", "peer", detail)
 	if s.cfg.OnHandover != nil {
@@ -138,7 +147,7 @@ func (s *Syncer) yield(why, detail string) {
 // the kernel and forward meanwhile): a full sync at once, then the
 // peer's leftovers go.
 func (s *Syncer) resume() {
-	s.ho, s.peerGone, s.peerLeft, s.fullNow = forwarding, 0, true, true
+	s.ho, s.peerGone, s.peerLeft, s.fullNow = forwarding, time.Time{}, true, true
 	s.holding.Store(false)
 	s.cfg.Logger.Info("kube-proxy stopped: this agent takes the node over")
 	if s.cfg.OnHandover != nil {

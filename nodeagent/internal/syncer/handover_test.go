@@ -83,7 +83,7 @@ func (p *fakePeer) Healthy(context.Context) (bool, string) {
 func withPeer(p *fakePeer) func(*harness, *Config) {
 	return func(h *harness, c *Config) {
 		p.h = h
-		c.Peer, c.PeerCheckInterval = p, time.Second
+		c.Peer, c.PeerCheckInterval, c.PeerGoneAfter = p, time.Second, time.Second
 		c.OnHandover = func(back bool) {
 			if back {
 				h.record("handed to kube-proxy")
@@ -114,7 +114,7 @@ func TestTakeOverFromAStoppedKubeProxy(t *testing.T) {
 
 // TestHandOver: kube-proxy running when the agent starts keeps the node:
 // the agent follows the view without writing a rule; once kube-proxy
-// stopped (two checks in a row) the agent takes over and removes its
+// stopped (its health silent for PeerGoneAfter) the agent takes over and removes its
 // leftovers. When kube-proxy comes back (its rules appear again) the
 // agent hands the node back, writes nothing more, and removes its own
 // rules once kube-proxy says its rules are programmed; then takes it over

@@ -82,9 +82,11 @@ type Config struct {
 	// Peer is the other proxy on the node (kube-proxy) that this agent
 	// takes the node over from and hands it back to (handover.go);
 	// optional. PeerCheckInterval is how often it is looked at
-	// (DefaultPeerCheckInterval when 0).
+	// (DefaultPeerCheckInterval when 0), PeerGoneAfter how long it must
+	// stay silent to be taken for stopped (DefaultPeerGoneAfter).
 	Peer              Peer
 	PeerCheckInterval time.Duration
+	PeerGoneAfter     time.Duration
 	// OnHandover is told when the node is handed to the peer (true: the
 	// agent lets its ports go, kube-proxy's too) and taken back (false);
 	// optional. Called from Run's goroutine.
@@ -141,11 +143,11 @@ type Syncer struct {
 	// The hand-over with Config.Peer (handover.go), owned by Run: ho is
 	// who forwards; peerLeft, that the peer's leftovers are not removed
 	// yet; peerErr the last failure to, logged once until it changes;
-	// peerGone the checks in a row that found the peer stopped.
+	// peerGone when the peer's health first went silent (zero: it answers).
 	ho       handover
 	peerLeft bool
 	peerErr  string
-	peerGone int
+	peerGone time.Time
 	// holding: the peer forwards, this agent writes nothing (Holding).
 	holding atomic.Bool
 	// fullNow: run a full sync at the loop's next turn.
