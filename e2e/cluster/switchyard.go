@@ -48,6 +48,20 @@ const (
 // mode is the agents' dataplane mode ("" or iptables as deploy/ ships it,
 // nftables, userspace, ipvs).
 func (c *Cluster) InstallSwitchyard(ctx context.Context, overlay, mode string) error {
+	return c.InstallSwitchyardWith(ctx, overlay, mode)
+}
+
+// Edit replaces Old, which the rendered install must hold exactly once,
+// by New: what an operator changes in the ConfigMaps before applying.
+type Edit struct{ Old, New string }
+
+// CleanupKubeProxy is the Edit that turns on the agents' hand-over with
+// kube-proxy (cleanupKubeProxy in the agent ConfigMap).
+var CleanupKubeProxy = Edit{Old: "\n    cleanupKubeProxy: false\n", New: "\n    cleanupKubeProxy: true\n"}
+
+// InstallSwitchyardWith is InstallSwitchyard with edits to the rendered
+// install.
+func (c *Cluster) InstallSwitchyardWith(ctx context.Context, overlay, mode string, edits ...Edit) error {
 	root, err := apiserver.RepoRoot()
 	if err != nil {
 		return err
@@ -69,7 +83,7 @@ func (c *Cluster) InstallSwitchyard(ctx context.Context, overlay, mode string) e
 	}
 	dir := filepath.Join(root, "e2e", "cluster", "overlays", overlay)
 	iptables := mode == "" || mode == "iptables"
-	if iptables && !c.cfg.DualStack {
+	if iptables && !c.cfg.DualStack && len(edits) == 0 {
 		if _, err := c.Kubectl(ctx, "apply", "-k", dir); err != nil {
 			return fmt.Errorf("install switchyard (%s): %w", overlay, err)
 		}
@@ -105,7 +119,31 @@ func (c *Cluster) InstallSwitchyard(ctx context.Context, overlay, mode string) e
 		}
 		name += "-dualstack"
 	}
+	for _, e := range edits {
+		if manifest, err = replaceOnce(manifest, e.Old, e.New); err != nil {
+			return fmt.Errorf("install switchyard (%s): %w", overlay, err)
+		}
+	}
+	if len(edits) > 0 {
+		name += "-edited"
+	}
 	return c.Apply(ctx, name, manifest)
+}
+
+// UninstallSwitchyard deletes what InstallSwitchyard applied from
+// overlay (the same objects whatever the mode and edits), as an operator
+// does with kubectl delete -k, and waits for them to be gone. The agents'
+// rules stay, as with any DaemonSet deleted.
+func (c *Cluster) UninstallSwitchyard(ctx context.Context, overlay string) error {
+	root, err := apiserver.RepoRoot()
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(root, "e2e", "cluster", "overlays", overlay)
+	if _, err := c.Kubectl(ctx, "delete", "-k", dir, "--wait=true", "--timeout=3m"); err != nil {
+		return fmt.Errorf("uninstall switchyard (%s): %w", overlay, err)
+	}
+	return nil
 }
 
 // replaceOnce replaces old in s, which must hold it exactly once: a
