@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 .SHELLFLAGS := -euo pipefail -c
 
-MODULES  := proto controlplane nodeagent dataplane e2e
+MODULES  := proto certfile controlplane nodeagent dataplane e2e
 PKGS     := $(addsuffix /...,$(addprefix ./,$(MODULES)))
 BIN      := $(CURDIR)/bin
 # Binaries build with CGO_ENABLED=0 -trimpath everywhere, so the Go build

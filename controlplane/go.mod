@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/google/go-cmp v0.7.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/switchyard-proxy/switchyard/certfile v0.0.0
 	github.com/switchyard-proxy/switchyard/dataplane v0.0.0
 	github.com/switchyard-proxy/switchyard/proto v0.0.0
 	go.uber.org/goleak v1.3.0
@@ -71,6 +72,8 @@ require (
 	sigs.k8s.io/randfill v1.0.0 // indirect
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
+
+replace github.com/switchyard-proxy/switchyard/certfile => ../certfile
 
 replace github.com/switchyard-proxy/switchyard/proto => ../proto
 

@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/google/go-cmp v0.7.0
 	github.com/prometheus/client_golang v1.25.0
+	github.com/switchyard-proxy/switchyard/certfile v0.0.0
 	github.com/switchyard-proxy/switchyard/dataplane v0.0.0
 	github.com/switchyard-proxy/switchyard/proto v0.0.0
 	github.com/vishvananda/netlink v1.3.1
@@ -39,6 +40,7 @@ require (
 )
 
 replace (
+	github.com/switchyard-proxy/switchyard/certfile => ../certfile
 	github.com/switchyard-proxy/switchyard/dataplane => ../dataplane
 	github.com/switchyard-proxy/switchyard/proto => ../proto
 )

@@ -11,12 +11,14 @@ ENV CGO_ENABLED=0 GOFLAGS=-trimpath
 # Every module the go.work uses must have its go.mod present, or the go
 # command refuses the workspace; only the ones built need sources.
 COPY go.work go.work.sum ./
+COPY certfile/go.mod certfile/go.sum certfile/
 COPY proto/go.mod proto/go.sum proto/
 COPY controlplane/go.mod controlplane/go.sum controlplane/
 COPY dataplane/go.mod dataplane/go.sum dataplane/
 COPY nodeagent/go.mod nodeagent/go.sum nodeagent/
 COPY e2e/go.mod e2e/go.sum e2e/
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
+COPY certfile/ certfile/
 COPY proto/ proto/
 COPY dataplane/ dataplane/
 COPY nodeagent/ nodeagent/

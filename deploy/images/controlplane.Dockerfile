@@ -12,12 +12,14 @@ ENV CGO_ENABLED=0 GOFLAGS=-trimpath
 # command refuses the workspace; only the ones built need sources. Module
 # files first so the download layer is cached across source changes.
 COPY go.work go.work.sum ./
+COPY certfile/go.mod certfile/go.sum certfile/
 COPY proto/go.mod proto/go.sum proto/
 COPY controlplane/go.mod controlplane/go.sum controlplane/
 COPY dataplane/go.mod dataplane/go.sum dataplane/
 COPY nodeagent/go.mod nodeagent/go.sum nodeagent/
 COPY e2e/go.mod e2e/go.sum e2e/
 RUN --mount=type=cache,target=/go/pkg/mod go mod download
+COPY certfile/ certfile/
 COPY proto/ proto/
 COPY controlplane/ controlplane/
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \

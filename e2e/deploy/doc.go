@@ -6,7 +6,9 @@
 // promises (RBAC read-only, probes, anti-affinity, agent without
 // credentials, ...). It also checks the images' Dockerfiles statically:
 // COPY sources exist and the packages they build compile, since no Docker
-// engine is available here.
+// engine is available here. And it runs the README's CA rotation of the
+// base install (example "ca-rotation") as printed, on the CA Secret and
+// bundle ConfigMap as the control plane creates them.
 //
 // The test bed has no controller manager or scheduler: Deployments and
 // DaemonSets are created but no pod ever appears, which is all these tests

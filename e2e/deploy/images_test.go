@@ -104,8 +104,8 @@ func TestDockerfiles(t *testing.T) {
 		pkg     string
 		modules []string // modules whose sources the binary needs
 	}{
-		"controlplane.Dockerfile": {"./controlplane/cmd/switchyard-controlplane", []string{"proto", "controlplane"}},
-		"agent.Dockerfile":        {"./nodeagent/cmd/switchyard-agent", []string{"proto", "dataplane", "nodeagent"}},
+		"controlplane.Dockerfile": {"./controlplane/cmd/switchyard-controlplane", []string{"certfile", "proto", "controlplane"}},
+		"agent.Dockerfile":        {"./nodeagent/cmd/switchyard-agent", []string{"certfile", "proto", "dataplane", "nodeagent"}},
 	}
 	for file, want := range images {
 		t.Run(file, func(t *testing.T) {

@@ -79,14 +79,14 @@ func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error
 	fs.IntVar(&o.MaxMessageBytes, "max-message-bytes", 4<<20, "largest gRPC message sent or received; larger batches are split")
 	fs.IntVar(&o.MaxUnknownNodeStreams, "max-unknown-node-streams", stream.DefaultMaxStrangers,
 		"discovery streams open at once for names that are not Nodes (an agent that connects before the watch saw its Node, or a name nobody runs); more are refused with RESOURCE_EXHAUSTED. Nodes never count; negative refuses every such stream")
-	fs.StringVar(&o.TLS.CertFile, "tls-cert-file", "", "PEM server certificate for gRPC")
+	fs.StringVar(&o.TLS.CertFile, "tls-cert-file", "", "PEM server certificate for gRPC; reloaded when it changes (served from the next handshake)")
 	fs.StringVar(&o.TLS.KeyFile, "tls-private-key-file", "", "PEM private key of --tls-cert-file")
 	fs.StringVar(&caSecret, "ca-secret", "", "namespace/name (or name, in POD_NAMESPACE) of a Secret (type kubernetes.io/tls) holding the CA this replica issues its own serving certificate from, in memory, renewed before it expires; "+
 		"the first replica creates it with a new CA when absent, the others use that one. Excludes --tls-cert-file; needs get on that Secret and create on Secrets of its namespace")
 	fs.StringVar(&o.TLS.CABundle, "ca-bundle-configmap", "", "with --ca-secret: the ConfigMap (in the Secret's namespace) that the CA certificate is published to as ca.crt, for agents' caFile (the CA's key never leaves the Secret)")
 	fs.StringVar(&serverNames, "tls-server-names", "", "with --ca-secret: comma-separated DNS names and IP addresses for the issued certificate besides --advertise-service's DNS names (name, name.namespace, name.namespace.svc, name.namespace.svc.cluster.local): "+
 		"every address agents dial this replica by, e.g. its node addresses ($(POD_IPS) with hostNetwork) or a load balancer's name")
-	fs.StringVar(&o.TLS.ClientCAFile, "client-ca-file", "", "PEM CA for agent certificates: turns on mTLS, and a stream may only subscribe as the node its certificate names")
+	fs.StringVar(&o.TLS.ClientCAFile, "client-ca-file", "", "PEM CA bundle for agent certificates: turns on mTLS, and a stream may only subscribe as the node its certificate names; reloaded when it changes")
 	fs.StringVar(&o.AdminGroup, "admin-group", "switchyard:admins", "under TLS, AdminService (every node's view) answers only operators: a verified client certificate with this subject Organization, "+
 		"or a Kubernetes bearer token whose user may get the gRPC method as a non-resource URL (TokenReview + SubjectAccessReview, e.g. RBAC nonResourceURLs /switchyard.v1.AdminService/*); node certificates are refused. Plaintext (--insecure) leaves it open")
 	fs.BoolVar(&o.Insecure, "insecure", false, "serve plaintext gRPC (only when no TLS certificate is given: --ca-secret or --tls-cert-file; for labs, tests and demos)")

@@ -19,7 +19,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/clock"
 
+	"github.com/switchyard-proxy/switchyard/certfile"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/apistatus"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/cache"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/fleetlatency"
@@ -95,15 +97,24 @@ func Run(ctx context.Context, o Options) error {
 		}
 		return client, err
 	}
-	tlsCfg, err := o.tlsConfig(ctx, getClient, log)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	certMetrics, err := metrics.RegisterCertificates(reg)
+	if err != nil {
+		return fmt.Errorf("register metrics: %w", err)
+	}
+	var tlsClock clock.WithTicker = clock.RealClock{}
+	if o.TLS.Clock != nil {
+		tlsClock = o.TLS.Clock
+	}
+	srvTLS, err := o.tlsConfig(ctx, getClient, log, certfile.Options{Clock: tlsClock, Observer: certMetrics, Logger: log.With("component", "tls")})
 	if err != nil {
 		return err
 	}
+	tlsCfg := srvTLS.cfg
 	if _, err := getClient(); err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m, err := metrics.New(reg)
 	if err != nil {
 		return fmt.Errorf("register metrics: %w", err)
@@ -156,6 +167,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return w.Run(ctx) })
+	if len(srvTLS.files) > 0 {
+		g.Go(func() error { return certfile.Watch(ctx, tlsClock, 0, srvTLS.files...) })
+	}
 	g.Go(func() error { return srv.Serve(ctx, lis) })
 	g.Go(func() error {
 		select {

@@ -3,15 +3,15 @@ package daemon
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 
+	"github.com/switchyard-proxy/switchyard/certfile"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/issuer"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
 )
@@ -21,10 +21,14 @@ import (
 // install's own CA in a Secret (CASecret: package issuer). One of the two,
 // or Options.Insecure.
 type TLS struct {
+	// CertFile and KeyFile are reloaded when they change: a renewed
+	// certificate is served from the next handshake.
 	CertFile string
 	KeyFile  string
 	// ClientCAFile turns on mTLS: agents must present a certificate signed
-	// by it that names their node.
+	// by a CA of this bundle that names their node. It is reloaded when it
+	// changes, so a CA rotation can go through a bundle of the old and the
+	// new CA.
 	ClientCAFile string
 	// CASecretNamespace and CASecret name the Secret of the CA this
 	// replica issues its own serving certificate from, created when
@@ -36,68 +40,84 @@ type TLS struct {
 	// ServerNames are DNS names and IP addresses the issued certificate
 	// carries besides the advertised Service's DNS names.
 	ServerNames []string
+	// Clock paces the looks at the files (handshakes look at most once
+	// per certfile.DefaultMinCheckInterval, a watch every
+	// certfile.DefaultWatchInterval); the real clock when nil (tests).
+	Clock clock.WithTicker
 }
 
-// tlsConfig builds the gRPC server's TLS from o; nil for plaintext. client
-// is called only when the certificate comes from the CA Secret.
-func (o Options) tlsConfig(ctx context.Context, client func() (kubernetes.Interface, error), log *slog.Logger) (*tls.Config, error) {
+// serverTLS is the gRPC server's TLS and the files it reloads.
+type serverTLS struct {
+	// cfg is nil for plaintext.
+	cfg *tls.Config
+	// files are looked at by certfile.Watch beside the handshakes, so
+	// that logs and metrics follow the disk when nothing connects.
+	files []certfile.Checker
+}
+
+// tlsConfig builds the gRPC server's TLS from o. client is called only
+// when the certificate comes from the CA Secret. Files are reloaded when
+// they change (the kubelet swaps a Secret or ConfigMap volume's files
+// when cert-manager renews the certificate or the CA bundle changes),
+// each load reported to files.
+func (o Options) tlsConfig(ctx context.Context, client func() (kubernetes.Interface, error), log *slog.Logger, files certfile.Options) (serverTLS, error) {
 	t := o.TLS
-	files := t.CertFile != "" || t.KeyFile != ""
-	var cfg *tls.Config
+	fromFiles := t.CertFile != "" || t.KeyFile != ""
+	var (
+		out     serverTLS
+		getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	)
 	switch {
-	case files && t.CASecret != "":
-		return nil, errors.New("a certificate from files and one from the CA Secret exclude each other: drop --tls-cert-file/--tls-private-key-file or --ca-secret")
+	case fromFiles && t.CASecret != "":
+		return out, errors.New("a certificate from files and one from the CA Secret exclude each other: drop --tls-cert-file/--tls-private-key-file or --ca-secret")
 	case t.CABundle != "" && t.CASecret == "":
-		return nil, errors.New("a CA bundle ConfigMap needs the CA Secret (--ca-secret) it publishes")
-	case files:
+		return out, errors.New("a CA bundle ConfigMap needs the CA Secret (--ca-secret) it publishes")
+	case fromFiles:
 		if t.CertFile == "" || t.KeyFile == "" {
-			return nil, errors.New("TLS needs both a certificate and a key")
+			return out, errors.New("TLS needs both a certificate and a key")
 		}
-		cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+		kp, err := certfile.NewKeyPair(t.CertFile, t.KeyFile, files)
 		if err != nil {
-			return nil, fmt.Errorf("load TLS key pair: %w", err)
+			return out, fmt.Errorf("load TLS key pair: %w", err)
 		}
-		cfg = &tls.Config{Certificates: []tls.Certificate{cert}}
+		getCert = kp.GetCertificate
+		out.files = append(out.files, kp)
 	case t.CASecret != "":
 		names := serverNames(o.AdvertiseService, t.ServerNames)
 		if len(names) == 0 {
-			return nil, errors.New("the issued certificate names nothing: set --advertise-service or --tls-server-names")
+			return out, errors.New("the issued certificate names nothing: set --advertise-service or --tls-server-names")
 		}
 		cs, err := client()
 		if err != nil {
-			return nil, err
+			return out, err
 		}
 		iss, err := issuer.Load(ctx, issuer.Config{
 			Client: cs, Namespace: t.CASecretNamespace, Secret: t.CASecret, Bundle: t.CABundle,
 			Names: names, Logger: log,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("TLS from the install's CA: %w", err)
+			return out, fmt.Errorf("TLS from the install's CA: %w", err)
 		}
-		cfg = &tls.Config{GetCertificate: iss.GetCertificate}
+		getCert = iss.GetCertificate
 	default:
 		if t.ClientCAFile != "" {
-			return nil, errors.New("a client CA needs a server certificate: --tls-cert-file and --tls-private-key-file, or --ca-secret")
+			return out, errors.New("a client CA needs a server certificate: --tls-cert-file and --tls-private-key-file, or --ca-secret")
 		}
 		if !o.Insecure {
-			return nil, errors.New("no TLS certificate given: set --ca-secret, or the certificate and key, or ask for plaintext explicitly (--insecure)")
+			return out, errors.New("no TLS certificate given: set --ca-secret, or the certificate and key, or ask for plaintext explicitly (--insecure)")
 		}
-		return nil, nil
+		return out, nil
 	}
-	cfg.MinVersion = tls.VersionTLS12
+	var clientCAs *certfile.Bundle
 	if t.ClientCAFile != "" {
-		pem, err := os.ReadFile(t.ClientCAFile)
-		if err != nil {
-			return nil, fmt.Errorf("read client CA: %w", err)
+		var err error
+		if clientCAs, err = certfile.NewBundle(t.ClientCAFile, files); err != nil {
+			return out, fmt.Errorf("read client CA: %w", err)
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("client CA %s: no PEM certificate", t.ClientCAFile)
-		}
-		cfg.ClientCAs = pool
-		cfg.ClientAuth = tls.RequireAndVerifyClientCert
+		out.files = append(out.files, clientCAs)
 	}
-	return cfg, nil
+	out.cfg = certfile.ServerConfig(getCert, clientCAs)
+	return out, nil
 }
 
 // serverNames are the names agents may dial a replica by: the advertised

@@ -8,7 +8,7 @@
 //     every replica serves certificates agents verify with one bundle.
 //   - The CA's private key exists only in that Secret and in the control
 //     plane's memory. Agents get the CA certificate alone, from a
-//     ConfigMap (the bundle), which every replica keeps equal to the
+//     ConfigMap (the bundle), which every replica makes hold the
 //     Secret's certificate; a kubelet can read what its pods mount, so no
 //     key may be in anything an agent mounts.
 //   - Serving certificates never leave the process: each replica issues
@@ -18,8 +18,17 @@
 //     renewal needs no restart and no other component.
 //   - A Secret that exists but does not hold a CA key pair is an error to
 //     report, never something to overwrite: agents may trust it.
+//   - A bundle that holds the CA among others is kept as it is, so that a
+//     CA rotation can go through a bundle of the old and the new CA
+//     (agents reload it, package certfile); one without the CA is
+//     replaced by the CA alone.
 //
-// Rotating the CA: delete the Secret and the bundle ConfigMap, restart the
-// control plane (a new CA is issued and published), then the agents
-// (they read the bundle at start).
+// The CA is read at start only: a replica notices a new CA in the Secret
+// when it restarts. Rotating it without a moment when agents trust
+// neither (README, "Rotating certificates"): publish a bundle of the old
+// and the new CA, write the new CA into the Secret, restart the replicas
+// one by one (each issues its serving certificate from the new CA and
+// keeps the bundle), then publish the new CA alone. After a compromise,
+// delete the Secret and the bundle and restart the control plane instead:
+// a new CA is created and published alone.
 package issuer

@@ -181,6 +181,47 @@ func TestBundleRepaired(t *testing.T) {
 	}
 }
 
+// TestBundleKeptDuringRotation: a bundle that holds the CA among others
+// (the old and the new CA, during a rotation) is left as it is.
+func TestBundleKeptDuringRotation(t *testing.T) {
+	ca, keyPEM, err := newCA(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _, err := newCA(time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, bundle string
+		kept         bool
+	}{
+		{"old and new", string(other.certPEM) + string(ca.certPEM), true},
+		{"new and old", string(ca.certPEM) + "\n" + string(other.certPEM), true},
+		{"old only", string(other.certPEM), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := fake.NewClientset(
+				&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "switchyard-controlplane-ca", Namespace: ns},
+					Data: map[string][]byte{corev1.TLSCertKey: ca.certPEM, corev1.TLSPrivateKeyKey: keyPEM}},
+				&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "switchyard-ca-bundle", Namespace: ns},
+					Data: map[string]string{BundleKey: tc.bundle}})
+			now := time.Now()
+			if _, err := Load(t.Context(), config(c, &now)); err != nil {
+				t.Fatal(err)
+			}
+			cm, _ := c.CoreV1().ConfigMaps(ns).Get(t.Context(), "switchyard-ca-bundle", metav1.GetOptions{})
+			want := string(ca.certPEM)
+			if tc.kept {
+				want = tc.bundle
+			}
+			if got := cm.Data[BundleKey]; got != want {
+				t.Errorf("bundle after Load:\n%s\nwant:\n%s", got, want)
+			}
+		})
+	}
+}
+
 // TestRetriesTransientErrors: an API that fails at first (not reachable
 // yet, Role not yet authorized) delays Load, it does not fail it.
 func TestRetriesTransientErrors(t *testing.T) {

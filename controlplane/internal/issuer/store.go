@@ -1,6 +1,7 @@
 package issuer
 
 import (
+	"bytes"
 	"context"
 	"crypto"
 	"crypto/ecdsa"
@@ -74,7 +75,11 @@ func (s store) ensureCA(ctx context.Context) (*keyPair, error) {
 	}
 }
 
-// publishBundle makes the bundle ConfigMap hold certPEM.
+// publishBundle makes the bundle ConfigMap hold certPEM. A bundle that
+// holds it among other CAs is kept as it is: during a CA rotation it
+// holds the old and the new CA (agents reload it), and a replica that
+// starts with the new CA must not drop the old one that the replicas not
+// yet restarted still serve from.
 func (s store) publishBundle(ctx context.Context, certPEM []byte) error {
 	cms := s.cfg.Client.CoreV1().ConfigMaps(s.cfg.Namespace)
 	ref := s.cfg.Namespace + "/" + s.cfg.Bundle
@@ -92,7 +97,7 @@ func (s store) publishBundle(ctx context.Context, certPEM []byte) error {
 		return nil
 	case err != nil:
 		return fmt.Errorf("get ConfigMap %s: %w", ref, err)
-	case cm.Data[BundleKey] == string(certPEM):
+	case holds(cm.Data[BundleKey], certPEM):
 		return nil
 	}
 	cm = cm.DeepCopy()
@@ -103,8 +108,27 @@ func (s store) publishBundle(ctx context.Context, certPEM []byte) error {
 	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		return fmt.Errorf("update ConfigMap %s: %w", ref, err)
 	}
-	s.cfg.Logger.Warn("the CA bundle for agents did not hold the CA: replaced it (restart agents that started with the old one)", "configMap", ref)
+	s.cfg.Logger.Warn("the CA bundle for agents did not hold the CA: replaced it; agents reload it, and verify with it from their next connection", "configMap", ref)
 	return nil
+}
+
+// holds reports whether the PEM bundle holds the certificate of certPEM
+// (one CERTIFICATE block).
+func holds(bundle string, certPEM []byte) bool {
+	want, _ := pem.Decode(certPEM)
+	if want == nil {
+		return false
+	}
+	rest := []byte(bundle)
+	for {
+		var b *pem.Block
+		if b, rest = pem.Decode(rest); b == nil {
+			return false
+		}
+		if b.Type == "CERTIFICATE" && bytes.Equal(b.Bytes, want.Bytes) {
+			return true
+		}
+	}
 }
 
 // retry runs fn until it succeeds, fails permanently or ctx ends, waiting

@@ -169,3 +169,33 @@ func (s stubLW) Watch(metav1.ListOptions) (watch.Interface, error) {
 	}
 	return watch.NewFake(), nil
 }
+
+// TestCertificateMetrics: loads count by file and result, the expiry is
+// the last one reported.
+func TestCertificateMetrics(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	c, err := metrics.RegisterCertificates(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Loaded("/etc/switchyard/tls/tls.crt", nil)
+	c.Loaded("/etc/switchyard/tls/tls.crt", errors.New("cut short"))
+	c.Loaded("/etc/switchyard/tls/tls.crt", nil)
+	c.Expiry("/etc/switchyard/tls/tls.crt", time.Unix(1800000000, 0))
+	c.Expiry("/etc/switchyard/tls/tls.crt", time.Unix(1900000000, 0))
+	want := `
+# HELP switchyard_controlplane_certificate_expiry_timestamp_seconds NotAfter of the certificate in use from the file (a CA bundle: its first certificate to expire), in seconds since the epoch.
+# TYPE switchyard_controlplane_certificate_expiry_timestamp_seconds gauge
+switchyard_controlplane_certificate_expiry_timestamp_seconds{file="/etc/switchyard/tls/tls.crt"} 1.9e+09
+# HELP switchyard_controlplane_certificate_reloads_total Loads of new content of the TLS files (--tls-cert-file, --client-ca-file), by file and result (ok: served from the next handshake; failed: unreadable, cut short, garbage or a key that does not match, the last good one kept).
+# TYPE switchyard_controlplane_certificate_reloads_total counter
+switchyard_controlplane_certificate_reloads_total{file="/etc/switchyard/tls/tls.crt",result="failed"} 1
+switchyard_controlplane_certificate_reloads_total{file="/etc/switchyard/tls/tls.crt",result="ok"} 2
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(want)); err != nil {
+		t.Error(err)
+	}
+	var none *metrics.Certificates
+	none.Loaded("x", nil)
+	none.Expiry("x", time.Time{})
+}

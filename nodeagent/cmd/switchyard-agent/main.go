@@ -6,8 +6,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -27,8 +25,10 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/command"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/agent"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/leftovers"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/metrics"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/peer"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/syncer"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/tlscreds"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -80,7 +80,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	creds, err := transportCredentials(c, "")
+	m := metrics.New()
+	tlsFiles, err := tlsSource(c, m, logger.With("component", "tls"))
 	if err != nil {
 		return err
 	}
@@ -92,10 +93,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if net.ParseIP(learntName) != nil {
 		learntName = ""
 	}
-	learntCreds, err := transportCredentials(c, learntName)
-	if err != nil {
-		return err
-	}
+	creds, learntCreds := transportCredentials(tlsFiles, ""), transportCredentials(tlsFiles, learntName)
 	var kubeProxy syncer.Peer
 	if c.CleanupKubeProxy {
 		// The hand-over with kube-proxy (package peer, syncer's
@@ -104,7 +102,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		kubeProxy = peer.New(peer.Config{HealthzAddress: c.KubeProxyHealthzAddress, Runner: command.ExecRunner{},
 			Logger: logger.With("component", "kubeProxy")})
 	}
+	var credSource agent.CredentialSource
+	if tlsFiles != nil {
+		credSource = tlsFiles
+	}
 	a, err := agent.New(agent.Options{
+		Credentials:       credSource,
+		Metrics:           m,
 		NodeName:          c.NodeName,
 		AgentVersion:      version,
 		ControlPlanes:     c.ControlPlanes,
@@ -141,30 +145,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return err
 }
 
-// transportCredentials builds the credentials of c. serverName, when not
-// empty, is the name the control plane's certificate must carry
-// (tls.Config.ServerName); empty means the dialled address's host.
-func transportCredentials(c Config, serverName string) (credentials.TransportCredentials, error) {
+// tlsSource loads the TLS files of c, reloaded when they change (the
+// kubelet's client certificate rotates); nil for plaintext.
+func tlsSource(c Config, m *metrics.Metrics, log *slog.Logger) (*tlscreds.Source, error) {
 	if c.Insecure {
-		return insecure.NewCredentials(), nil
+		return nil, nil
 	}
-	pem, err := os.ReadFile(c.CAFile)
-	if err != nil {
-		return nil, fmt.Errorf("--ca-file: %w", err)
+	return tlscreds.New(tlscreds.Config{
+		CAFile: c.CAFile, CertFile: c.CertFile, KeyFile: c.KeyFile,
+		Observer: m.Certificates(), Logger: log,
+	})
+}
+
+// transportCredentials are the credentials of src (plaintext when nil).
+// serverName, when not empty, is the name the control plane's
+// certificate must carry (tls.Config.ServerName); empty means the
+// dialled address's host.
+func transportCredentials(src *tlscreds.Source, serverName string) credentials.TransportCredentials {
+	if src == nil {
+		return insecure.NewCredentials()
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		return nil, fmt.Errorf("--ca-file %s: no PEM certificate", c.CAFile)
-	}
-	cfg := &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12, ServerName: serverName}
-	if c.CertFile != "" {
-		cert, err := tls.LoadX509KeyPair(c.CertFile, c.KeyFile)
-		if err != nil {
-			return nil, fmt.Errorf("--cert-file/--key-file: %w", err)
-		}
-		cfg.Certificates = []tls.Certificate{cert}
-	}
-	return credentials.NewTLS(cfg), nil
+	return src.Credentials(serverName)
 }
 
 // serverName returns the name gRPC verifies a configured control-plane

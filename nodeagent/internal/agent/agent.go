@@ -49,6 +49,14 @@ type Options struct {
 	// not configured (discovery.Config.LearntDialOptions); nil means
 	// DialOptions.
 	LearntDialOptions []grpc.DialOption
+	// Credentials, when set, keeps the TLS files behind DialOptions'
+	// credentials current (tlscreds.Source): the agent runs it beside the
+	// stream, and a reconnect it asks for replaces the stream
+	// (discovery.Config.Reconnect).
+	Credentials CredentialSource
+	// Metrics are the agent's; new ones when nil. Given, they can be
+	// shared with what is built before the agent (the TLS files' loads).
+	Metrics *metrics.Metrics
 	// Mode is the dataplane mode unless a NodeConfig overrides it.
 	Mode switchyardv1.DataplaneMode
 	// NewDataplane builds the dataplane of a mode.
@@ -98,6 +106,15 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// CredentialSource keeps transport credentials current; tlscreds.Source
+// is one.
+type CredentialSource interface {
+	// Run looks after the credentials until ctx ends.
+	Run(ctx context.Context) error
+	// Reconnect asks for a new stream (a new TLS handshake).
+	Reconnect() <-chan struct{}
+}
+
 // Agent is a configured node agent.
 type Agent struct {
 	o       Options
@@ -132,7 +149,10 @@ func New(o Options) (*Agent, error) {
 	if o.HealthTimeout <= 0 {
 		o.HealthTimeout = 2 * o.SyncPeriod
 	}
-	a := &Agent{o: o, metrics: metrics.New(), ports: map[string]*port{}}
+	if o.Metrics == nil {
+		o.Metrics = metrics.New()
+	}
+	a := &Agent{o: o, metrics: o.Metrics, ports: map[string]*port{}}
 	a.health = health.NewTracker(o.Clock, o.NodeName, o.HealthTimeout)
 	a.hc = healthcheck.New(healthcheck.Config{Logger: o.Logger.With("component", "healthcheck"), Listen: o.HealthCheckListen,
 		BindIP: o.HealthCheckBindIP, ProxyHealthy: a.health.Healthy})
@@ -165,6 +185,7 @@ func New(o Options) (*Agent, error) {
 		CurrentDrift:        a.syncer.Drift,
 		CurrentDatapath:     a.datapathReport,
 		Refresh:             a.health.ReportChanged(),
+		Reconnect:           reconnect(o.Credentials),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -174,6 +195,15 @@ func New(o Options) (*Agent, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// reconnect is the reconnect signal of c; nil without credentials to
+// look after.
+func reconnect(c CredentialSource) <-chan struct{} {
+	if c == nil {
+		return nil
+	}
+	return c.Reconnect()
 }
 
 // datapathReport is the datapath probe's verdict for the control plane;
@@ -413,6 +443,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	g.Go(func() error { return a.client.Run(ctx) })
 	if a.canary != nil {
 		g.Go(func() error { return a.canary.Run(ctx) })
+	}
+	if a.o.Credentials != nil {
+		g.Go(func() error { return a.o.Credentials.Run(ctx) })
 	}
 	for _, p := range a.ports {
 		g.Go(func() error { return p.run(ctx) })

@@ -27,6 +27,12 @@
 // load-balancer health-check node ports, fail while the programmed rules
 // do not forward, from the first successful sync on.
 //
+// TLS: Options.Credentials (tlscreds.Source) runs beside the stream and
+// keeps the files behind the dial options' credentials current; the
+// reconnect it asks for when the kubelet rotated the client certificate
+// replaces the stream (same address, resumed from the applied versions)
+// and leaves the rules as they are.
+//
 // Bootstrap: the control-plane addresses of the last applied NodeConfig
 // are persisted next to the view (persist.ControlPlanesFileName) and
 // dialled before the configured ones, so a restart needs no Service VIP

@@ -96,7 +96,16 @@ type Config struct {
 	// acknowledged, so the control plane sees a changed datapath verdict
 	// or a drift repair without waiting for the next view.
 	Refresh <-chan struct{}
+	// Reconnect, when set, asks for a new stream to the same address: the
+	// open stream is closed and the address dialled again after the
+	// shortest backoff, so that a new TLS handshake presents a rotated
+	// client certificate (tlscreds.Source). It is received only while a
+	// stream is open.
+	Reconnect <-chan struct{}
 }
+
+// errReconnect ends a stream that Config.Reconnect asked to replace.
+var errReconnect = errors.New("reconnect asked")
 
 // Client holds one DeltaSnapshots stream at a time.
 type Client struct {
@@ -143,20 +152,25 @@ func (c *Client) Targets() []string { return c.targets.addrs() }
 // applied rules stay in place.
 func (c *Client) Run(ctx context.Context) error {
 	attempt := 0
-	var addr string
+	var (
+		t     target
+		again bool // dial t again: a reconnect was asked
+	)
 	for {
-		t := c.targets.next(addr)
-		addr = t.addr
+		if !again {
+			t = c.targets.next(t.addr)
+		}
 		received, err := c.runStream(ctx, t)
 		if ctx.Err() != nil {
 			return nil
 		}
-		if received {
+		again = errors.Is(err, errReconnect)
+		if received || again {
 			attempt = 0
 		}
 		wait := c.backoff(attempt)
 		attempt++
-		c.cfg.Logger.Info("control-plane stream ended", "address", addr, "err", err, "retryIn", wait)
+		c.cfg.Logger.Info("control-plane stream ended", "address", t.addr, "err", err, "retryIn", wait)
 		if !c.sleep(ctx, wait) {
 			return nil
 		}
@@ -200,8 +214,15 @@ func (c *Client) runStream(ctx context.Context, t target) (received bool, err er
 		return false, fmt.Errorf("dial %s: %w", addr, err)
 	}
 	defer conn.Close()
-	sctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	sctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer func() {
+		// However the stream noticed (a receive, a send, an ACK whose
+		// apply outlived it), an end asked for is a reconnect.
+		if err != nil && errors.Is(context.Cause(sctx), errReconnect) {
+			err = fmt.Errorf("%w: %w", errReconnect, err)
+		}
+	}()
 	stream, err := switchyardv1.NewDiscoveryServiceClient(conn).DeltaSnapshots(sctx)
 	if err != nil {
 		return false, fmt.Errorf("open stream to %s: %w", addr, err)
@@ -227,6 +248,7 @@ func (c *Client) runStream(ctx context.Context, t target) (received bool, err er
 	c.cfg.Logger.Info("control-plane stream open", "address", addr, "learnt", t.learnt, "initialResources", len(first.InitialResourceVersions))
 	out := &reporter{stream: stream}
 	go c.refresh(sctx, out)
+	go c.awaitReconnect(sctx, cancel)
 	var b batch
 	for {
 		resp, err := stream.Recv()
@@ -241,6 +263,20 @@ func (c *Client) runStream(ctx context.Context, t target) (received bool, err er
 		if err := out.send(req); err != nil {
 			return received, fmt.Errorf("send to %s: %w", addr, recvErr(stream, err))
 		}
+	}
+}
+
+// awaitReconnect ends the stream (cancel with errReconnect) when a
+// reconnect is asked, until ctx ends.
+func (c *Client) awaitReconnect(ctx context.Context, cancel context.CancelCauseFunc) {
+	if c.cfg.Reconnect == nil {
+		return
+	}
+	select {
+	case <-ctx.Done():
+	case <-c.cfg.Reconnect:
+		c.cfg.Logger.Info("closing the control-plane stream to open a new one")
+		cancel(errReconnect)
 	}
 }
 

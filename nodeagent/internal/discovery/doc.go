@@ -16,6 +16,12 @@
 //     list after a capped exponential backoff with jitter; the backoff
 //     resets once a stream delivered a response. There is never a tight
 //     loop: every reconnect waits at least half the initial backoff;
+//   - a reconnect asked for (Config.Reconnect: a rotated client
+//     certificate to present) ends the open stream and dials the same
+//     address again after the shortest backoff; it resumes like any
+//     reconnect, so an unchanged view costs one empty batch (a partial
+//     sync naming no service). The signal is received only while a
+//     stream is open;
 //   - the dial list is the control-plane addresses learnt from the last
 //     applied NodeConfig (control_plane_addresses; Config.Learnt at
 //     start), rotated by a hash of the node name so that agents spread

@@ -26,6 +26,8 @@
 //	switchyard_agent_state_file_write_errors_total       failed pending-record or view writes
 //	switchyard_agent_datapath_probes_total{result}       datapath canary probes: ok, failed, skipped
 //	switchyard_agent_datapath_healthy                    1 while the canary answers (only with the canary on)
+//	switchyard_agent_certificate_reloads_total{file,result}          loads of the TLS files: ok, failed (last good kept)
+//	switchyard_agent_certificate_expiry_timestamp_seconds{file}      NotAfter of what is in use (a bundle: its first to expire)
 //
 // kube-proxy persists nothing, so the state-file metrics have no upstream
 // name to follow.

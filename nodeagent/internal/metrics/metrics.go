@@ -33,6 +33,8 @@ type Metrics struct {
 	driftLastCheck      prometheus.Gauge
 	driftRepairs        *prometheus.CounterVec
 	datapathProbes      *prometheus.CounterVec
+	certReloads         *prometheus.CounterVec
+	certExpiry          *prometheus.GaugeVec
 	// datapathHealthy is registered only with the canary on
 	// (DatapathProbeEnabled): a 0 from an agent that never probes would
 	// read as a broken datapath.
@@ -98,11 +100,15 @@ func New() *Metrics {
 			Help: "1 while the datapath canary answers through the programmed rules, 0 once it failed the threshold in a row"}),
 		handedOver: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchyard_agent_handed_to_kube_proxy",
 			Help: "1 while kube-proxy runs on this node and forwards in the agent's place (the agent writes no rule), 0 while the agent forwards"}),
+		certReloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_agent_certificate_reloads_total",
+			Help: "Loads of new content of the TLS files (--ca-file, --cert-file), by file and result (ok: in use from the next handshake; failed: unreadable, cut short, garbage or a key that does not match, the last good one kept)"}, []string{"file", "result"}),
+		certExpiry: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "switchyard_agent_certificate_expiry_timestamp_seconds",
+			Help: "NotAfter of the certificate in use from the file (a CA bundle: its first certificate to expire), in seconds since the epoch"}, []string{"file"}),
 	}
 	m.reg.MustRegister(m.syncDuration, m.syncFullDuration, m.syncPartialDuration, m.lastSync, m.lastQueued,
 		m.programming, m.endpointChanges, m.serviceChanges, m.appliedVersion, m.appliedResources,
 		m.syncErrors, m.nacks, m.connected, m.modeSwitches, m.stateRejections, m.stateWriteErrors,
-		m.driftChecks, m.driftLastCheck, m.driftRepairs, m.datapathProbes, m.handedOver,
+		m.driftChecks, m.driftLastCheck, m.driftRepairs, m.datapathProbes, m.handedOver, m.certReloads, m.certExpiry,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -275,4 +281,38 @@ func (m *Metrics) DatapathProbed(result string, healthy bool) {
 		v = 1
 	}
 	m.datapathHealthy.Set(v)
+}
+
+// Certificate load results, the result label of
+// switchyard_agent_certificate_reloads_total.
+const (
+	ReloadOK     = "ok"
+	ReloadFailed = "failed"
+)
+
+// Certificates returns what reports the TLS files' loads into these
+// metrics (a certfile.Observer).
+func (m *Metrics) Certificates() CertificateLoads { return CertificateLoads{m: m} }
+
+// CertificateLoads is the agent's certfile.Observer.
+type CertificateLoads struct{ m *Metrics }
+
+// Loaded counts one load of new content of file.
+func (c CertificateLoads) Loaded(file string, err error) {
+	if c.m == nil {
+		return
+	}
+	result := ReloadOK
+	if err != nil {
+		result = ReloadFailed
+	}
+	c.m.certReloads.WithLabelValues(file, result).Inc()
+}
+
+// Expiry records the NotAfter of what is in use from file.
+func (c CertificateLoads) Expiry(file string, notAfter time.Time) {
+	if c.m == nil {
+		return
+	}
+	c.m.certExpiry.WithLabelValues(file).Set(float64(notAfter.Unix()))
 }

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"errors"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -23,6 +24,9 @@ func TestNames(t *testing.T) {
 	m.DatapathProbeEnabled()
 	m.DatapathProbed(ProbeOK, true)
 	m.DatapathProbed(ProbeFailed, false)
+	m.Certificates().Loaded("/ca.crt", nil)
+	m.Certificates().Loaded("/ca.crt", errors.New("cut short"))
+	m.Certificates().Expiry("/ca.crt", at)
 
 	if got := testutil.ToFloat64(m.appliedVersion.WithLabelValues("v2")); got != 1 {
 		t.Errorf("applied_version{v2} = %v", got)
@@ -50,6 +54,9 @@ func TestNames(t *testing.T) {
 		`switchyard_agent_datapath_probes_total{result="ok"} 1`,
 		`switchyard_agent_datapath_probes_total{result="failed"} 1`,
 		"switchyard_agent_datapath_healthy 0",
+		`switchyard_agent_certificate_reloads_total{file="/ca.crt",result="ok"} 1`,
+		`switchyard_agent_certificate_reloads_total{file="/ca.crt",result="failed"} 1`,
+		`switchyard_agent_certificate_expiry_timestamp_seconds{file="/ca.crt"} 1.7e+09`,
 	} {
 		if !strings.Contains(body, name+"\n") {
 			t.Errorf("/metrics lacks %q", name)
@@ -71,6 +78,8 @@ func TestNilIsNoop(t *testing.T) {
 	m.StateWriteFailed()
 	m.DatapathProbeEnabled()
 	m.DatapathProbed(ProbeOK, true)
+	m.Certificates().Loaded("x", nil)
+	m.Certificates().Expiry("x", time.Time{})
 }
 
 // TestDatapathHealthyOnlyWhenEnabled: an agent without the canary exports
