@@ -72,8 +72,14 @@ func (p *port) run(ctx context.Context) error {
 		}
 		if l == nil {
 			var err error
-			if l, err = p.bindWhenFree(ctx); err != nil || l == nil {
+			if l, err = p.bindWhenFree(ctx); err != nil {
 				return err
+			}
+			if l == nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				continue // let go before it was free: wait to be wanted again
 			}
 		}
 		if err := p.serveUntilReleased(ctx, l); err != nil {

@@ -1,6 +1,7 @@
 package peer
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,7 +16,6 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/kubeproxycleanup"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/health"
-	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 // DefaultHealthzAddress is kube-proxy's default --healthz-bind-address
@@ -60,11 +60,31 @@ func (k *KubeProxy) Live(ctx context.Context) (bool, string) {
 	return live, detail
 }
 
-// Healthy reports whether kube-proxy serves its /healthz and answers 200:
-// its rules are programmed.
-func (k *KubeProxy) Healthy(ctx context.Context) (bool, string) {
+// Healthy reports whether kube-proxy serves its /healthz, answers 200, and
+// has programmed its rules over dp's: in the iptables mode, its sync
+// rewrote KUBE-SERVICES, which no longer jumps to this mode's
+// KUBE-SHARD-* chains. kube-proxy answers 200 before its first sync too,
+// and removing the shards before that sync left the cluster IPs without
+// a rule for a moment (seen on the real-cluster bed).
+func (k *KubeProxy) Healthy(ctx context.Context, dp dataplane.Dataplane) (bool, string) {
 	live, code, detail := k.probe(ctx)
-	return live && code == http.StatusOK, detail
+	if !live || code != http.StatusOK {
+		return false, detail
+	}
+	f, ok := dp.(interface{ Flavour() xtables.Flavour })
+	if !ok || f.Flavour() == xtables.FlavourAuto {
+		return true, detail
+	}
+	for _, save := range []string{"iptables-" + string(f.Flavour()) + "-save", "ip6tables-" + string(f.Flavour()) + "-save"} {
+		out, err := k.cfg.Runner.Run(ctx, []string{save, "-t", "nat"}, nil)
+		if err != nil {
+			return false, fmt.Sprintf("%s: %v", save, err)
+		}
+		if bytes.Contains(out, []byte("-A KUBE-SERVICES ")) && bytes.Contains(out, []byte("-j KUBE-SHARD-")) {
+			return false, save + ": KUBE-SERVICES still this agent's (kube-proxy has not synced yet)"
+		}
+	}
+	return true, detail
 }
 
 // Returned reports kube-proxy's evidence in the kernel (its nftables
@@ -115,10 +135,16 @@ func (k *KubeProxy) Adopt(ctx context.Context, dp dataplane.Dataplane) (resync b
 		return false, fmt.Errorf("%w (%s): its rules stay until it stops", ErrLive, detail)
 	}
 	cfg := kubeproxycleanup.Config{Runner: k.cfg.Runner, Logger: k.cfg.Logger}
-	iptables := dp.Mode() == switchyardv1.DataplaneMode_DATAPLANE_MODE_IPTABLES.String()
+	// Only the iptables mode says its back end: the one mode that shares
+	// kube-proxy's chain names.
+	f, iptables := dp.(interface{ Flavour() xtables.Flavour })
+	if !iptables && strings.Contains(strings.ToLower(dp.Mode()), "iptables") {
+		// A wrapper hides the back end: removing every chain of
+		// kube-proxy's names would take this mode's own.
+		return false, fmt.Errorf("mode %s does not say its iptables back end", dp.Mode())
+	}
 	if iptables {
-		f, ok := dp.(interface{ Flavour() xtables.Flavour })
-		if !ok || f.Flavour() == xtables.FlavourAuto {
+		if f.Flavour() == xtables.FlavourAuto {
 			return false, errors.New("the iptables mode has not told its back end yet")
 		}
 		cfg.KeepShared = backEnds(f.Flavour())

@@ -23,11 +23,16 @@ import (
 // ours is set.
 func healthz(t *testing.T, ours bool) string {
 	t.Helper()
+	return healthzAnswering(t, ours, http.StatusServiceUnavailable) // kube-proxy not synced yet still runs
+}
+
+func healthzAnswering(t *testing.T, ours bool, code int) string {
+	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if ours {
 			w.Header().Set(health.AgentHeader, "1")
 		}
-		w.WriteHeader(http.StatusServiceUnavailable) // kube-proxy not synced yet still runs
+		w.WriteHeader(code)
 	}))
 	t.Cleanup(srv.Close)
 	return strings.TrimPrefix(srv.URL, "http://")
@@ -65,6 +70,9 @@ type flavoured struct {
 
 func (d flavoured) Flavour() xtables.Flavour { return d.f }
 
+// errBackEnd marks the case that must fail without writing anything.
+var errBackEnd = errors.New("back end unknown")
+
 const kubeProxyMangle = "*mangle\n:KUBE-PROXY-CANARY - [0:0]\nCOMMIT\n"
 
 // TestAdopt: kube-proxy's leftovers go only while it does not run; in
@@ -80,11 +88,13 @@ func TestAdopt(t *testing.T) {
 		wantResync bool
 		wantWrites []string
 	}{
-		{name: "kube-proxy runs", dp: dataplanetest.New("DATAPLANE_MODE_NFTABLES"), live: true, wantErr: peer.ErrLive},
-		{name: "nftables mode: everything of kube-proxy's", dp: dataplanetest.New("DATAPLANE_MODE_NFTABLES"),
+		{name: "kube-proxy runs", dp: dataplanetest.New("nftables"), live: true, wantErr: peer.ErrLive},
+		{name: "nftables mode: everything of kube-proxy's", dp: dataplanetest.New("nftables"),
 			wantWrites: []string{"iptables-nft-restore -w --noflush", "nft delete table ip kube-proxy"}},
-		{name: "iptables mode: its back end keeps the shared chains", dp: flavoured{dataplanetest.New("DATAPLANE_MODE_IPTABLES"), xtables.FlavourNFT},
+		{name: "iptables mode: its back end keeps the shared chains", dp: flavoured{dataplanetest.New("iptables"), xtables.FlavourNFT},
 			wantResync: true, wantWrites: []string{"iptables-nft-restore -w --noflush", "nft delete table ip kube-proxy"}},
+		{name: "an iptables mode that does not say its back end: nothing removed", dp: dataplanetest.New("iptables"),
+			wantErr: errBackEnd},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -99,6 +109,12 @@ func TestAdopt(t *testing.T) {
 				addr = healthz(t, false)
 			}
 			resync, err := peer.New(peer.Config{HealthzAddress: addr, Runner: s}).Adopt(t.Context(), tc.dp)
+			if tc.wantErr == errBackEnd {
+				if err == nil || len(s.Writes()) > 0 {
+					t.Fatalf("Adopt error %v, writes %v: want an error and nothing written", err, s.Writes())
+				}
+				return
+			}
 			if !errors.Is(err, tc.wantErr) || (tc.wantErr == nil && err != nil) {
 				t.Fatalf("Adopt error %v, want %v", err, tc.wantErr)
 			}
@@ -118,3 +134,36 @@ func TestAdopt(t *testing.T) {
 }
 
 var _ syncer.Peer = (*peer.KubeProxy)(nil)
+
+// TestHealthy: kube-proxy has the node once its /healthz says 200 and, in
+// the iptables mode, its sync rewrote KUBE-SERVICES over this agent's
+// (which jumped to KUBE-SHARD-*): kube-proxy says 200 before its first
+// sync too.
+func TestHealthy(t *testing.T) {
+	ours := "*nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SHARD-0A - [0:0]\n-A KUBE-SERVICES -d 0.0.0.10/0.0.0.63 -j KUBE-SHARD-0A\nCOMMIT\n"
+	theirs := "*nat\n:KUBE-SERVICES - [0:0]\n:KUBE-SHARD-0A - [0:0]\n-A KUBE-SERVICES -d 10.96.0.10/32 -p tcp -j KUBE-SVC-TCOU7JCQXEZGVUNU\nCOMMIT\n"
+	tests := []struct {
+		name string
+		code int
+		dp   dataplane.Dataplane
+		nat  string
+		want bool
+	}{
+		{name: "not synced: 503", code: http.StatusServiceUnavailable, dp: dataplanetest.New("nftables"), want: false},
+		{name: "nftables mode: 200", code: http.StatusOK, dp: dataplanetest.New("nftables"), want: true},
+		{name: "iptables mode: 200, KUBE-SERVICES still ours", code: http.StatusOK, dp: flavoured{dataplanetest.New("iptables"), xtables.FlavourNFT}, nat: ours, want: false},
+		{name: "iptables mode: 200, KUBE-SERVICES kube-proxy's", code: http.StatusOK, dp: flavoured{dataplanetest.New("iptables"), xtables.FlavourNFT}, nat: theirs, want: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &kubeproxycleanuptest.Script{Responses: map[string]kubeproxycleanuptest.Response{
+				"iptables-nft-save -t nat":  {Out: tc.nat},
+				"ip6tables-nft-save -t nat": {Out: "*nat\nCOMMIT\n"},
+			}}
+			kp := peer.New(peer.Config{HealthzAddress: healthzAnswering(t, false, tc.code), Runner: s})
+			if got, detail := kp.Healthy(t.Context(), tc.dp); got != tc.want {
+				t.Errorf("Healthy = %v (%s), want %v", got, detail, tc.want)
+			}
+		})
+	}
+}

@@ -18,8 +18,9 @@ type Peer interface {
 	Returned(ctx context.Context, dp dataplane.Dataplane) (bool, string, error)
 	// Live reports whether the peer runs.
 	Live(ctx context.Context) (bool, string)
-	// Healthy reports whether it runs and says its rules are programmed.
-	Healthy(ctx context.Context) (bool, string)
+	// Healthy reports whether it runs and has programmed its rules over
+	// those of dp, this agent's dataplane (nil: none programmed yet).
+	Healthy(ctx context.Context, dp dataplane.Dataplane) (bool, string)
 }
 
 // DefaultPeerCheckInterval is how often the hand-over looks at the peer.
@@ -95,18 +96,21 @@ func (s *Syncer) checkPeer(ctx context.Context) {
 			s.resume()
 			return
 		}
-		ok, detail := s.cfg.Peer.Healthy(ctx)
+		ok, detail := s.cfg.Peer.Healthy(ctx, s.dp)
 		if !ok {
 			return
 		}
-		if s.dp != nil {
-			if err := s.dp.Cleanup(ctx); err != nil {
-				s.cfg.Logger.Warn("removing this agent's rules after kube-proxy took over failed; retried", "mode", s.dp.Mode(), "err", err)
-				return
-			}
-		}
 		s.ho = yielded
-		s.cfg.Logger.Info("kube-proxy programmed the node: this agent's rules removed", "peer", detail)
+		if s.dp == nil {
+			s.cfg.Logger.Info("kube-proxy programmed the node; this agent had programmed nothing", "peer", detail)
+			return
+		}
+		if err := s.dp.Cleanup(ctx); err != nil {
+			s.ho = yielding
+			s.cfg.Logger.Warn("removing this agent's rules after kube-proxy took over failed; retried", "mode", s.dp.Mode(), "err", err)
+			return
+		}
+		s.cfg.Logger.Info("kube-proxy programmed the node: this agent's rules removed", "mode", s.dp.Mode(), "peer", detail)
 	case yielded:
 		if s.peerStopped(ctx) {
 			s.resume()

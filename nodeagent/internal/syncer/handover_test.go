@@ -72,7 +72,7 @@ func (p *fakePeer) Live(context.Context) (bool, string) {
 	return p.live, ""
 }
 
-func (p *fakePeer) Healthy(context.Context) (bool, string) {
+func (p *fakePeer) Healthy(context.Context, dataplane.Dataplane) (bool, string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.live && p.healthy, ""
