@@ -57,7 +57,12 @@
 // the control plane's histogram and ListNodes observe for a slice change,
 // a Service-only edit, a slice deletion, a 2099 and a garbage trigger, an
 // agent restart; then a Node object deleted under its connected agent,
-// warned about once, counted and shown, and re-created). The soak
+// warned about once, counted and shown, and re-created), takeover_test.go
+// (TestKubeProxyTakeover: upstream kube-proxy in node-0's namespace,
+// stopped before the agent starts or still running when it does, each
+// mode pair iptables/nftables, under new, long-lived and UDP traffic;
+// kube-proxy's rules kept while it runs, gone after, the node as a clean
+// install of the agent's mode). The soak
 // (TestSoak, `make soak`; skipped unless SWITCHYARD_SOAK is set) runs
 // those kills at random for minutes in one cluster of three nodes and two
 // replicas, under 100 connections/s and serial API changes, and writes
