@@ -56,7 +56,7 @@ func (e *env) runKubeProxy(ctx context.Context, n proxyNode) (err error) {
 	rec, log, topo, ns, mode := n.rec, n.log, n.topo, n.ns, n.rec.Mode
 	// kube-proxy's kubeconfig names https://127.0.0.1:PORT: serve that very
 	// address inside the namespace.
-	rl, err := startRelay(topo, ns, e.apiAddr, e.apiAddr, log)
+	rl, err := topo.Relay(ns, e.apiAddr, e.apiAddr, log)
 	if err != nil {
 		return err
 	}

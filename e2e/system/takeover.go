@@ -2,17 +2,13 @@ package system
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"log/slog"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/launch"
@@ -41,7 +37,7 @@ type KubeProxy struct {
 	Mode    string
 	LogPath string
 	proc    *launch.Process
-	relay   *relay
+	relay   *netns.Relay
 	http    *http.Client
 }
 
@@ -78,7 +74,7 @@ func (c *Cluster) StartKubeProxy(i int, bin, mode string) (_ *KubeProxy, err err
 	}
 	// The kubeconfig names https://127.0.0.1:PORT, which the namespace
 	// cannot reach: serve that very address inside it.
-	rl, err := startRelay(c.Topo, n.NS, u.Host, c.log)
+	rl, err := c.Topo.Relay(n.NS, u.Host, u.Host, c.log)
 	if err != nil {
 		return nil, err
 	}
@@ -88,7 +84,7 @@ func (c *Cluster) StartKubeProxy(i int, bin, mode string) (_ *KubeProxy, err err
 		}
 	}()
 	k := &KubeProxy{Mode: mode, LogPath: filepath.Join(c.dir, "kube-proxy-"+n.Name+".log"), relay: rl,
-		http: nodeHTTPClient(c.Topo, n.NS)}
+		http: c.Topo.HTTPClient(n.NS, 2*time.Second)}
 	if k.proc, err = launch.Start(c.Topo.Guard(), launch.Spec{Name: "kube-proxy " + n.Name,
 		Argv:  kubeProxyArgs(bin, mode, c.API.KubeconfigPath(), n.Name),
 		NetNS: "/run/netns/" + n.NS, LogPath: k.LogPath}); err != nil {
@@ -170,115 +166,4 @@ func (c *Cluster) RestartAgentWith(i int, mode string, extra ...string) error {
 	c.log.Info("started switchyard-agent", "node", a.node.Name, "ns", a.node.NS, "pid", p.Pid(), "extra", extra)
 	a.proc = p
 	return nil
-}
-
-// relay makes a TCP address of the host's loopback reachable from inside
-// a node's namespace at the same address: it listens there and, for each
-// connection, dials the address from the host's namespace and copies
-// both ways. Nothing is configured in the host's namespace.
-type relay struct {
-	l    net.Listener
-	addr string
-	log  *slog.Logger
-
-	mu    sync.Mutex
-	conns map[net.Conn]struct{} // nil once closed
-	wg    sync.WaitGroup
-}
-
-func startRelay(topo *netns.Topology, ns, addr string, log *slog.Logger) (*relay, error) {
-	r := &relay{addr: addr, log: log, conns: map[net.Conn]struct{}{}}
-	err := topo.Do(ns, func() error {
-		var err error
-		r.l, err = net.Listen("tcp", addr)
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("relay: listen on %s in %s: %w", addr, ns, err)
-	}
-	r.wg.Go(func() {
-		for {
-			in, err := r.l.Accept()
-			if err != nil {
-				return // closed
-			}
-			r.wg.Go(func() { r.pipe(in) })
-		}
-	})
-	return r, nil
-}
-
-// track adds (or removes) open connections; false once closed.
-func (r *relay) track(add bool, cs ...net.Conn) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.conns == nil {
-		return false
-	}
-	for _, c := range cs {
-		if add {
-			r.conns[c] = struct{}{}
-		} else {
-			delete(r.conns, c)
-		}
-	}
-	return true
-}
-
-// pipe runs on a goroutine of its own, not locked to a namespace's
-// thread, so its dial leaves from the host's namespace.
-func (r *relay) pipe(in net.Conn) {
-	defer in.Close()
-	out, err := net.DialTimeout("tcp", r.addr, 5*time.Second)
-	if err != nil {
-		r.log.Warn("relay dial", "addr", r.addr, "err", err)
-		return
-	}
-	defer out.Close()
-	if !r.track(true, in, out) {
-		return
-	}
-	defer r.track(false, in, out)
-	done := make(chan struct{}, 2)
-	cp := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
-		done <- struct{}{}
-	}
-	go cp(out, in)
-	go cp(in, out)
-	<-done
-	// One direction ended: close both so that the other copy returns.
-	in.Close()
-	out.Close()
-	<-done
-}
-
-// Close stops accepting, closes every open connection and waits.
-// Idempotent.
-func (r *relay) Close() {
-	if err := r.l.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
-		r.log.Debug("relay close", "err", err)
-	}
-	r.mu.Lock()
-	for c := range r.conns {
-		c.Close()
-	}
-	r.conns = nil
-	r.mu.Unlock()
-	r.wg.Wait()
-}
-
-// nodeHTTPClient is an HTTP client whose connections are opened inside
-// namespace ns, for what a node serves on its loopback.
-func nodeHTTPClient(topo *netns.Topology, ns string) *http.Client {
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		var c net.Conn
-		err := topo.Do(ns, func() error {
-			var err error
-			c, err = (&net.Dialer{Timeout: 2 * time.Second}).DialContext(ctx, network, addr)
-			return err
-		})
-		return c, err
-	}
-	return &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}}
 }
