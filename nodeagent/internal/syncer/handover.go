@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 // Peer is the other proxy on the node, kube-proxy, as the hand-over needs
@@ -63,12 +64,27 @@ func (s *Syncer) Holding() bool { return s.holding.Load() }
 // rules (the iptables mode shares kube-proxy's chains) would not drop a
 // packet, but neither would hold still. The peer's rules forward until
 // it stops; then the agent takes over (checkPeer).
+//
+// kube-proxy's rules in the kernel while its health port is silent may be
+// a stopped kube-proxy's leftovers or a kube-proxy that is just starting
+// (it binds the port a moment after it writes its first rules, and
+// cannot while this agent holds it): either way the agent hands the node
+// to it at start and takes it over only once the port stayed silent for
+// PeerGoneAfter. Taking the rules of a starting kube-proxy for leftovers
+// removed them, and kube-proxy's nftables mode did not write them again
+// for minutes (seen on the real-cluster bed when an agent restarted
+// during a hand-back).
 func (s *Syncer) peerAtStart(ctx context.Context) {
 	if s.cfg.Peer == nil {
 		return
 	}
 	if live, detail := s.cfg.Peer.Live(ctx); live {
 		s.yield("kube-proxy runs on this node at start", detail)
+		return
+	}
+	if present, detail, _ := s.cfg.Peer.Returned(ctx, nil); present {
+		s.yield("kube-proxy's rules are on this node at start, its health port silent", detail)
+		s.peerGone = s.cfg.Clock.Now()
 	}
 }
 
@@ -102,7 +118,16 @@ func (s *Syncer) checkPeer(ctx context.Context) {
 		}
 		s.ho = yielded
 		if s.dp == nil {
-			s.cfg.Logger.Info("kube-proxy programmed the node; this agent had programmed nothing", "peer", detail)
+			// Nothing programmed by this process; what an earlier one left
+			// (an agent restarted during a hand-back) goes with every
+			// mode's leftovers (the iptables mode's, beside kube-proxy's
+			// canary, only what kube-proxy never names).
+			if s.cfg.CleanOthers != nil {
+				if err := s.cfg.CleanOthers(ctx, switchyardv1.DataplaneMode_DATAPLANE_MODE_UNSPECIFIED); err != nil {
+					s.cfg.Logger.Warn("removing what this agent's modes left after kube-proxy took over: some failed", "err", err)
+				}
+			}
+			s.cfg.Logger.Info("kube-proxy programmed the node: what this agent's modes left removed", "peer", detail)
 			return
 		}
 		if err := s.dp.Cleanup(ctx); err != nil {

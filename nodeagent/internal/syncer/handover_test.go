@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 // fakePeer is kube-proxy as the hand-over sees it: whether it runs, has
@@ -31,12 +32,19 @@ func (p *fakePeer) checked() int {
 	return p.checks
 }
 
-// check fires the next peer check and waits until it ran.
+// check moves the clock until the next peer check ran. A check may see
+// the clock moved before its timer is armed again, so the clock moves in
+// small steps until the check happened rather than by one interval.
 func (p *fakePeer) check(what string) {
 	p.h.t.Helper()
 	n := p.checked()
-	p.h.fire(what, time.Second)
-	p.h.waitFor(what, func() bool { return p.checked() > n })
+	p.h.waitFor(what, func() bool {
+		if p.checked() > n {
+			return true
+		}
+		p.h.clk.Step(100 * time.Millisecond)
+		return false
+	})
 }
 
 func (p *fakePeer) set(live, healthy, returned bool) {
@@ -103,6 +111,8 @@ func TestTakeOverFromAStoppedKubeProxy(t *testing.T) {
 	if _, err := h.s.Apply(t.Context(), update("s1", svc("ns/a", "1"))); err != nil {
 		t.Fatal(err)
 	}
+	// Adopt runs after the sync answered Apply.
+	h.waitFor("the first attempt, refused", func() bool { return len(h.calls()) == 2 })
 	p.check("retried: kube-proxy stopped meanwhile")
 	h.waitFor("the full sync asked for", func() bool { return len(h.calls()) == 4 })
 	p.check("nothing more to do")
@@ -152,5 +162,40 @@ func TestHandOver(t *testing.T) {
 		"adopt kube-proxy's leftovers, forwarding with DATAPLANE_MODE_DRY_RUN", "DATAPLANE_MODE_DRY_RUN apply full=true",
 		"handed to kube-proxy",
 		"DATAPLANE_MODE_DRY_RUN cleanup full=false",
+	})
+}
+
+// TestKubeProxyRulesAtStart: kube-proxy's rules in the kernel while its
+// health port is silent may be a kube-proxy just starting: the agent
+// hands it the node and takes over only once the port stayed silent; a
+// kube-proxy that shows itself meanwhile keeps the node, and what this
+// agent's modes left (an agent restarted during a hand-back) goes once it
+// is healthy.
+func TestKubeProxyRulesAtStart(t *testing.T) {
+	// Two checks' worth of silence from the agent's start.
+	goneAfter := func(_ *harness, c *Config) { c.PeerGoneAfter = 2 * time.Second }
+	t.Run("leftovers of a stopped kube-proxy", func(t *testing.T) {
+		p := &fakePeer{returned: true}
+		h := newHarness(t, nil, false, withPeer(p), goneAfter)
+		h.waitFor("holding with kube-proxy's rules on the node", h.s.Holding)
+		p.check("silent once")
+		p.check("silent for PeerGoneAfter: taken over")
+		h.waitFor("taken over and kube-proxy's rules removed", func() bool { return len(h.calls()) == 5 })
+		h.wantCalls(t, []string{"handed to kube-proxy", "taken back from kube-proxy", "DATAPLANE_MODE_DRY_RUN apply full=true",
+			"adopt kube-proxy's leftovers, forwarding with DATAPLANE_MODE_DRY_RUN", "DATAPLANE_MODE_DRY_RUN apply full=true"})
+	})
+	t.Run("a kube-proxy just starting", func(t *testing.T) {
+		p := &fakePeer{returned: true}
+		h := newHarness(t, nil, false, withPeer(p), goneAfter, func(h *harness, c *Config) {
+			c.CleanOthers = func(_ context.Context, keep switchyardv1.DataplaneMode) error {
+				h.record("clean every mode but " + keep.String())
+				return nil
+			}
+		})
+		p.check("silent once")
+		p.set(true, true, true) // kube-proxy bound its port and synced
+		p.check("kube-proxy healthy")
+		h.waitFor("this agent's leftovers removed", func() bool { return len(h.calls()) == 2 })
+		h.wantCalls(t, []string{"handed to kube-proxy", "clean every mode but DATAPLANE_MODE_UNSPECIFIED"})
 	})
 }
