@@ -70,8 +70,12 @@ type takeoverScenario struct {
 	run       func(t *testing.T, b *takeoverBed, kp *system.KubeProxy, to string, tl *timeline) takeoverTimes
 }
 
+// Both hand the node over: an agent that finds kube-proxy's rules at its
+// start waits until kube-proxy's health port stayed silent, since a
+// kube-proxy that is starting looks like a stopped one's leftovers until
+// it binds the port.
 var takeoverScenarios = []takeoverScenario{
-	{"KubeProxyStoppedFirst", false, takeoverAfterStop},
+	{"KubeProxyStoppedFirst", true, takeoverAfterStop},
 	{"KubeProxyStillRunning", true, takeoverWhileRunning},
 }
 
@@ -311,7 +315,9 @@ func (b *takeoverBed) run(t *testing.T, sc takeoverScenario, from, to string) {
 
 // takeoverAfterStop: kube-proxy stops (SIGTERM; its rules stay), a
 // moment without any proxy, then the agent starts with
-// --cleanup-kube-proxy.
+// --cleanup-kube-proxy: it leaves the node to kube-proxy's rules until
+// kube-proxy's health port stayed silent, then programs it and removes
+// them.
 func takeoverAfterStop(t *testing.T, b *takeoverBed, kp *system.KubeProxy, to string, tl *timeline) takeoverTimes {
 	var tt takeoverTimes
 	tl.mark("kube-proxy stopped, its rules left")

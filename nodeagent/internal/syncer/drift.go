@@ -50,6 +50,13 @@ func (s *Syncer) checkDrift(ctx context.Context, pending []*request) (handled bo
 	if !found.Drifted() {
 		return false
 	}
+	if s.peerReturned(ctx) {
+		// kube-proxy started and rewrote the rules it shares with this
+		// agent: a repair would take them back from it (seen on the
+		// real-cluster bed: the repair came 70 ms after kube-proxy's first
+		// sync and kube-proxy did not rewrite them for minutes).
+		return false
+	}
 	s.cfg.Logger.Warn("kernel state drifted from what was applied; repairing with a full sync",
 		"mode", mode, "kinds", found.Kinds, "detail", found.Detail)
 	s.setDrift(func(d *driftState) { d.lastDrift, d.detail = now, slices.Clone(found.Detail) })

@@ -99,14 +99,7 @@ func (s *Syncer) checkPeer(ctx context.Context) {
 			s.adoptPeer(ctx)
 			return
 		}
-		back, detail, err := s.cfg.Peer.Returned(ctx, s.dp)
-		if err != nil {
-			s.cfg.Logger.Debug("looking for kube-proxy's rules failed", "err", err)
-			return
-		}
-		if back {
-			s.yield("kube-proxy runs again on this node", detail)
-		}
+		s.peerReturned(ctx)
 	case yielding:
 		if s.peerStopped(ctx) {
 			s.resume()
@@ -141,6 +134,23 @@ func (s *Syncer) checkPeer(ctx context.Context) {
 			s.resume()
 		}
 	}
+}
+
+// peerReturned hands the node to the peer when its rules are back in the
+// kernel while this agent forwards (it started again), and reports so.
+func (s *Syncer) peerReturned(ctx context.Context) bool {
+	if s.cfg.Peer == nil || s.ho != forwarding || s.peerLeft || s.dp == nil {
+		return false
+	}
+	back, detail, err := s.cfg.Peer.Returned(ctx, s.dp)
+	if err != nil {
+		s.cfg.Logger.Debug("looking for kube-proxy's rules failed", "err", err)
+		return false
+	}
+	if back {
+		s.yield("kube-proxy runs again on this node", detail)
+	}
+	return back
 }
 
 // peerStopped reports the peer silent for PeerGoneAfter.

@@ -199,3 +199,27 @@ func TestKubeProxyRulesAtStart(t *testing.T) {
 		h.wantCalls(t, []string{"handed to kube-proxy", "clean every mode but DATAPLANE_MODE_UNSPECIFIED"})
 	})
 }
+
+// TestDriftFromKubeProxyIsNotRepaired: kube-proxy starting again rewrites
+// the rules it shares with the agent; the drift check that sees it hands
+// the node to kube-proxy instead of writing the rules back, which would
+// take them from it.
+func TestDriftFromKubeProxyIsNotRepaired(t *testing.T) {
+	p := &fakePeer{}
+	var dp *drifting
+	h := newHarness(t, nil, false, withPeer(p), withDrift(10*time.Second, true, &dp), func(_ *harness, c *Config) {
+		c.PeerCheckInterval = time.Hour // only the drift check looks
+	})
+	if _, err := h.s.Apply(t.Context(), update("s1", svc("ns/a", "1"))); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor("kube-proxy's leftovers adopted", func() bool { return len(h.calls()) == 3 })
+	p.set(true, false, true) // kube-proxy starts: its canary back, its rules over ours
+	var found dataplane.Drift
+	found.Add(dataplane.DriftChain, "KUBE-SERVICES")
+	dp.set(found)
+	h.fire("drift check armed", 10*time.Second)
+	h.waitFor("handed to kube-proxy", h.s.Holding)
+	h.wantCalls(t, []string{"DATAPLANE_MODE_DRY_RUN apply full=true", "adopt kube-proxy's leftovers, forwarding with DATAPLANE_MODE_DRY_RUN",
+		"DATAPLANE_MODE_DRY_RUN apply full=true", "handed to kube-proxy"})
+}
