@@ -6,7 +6,7 @@
 // removed (Returned), and the removal of what it left once this agent
 // forwards (Adopt).
 //
-//	agent starts ── Live? ── yes ─▶ handed to kube-proxy: the agent writes no rule
+//	agent starts ── Live, or its rules present? ── yes ─▶ handed to kube-proxy: the agent writes no rule
 //	    │                              │ Live silent for 12 s (kube-proxy stopped; its rules stay)
 //	    ▼                              ▼
 //	forwarding: sync, then Adopt ◀── taken back: full sync
@@ -26,9 +26,12 @@
 //     Cleanup, with kube-proxy's canary present, removes only what
 //     kube-proxy never names.
 //   - Never two writers: while kube-proxy runs (at the agent's start, or
-//     once its rules came back) the agent writes no rule; it follows the
-//     view and takes the node back, with a full sync, once kube-proxy
-//     stopped.
+//     once its rules came back, also when a drift check is what sees
+//     them) the agent writes no rule; it follows the view and takes the
+//     node back, with a full sync, once kube-proxy's health stayed silent
+//     for 12 s. kube-proxy's rules found at the start count as a running
+//     kube-proxy until then: a starting kube-proxy writes its rules a
+//     moment before it binds its health port.
 //   - Live is a probe of kube-proxy's /healthz (its default
 //     127.0.0.1:10256): any answer that is not this agent's own
 //     (health.AgentHeader) is a kube-proxy process serving. A kube-proxy
