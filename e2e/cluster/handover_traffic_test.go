@@ -60,8 +60,8 @@ spec:
         - name: hostname
           image: %[2]s
           imagePullPolicy: Never
-          args: [serve-hostname, --tcp, --http=false, --port=%[7]d]
-          readinessProbe: {tcpSocket: {port: %[7]d}, periodSeconds: 1}
+          args: [serve-hostname, --tcp, --http=false, --port=%[6]d]
+          readinessProbe: {tcpSocket: {port: %[6]d}, periodSeconds: 1}
 ---
 apiVersion: v1
 kind: Service
@@ -69,9 +69,9 @@ metadata: {name: hold, namespace: %[1]s}
 spec:
   selector: {app: hold}
   ports:
-    - {name: http, port: %[4]d, targetPort: 8080}
-    - {name: udp, protocol: UDP, port: %[5]d, targetPort: 8081}
-    - {name: new, port: %[6]d, targetPort: %[7]d}
+    - {name: http, port: %[3]d, targetPort: 8080}
+    - {name: udp, protocol: UDP, port: %[4]d, targetPort: 8081}
+    - {name: new, port: %[5]d, targetPort: %[6]d}
 ---
 apiVersion: v1
 kind: Service
@@ -79,20 +79,9 @@ metadata: {name: hold-np, namespace: %[1]s}
 spec:
   type: NodePort
   selector: {app: hold}
-  ports: [{port: %[6]d, targetPort: %[7]d}]
+  ports: [{port: %[5]d, targetPort: %[6]d}]
 ---
-apiVersion: v1
-kind: Pod
-metadata: {name: client, namespace: %[1]s}
-spec:
-  nodeName: %[3]s
-  terminationGracePeriodSeconds: 1
-  containers:
-    - name: client
-      image: %[2]s
-      imagePullPolicy: Never
-      args: [pause]
-`, ns, images.AgnhostRef, cluster.NodeName(0), holdHTTP, holdUDP, holdNew, cluster.AgnhostPort)
+`, ns, images.AgnhostRef, holdHTTP, holdUDP, holdNew, cluster.AgnhostPort) + cluster.ClientPod(ns, 0)
 }
 
 // holdTraffic is one phase's traffic, running until stop.

@@ -25,9 +25,15 @@ metadata: {name: echo-np, namespace: %[1]s}
 spec:
   type: NodePort
   selector: {app: echo}
-  ports: [{port: %[4]d, targetPort: %[5]d}]
+  ports: [{port: %[2]d, targetPort: %[3]d}]
 ---
-apiVersion: v1
+`, namespace, EchoPort, AgnhostPort) + ClientPod(namespace, clientNode)
+}
+
+// ClientPod is the pod "client" (agnhost pausing) on node clientNode, for
+// connections from a pod.
+func ClientPod(namespace string, clientNode int) string {
+	return fmt.Sprintf(`apiVersion: v1
 kind: Pod
 metadata: {name: client, namespace: %[1]s}
 spec:
@@ -38,7 +44,7 @@ spec:
       image: %[2]s
       imagePullPolicy: Never
       args: [pause]
-`, namespace, images.AgnhostRef, NodeName(clientNode), EchoPort, AgnhostPort)
+`, namespace, images.AgnhostRef, NodeName(clientNode))
 }
 
 // AgnhostWorkload is the namespace, AgnhostDeployment name and the

@@ -96,32 +96,22 @@ func (s ruleSnapshot) proxyTables() []string {
 
 // kubeProxy is kube-proxy's evidence: its canary chains (iptables mode)
 // and its tables (nftables mode), which no Switchyard mode creates.
-func (s ruleSnapshot) kubeProxy() []string {
-	var out []string
-	for _, l := range s.lines {
-		if strings.Contains(l, ":KUBE-PROXY-CANARY") {
-			out = append(out, l)
-		}
-	}
-	for _, tb := range s.tables {
-		if strings.HasSuffix(tb, " kube-proxy") {
-			out = append(out, "nft: "+tb)
-		}
-	}
-	return out
-}
+func (s ruleSnapshot) kubeProxy() []string { return s.owned(":KUBE-PROXY-CANARY", " kube-proxy") }
 
 // switchyard is what only the agent creates: its iptables mode's shard
 // chains and its nftables mode's tables.
-func (s ruleSnapshot) switchyard() []string {
+func (s ruleSnapshot) switchyard() []string { return s.owned(" :KUBE-SHARD-", " switchyard") }
+
+// owned lists the saved lines that hold chain and the tables named table.
+func (s ruleSnapshot) owned(chain, table string) []string {
 	var out []string
 	for _, l := range s.lines {
-		if strings.Contains(l, " :KUBE-SHARD-") {
+		if strings.Contains(l, chain) {
 			out = append(out, l)
 		}
 	}
 	for _, tb := range s.tables {
-		if strings.HasSuffix(tb, " switchyard") {
+		if strings.HasSuffix(tb, table) {
 			out = append(out, "nft: "+tb)
 		}
 	}
