@@ -195,7 +195,7 @@ func TestFullSyncRepairsDrift(t *testing.T) {
 	f, d := applied(t, st)
 	want := f.Dump()
 	// Someone deletes a jump and leaves a stale chain of ours behind.
-	if err := f.Restore("iptables", "*nat\n-D PREROUTING -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES\n:KUBE-SVC-STALE - [0:0]\n-A KUBE-SVC-STALE -j RETURN\nCOMMIT\n"); err != nil {
+	if err := f.Restore("iptables", "*nat\n-D PREROUTING -m comment --comment \"switchyard: kubernetes service portals\" -j KUBE-SERVICES\n:KUBE-SVC-STALE - [0:0]\n-A KUBE-SVC-STALE -j RETURN\nCOMMIT\n"); err != nil {
 		t.Fatal(err)
 	}
 	apply(t, d, st, false) // partial: does not notice

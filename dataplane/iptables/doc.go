@@ -50,6 +50,13 @@
 // (kube-proxy deletes the chains with its prefixes it does not want, and
 // such a delete fails its whole restore).
 //
+// The jumps from built-in chains are not kube-proxy's: their comments
+// start "switchyard: " (xtables.OwnJumpPrefix; names.go, jumpComment,
+// says why). Each proxy keeps its own jumps to the shared chains while
+// both are on a node, so either can go without taking the other's path
+// with it, and kube-proxy's nftables mode, whose start deletes the
+// iptables mode's jumps by their exact text, cannot cut this mode's.
+//
 // This package renders only that structure. The benchmark that compares
 // it with kube-proxy's exact one (one flat KUBE-SERVICES, a KUBE-SEP
 // chain per endpoint with its own hairpin rule, no ipset, top-level
@@ -221,8 +228,9 @@
 //     still matches), and nothing else. A chain of ours that a foreign
 //     chain jumps to is emptied but kept. Where kube-proxy's canary chain
 //     is in a back end, the chains under the names kube-proxy shares with
-//     this mode are left: they may be kube-proxy's (its full sync deletes
-//     its unused ones; --cleanup-kube-proxy removes them all).
+//     this mode, and kube-proxy's jumps to them, are left: they may be
+//     kube-proxy's (its full sync deletes its unused ones;
+//     --cleanup-kube-proxy removes them all); this mode's own jumps go.
 //   - TCP services without endpoints are rejected with a TCP reset rather
 //     than ICMP port-unreachable: an ICMP error to a connect() on the node
 //     itself is only acted on at the SYN retransmit (1–2 s, measured).

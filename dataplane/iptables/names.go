@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
 
 // Fixed chains this mode owns. Per-service chains carry one of the
@@ -56,6 +57,24 @@ var ownedFixedChains = []string{
 }
 
 var ownedPrefixes = []string{prefixSVC, prefixSVL, prefixEXT, prefixFW, prefixSEP, prefixShard}
+
+// jumpComment is the comment match of this mode's jump for what,
+// kube-proxy's text for the same jump after xtables.OwnJumpPrefix. The
+// prefix is what lets a node go from this mode to kube-proxy's nftables
+// mode without a gap: at every start that mode deletes the iptables
+// mode's jumps by their exact specification, then flushes and deletes
+// KUBE-SERVICES and the other chains in one iptables-restore per table.
+// Jumps specified as kube-proxy's went with the first step, and the node
+// forwarded no new connection until kube-proxy's first sync (seen on the
+// real-cluster bed). This mode's jumps stay, still reference those
+// chains, and so fail each of those restores as a whole: the node keeps
+// this mode's rules until kube-proxy's own forward and the agent removes
+// them. Where kube-proxy's iptables mode runs beside it, each proxy keeps
+// its own jumps to the shared chains (a packet walks KUBE-SERVICES twice
+// only if the first walk did not translate it).
+func jumpComment(what string) string {
+	return `-m comment --comment "` + xtables.OwnJumpPrefix + what + `"`
+}
 
 // IsOwnedChain reports whether a chain name is one this mode creates.
 func IsOwnedChain(name string) bool {

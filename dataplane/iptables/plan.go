@@ -11,7 +11,9 @@ import (
 )
 
 // kernelView is the part of iptables-save a full sync needs: owned chains
-// present and jumps present in built-in chains (table/chain/target).
+// present and this mode's jumps present in built-in chains
+// (table/chain/target); kube-proxy's jumps to the same chains are not
+// this mode's (xtables.IsOwnJump).
 type kernelView struct {
 	owned map[string]map[string][]string // table → owned chain → rules
 	jumps map[string]bool
@@ -28,7 +30,7 @@ func readKernel(saved map[string]*xtables.SavedTable) kernelView {
 		}
 		for c, rules := range st.AllRules() {
 			for _, r := range rules {
-				if tgt := xtables.RuleTarget(r); IsOwnedChain(tgt) && !IsOwnedChain(c) {
+				if tgt := xtables.RuleTarget(r); IsOwnedChain(tgt) && !IsOwnedChain(c) && xtables.IsOwnJump(r) {
 					kv.jumps[t+"/"+c+"/"+tgt] = true
 				}
 			}

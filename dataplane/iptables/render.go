@@ -117,24 +117,23 @@ func (r *renderer) fixedChains() {
 	rs.add(tableFilter, chainForward, `-m comment --comment "kubernetes forwarding conntrack rule"`,
 		"-m conntrack --ctstate RELATED,ESTABLISHED -j ACCEPT")
 
-	jump := func(table, chain, match, target string) {
-		rule := match + "-j " + target
+	jump := func(table, chain, match, target, what string) {
+		rule := match + jumpComment(what) + " -j " + target
 		rs.Jumps = append(rs.Jumps, Jump{Table: table, Chain: chain, Rule: rule, Target: target})
 	}
-	const portals = `-m comment --comment "kubernetes service portals" `
 	const fresh = `-m conntrack --ctstate NEW `
-	jump(tableNAT, "PREROUTING", portals, chainServices)
-	jump(tableNAT, "OUTPUT", portals, chainServices)
-	jump(tableNAT, "POSTROUTING", `-m comment --comment "kubernetes postrouting rules" `, chainPostrouting)
-	jump(tableFilter, "INPUT", fresh+`-m comment --comment "kubernetes load balancer firewall" `, chainFirewall)
-	jump(tableFilter, "INPUT", `-m comment --comment "kubernetes health check service ports" `, chainNodePorts)
-	jump(tableFilter, "INPUT", fresh+`-m comment --comment "kubernetes externally-visible service portals" `, chainExternalServices)
-	jump(tableFilter, "FORWARD", fresh+`-m comment --comment "kubernetes load balancer firewall" `, chainFirewall)
-	jump(tableFilter, "FORWARD", `-m comment --comment "kubernetes forwarding rules" `, chainForward)
-	jump(tableFilter, "FORWARD", fresh+`-m comment --comment "kubernetes service portals" `, chainServices)
-	jump(tableFilter, "FORWARD", fresh+`-m comment --comment "kubernetes externally-visible service portals" `, chainExternalServices)
-	jump(tableFilter, "OUTPUT", fresh+`-m comment --comment "kubernetes load balancer firewall" `, chainFirewall)
-	jump(tableFilter, "OUTPUT", fresh+`-m comment --comment "kubernetes service portals" `, chainServices)
+	jump(tableNAT, "PREROUTING", "", chainServices, "kubernetes service portals")
+	jump(tableNAT, "OUTPUT", "", chainServices, "kubernetes service portals")
+	jump(tableNAT, "POSTROUTING", "", chainPostrouting, "kubernetes postrouting rules")
+	jump(tableFilter, "INPUT", fresh, chainFirewall, "kubernetes load balancer firewall")
+	jump(tableFilter, "INPUT", "", chainNodePorts, "kubernetes health check service ports")
+	jump(tableFilter, "INPUT", fresh, chainExternalServices, "kubernetes externally-visible service portals")
+	jump(tableFilter, "FORWARD", fresh, chainFirewall, "kubernetes load balancer firewall")
+	jump(tableFilter, "FORWARD", "", chainForward, "kubernetes forwarding rules")
+	jump(tableFilter, "FORWARD", fresh, chainServices, "kubernetes service portals")
+	jump(tableFilter, "FORWARD", fresh, chainExternalServices, "kubernetes externally-visible service portals")
+	jump(tableFilter, "OUTPUT", fresh, chainFirewall, "kubernetes load balancer firewall")
+	jump(tableFilter, "OUTPUT", fresh, chainServices, "kubernetes service portals")
 }
 
 // toShard adds a destination rule for dst to its shard.

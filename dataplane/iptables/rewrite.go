@@ -106,7 +106,7 @@ func writeForeignRules(b *strings.Builder, rs *Ruleset, t, c string, saved []str
 		if j.Table != t || j.Chain != c {
 			continue
 		}
-		if !slices.ContainsFunc(saved, func(r string) bool { return xtables.RuleTarget(r) == j.Target }) {
+		if !slices.ContainsFunc(saved, func(r string) bool { return xtables.IsOwnJump(r) && xtables.RuleTarget(r) == j.Target }) {
 			fmt.Fprintf(b, "-A %s %s\n", c, j.Rule)
 		}
 	}

@@ -79,6 +79,9 @@ const (
 	// A CNI plugin's chain marking for masquerade through our chain.
 	foreignMarkMasq = "*nat\n:CNI-HOSTPORT-MASQ - [0:0]\n-A CNI-HOSTPORT-MASQ -m mark --mark 0x2000/0x2000 -j KUBE-MARK-MASQ\n-A POSTROUTING -j CNI-HOSTPORT-MASQ\nCOMMIT\n"
 	canary          = "*nat\n:KUBE-PROXY-CANARY - [0:0]\nCOMMIT\n"
+	// kubeProxyJump is kube-proxy's iptables mode's jump into the chain it
+	// shares with this mode.
+	kubeProxyJump = "*nat\n-I PREROUTING 1 -m comment --comment \"kubernetes service portals\" -j KUBE-SERVICES\nCOMMIT\n"
 )
 
 // TestCleanupLeftovers: a fresh Dataplane (a restarted agent in another
@@ -148,9 +151,17 @@ func TestCleanupLeftovers(t *testing.T) {
 			setup: func(t *testing.T, b *backends) {
 				b.program(t, xtables.FlavourNFT, 3)
 				b.restore(t, b.nft, "iptables", canary)
+				b.restore(t, b.nft, "iptables", kubeProxyJump)
 			},
 			check: func(t *testing.T, dump string) {
 				v4 := dump[strings.Index(dump, "# iptables\n"):]
+				// kube-proxy's own jump stays beside the chain; ours goes.
+				if !strings.Contains(v4, `-A PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES`) {
+					t.Errorf("IPv4 lost kube-proxy's jump:\n%s", v4)
+				}
+				if strings.Contains(v4, `switchyard: `) {
+					t.Errorf("IPv4 still has our jumps:\n%s", v4)
+				}
 				for _, gone := range []string{"KUBE-SHARD-", "KUBE-MASQ-OFFCLUSTER", "KUBE-SWYD-HAIRPIN "} {
 					if strings.Contains(v4, gone) {
 						t.Errorf("IPv4 still has %s:\n%s", gone, v4)

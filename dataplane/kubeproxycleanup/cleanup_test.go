@@ -230,23 +230,39 @@ func TestNoRunner(t *testing.T) {
 }
 
 // wantKeepSharedRestore removes only kube-proxy's evidence from a back end
-// Switchyard's iptables mode already programs: its canaries. The chains
-// under shared names, and the jumps to them, are that mode's now; its
-// next full sync, without the canary, deletes kube-proxy's per-service
-// chains it does not use.
+// Switchyard's iptables mode already programs: its canaries and its jumps
+// from built-in chains. The chains under shared names are that mode's
+// now, and so is the jump with its comment (withOwnJump); its next full
+// sync, without the canary, deletes kube-proxy's per-service chains it
+// does not use.
 const wantKeepSharedRestore = `*mangle
 :KUBE-PROXY-CANARY - [0:0]
 -X KUBE-PROXY-CANARY
 COMMIT
 *nat
 :KUBE-PROXY-CANARY - [0:0]
+-D PREROUTING -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-D OUTPUT -m comment --comment "kubernetes service portals" -j KUBE-SERVICES
+-D POSTROUTING -m comment --comment "kubernetes postrouting rules" -j KUBE-POSTROUTING
 -X KUBE-PROXY-CANARY
 COMMIT
 *filter
 :KUBE-PROXY-CANARY - [0:0]
+-D FORWARD -m comment --comment "kubernetes forwarding rules" -j KUBE-FORWARD
 -X KUBE-PROXY-CANARY
 COMMIT
 `
+
+// withOwnJump is save with Switchyard's iptables mode's jump to
+// KUBE-SERVICES first in nat PREROUTING.
+func withOwnJump(t *testing.T, save string) string {
+	t.Helper()
+	const at = "*nat\n:PREROUTING ACCEPT [0:0]\n"
+	if !strings.Contains(save, at) {
+		t.Fatalf("no %q in the fixture", at)
+	}
+	return strings.Replace(save, at, at+`-A PREROUTING -m comment --comment "switchyard: kubernetes service portals" -j KUBE-SERVICES`+"\n", 1)
+}
 
 // TestKeepSharedAfterATakeover: after Switchyard's iptables mode synced in
 // a back end, kube-proxy's clean-up there removes its canaries and
@@ -255,7 +271,7 @@ COMMIT
 // legacy), everything of kube-proxy's goes.
 func TestKeepSharedAfterATakeover(t *testing.T) {
 	s := &kubeproxycleanuptest.Script{Responses: map[string]kubeproxycleanuptest.Response{
-		"iptables-nft-save":                    {Out: kubeProxyNAT},
+		"iptables-nft-save":                    {Out: withOwnJump(t, kubeProxyNAT)},
 		"iptables-nft-restore -w --noflush":    {},
 		"iptables-legacy-save":                 {Out: kubeProxyNAT},
 		"iptables-legacy-restore -w --noflush": {},

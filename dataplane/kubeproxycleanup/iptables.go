@@ -116,9 +116,10 @@ type tablePlan struct {
 // delete and which jump rules to remove. A chain referenced from a
 // foreign (neither built-in nor kube-proxy) chain is only flushed. With
 // keepShared, the chains under the names Switchyard's iptables mode
-// shares with kube-proxy are left alone, rules and jumps to them
-// included (that mode has rewritten them already), and count as foreign:
-// a kube-proxy-only chain they still jump to is only flushed.
+// shares with kube-proxy are left alone (that mode has rewritten them
+// already) and count as foreign: a kube-proxy-only chain they still jump
+// to is only flushed. kube-proxy's jumps to them from built-in chains go
+// all the same; that mode has its own beside them (xtables.IsOwnJump).
 func planTable(t *savedTable, keepShared bool) tablePlan {
 	var p tablePlan
 	ours := func(ch string) bool {
@@ -140,7 +141,8 @@ func planTable(t *savedTable, keepShared bool) tablePlan {
 		switch {
 		case t.builtin[ch]:
 			for _, r := range t.rules[ch] {
-				if ours(xtables.RuleTarget(r)) {
+				tgt := xtables.RuleTarget(r)
+				if ours(tgt) || keepShared && isSharedChain(tgt) && !xtables.IsOwnJump(r) {
 					p.dels = append(p.dels, "-D "+ch+" "+r)
 				}
 			}

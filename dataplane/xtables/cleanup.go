@@ -24,6 +24,10 @@ type Ownership struct {
 	// (-m set --match-set NAME) is the mode's own wherever it stands, and
 	// goes before the sets are destroyed. nil: none.
 	Sets func(name string) bool
+	// Jump reports the mode's own rules in built-in chains whatever they
+	// jump to: where kube-proxy runs and shares a chain's name, the
+	// mode's jump to it goes and kube-proxy's stays. nil: none.
+	Jump func(rule string) bool
 }
 
 // Cleanup is what CleanupPayload plans for one read-back.
@@ -108,7 +112,7 @@ func planCleanup(st *SavedTable, o Ownership) tableCleanup {
 		for _, r := range st.rules[ch] {
 			tgt := RuleTarget(r)
 			switch {
-			case o.matchesSet(r), o.Chain(tgt) && (st.Builtin(ch) || o.exclusive(tgt)):
+			case o.matchesSet(r), o.Chain(tgt) && (st.Builtin(ch) || o.exclusive(tgt)), st.Builtin(ch) && o.jump(r):
 				p.dels = append(p.dels, fmt.Sprintf("-D %s %s", ch, r))
 			case o.Chain(tgt):
 				p.kept[tgt] = true
@@ -129,6 +133,8 @@ func planCleanup(st *SavedTable, o Ownership) tableCleanup {
 
 func (o Ownership) exclusive(chain string) bool { return o.Exclusive != nil && o.Exclusive(chain) }
 
+func (o Ownership) jump(rule string) bool { return o.Jump != nil && o.Jump(rule) }
+
 // matchesSet reports whether a rule matches one of o's sets.
 func (o Ownership) matchesSet(rule string) bool {
 	if o.Sets == nil {
@@ -142,6 +148,15 @@ func (o Ownership) matchesSet(rule string) bool {
 	}
 	return false
 }
+
+// OwnJumpPrefix starts the comment of every jump a Switchyard mode
+// inserts into a built-in chain; kube-proxy's jumps carry the rest of the
+// text alone (dataplane/iptables, names.go, says why they differ).
+const OwnJumpPrefix = "switchyard: "
+
+// IsOwnJump reports whether a rule, as iptables-save prints it, is a
+// Switchyard mode's jump (OwnJumpPrefix).
+func IsOwnJump(rule string) bool { return strings.Contains(rule, `--comment "`+OwnJumpPrefix) }
 
 // KubeProxyCanary is the chain kube-proxy's iptables and ipvs modes keep
 // in mangle, nat and filter on every sync (kubeproxycleanup knows it as

@@ -63,9 +63,11 @@ func (k *KubeProxy) Live(ctx context.Context) (bool, string) {
 // Healthy reports whether kube-proxy serves its /healthz, answers 200, and
 // has programmed its rules over dp's: in the iptables mode, its sync
 // rewrote KUBE-SERVICES, which no longer jumps to this mode's
-// KUBE-SHARD-* chains. kube-proxy answers 200 before its first sync too,
-// and removing the shards before that sync left the cluster IPs without
-// a rule for a moment (seen on the real-cluster bed).
+// KUBE-SHARD-* chains, or, for kube-proxy's nftables mode, which leaves
+// KUBE-SERVICES to this mode, its table of the family holds its service
+// map's elements. kube-proxy answers 200 before its first sync too, and
+// removing the shards before that sync left the cluster IPs without a
+// rule for a moment (seen on the real-cluster bed).
 func (k *KubeProxy) Healthy(ctx context.Context, dp dataplane.Dataplane) (bool, string) {
 	live, code, detail := k.probe(ctx)
 	if !live || code != http.StatusOK {
@@ -75,16 +77,31 @@ func (k *KubeProxy) Healthy(ctx context.Context, dp dataplane.Dataplane) (bool, 
 	if !ok || f.Flavour() == xtables.FlavourAuto {
 		return true, detail
 	}
-	for _, save := range []string{"iptables-" + string(f.Flavour()) + "-save", "ip6tables-" + string(f.Flavour()) + "-save"} {
-		out, err := k.cfg.Runner.Run(ctx, []string{save, "-t", "nat"}, nil)
+	for _, fam := range []struct{ save, nft string }{
+		{"iptables-" + string(f.Flavour()) + "-save", "ip"},
+		{"ip6tables-" + string(f.Flavour()) + "-save", "ip6"},
+	} {
+		out, err := k.cfg.Runner.Run(ctx, []string{fam.save, "-t", "nat"}, nil)
 		if err != nil {
-			return false, fmt.Sprintf("%s: %v", save, err)
+			return false, fmt.Sprintf("%s: %v", fam.save, err)
 		}
-		if bytes.Contains(out, []byte("-A KUBE-SERVICES ")) && bytes.Contains(out, []byte("-j KUBE-SHARD-")) {
-			return false, save + ": KUBE-SERVICES still this agent's (kube-proxy has not synced yet)"
+		if !bytes.Contains(out, []byte("-A KUBE-SERVICES ")) || !bytes.Contains(out, []byte("-j KUBE-SHARD-")) {
+			continue
 		}
+		if k.nftablesSynced(ctx, fam.nft) {
+			continue
+		}
+		return false, fam.save + ": KUBE-SERVICES still this agent's and kube-proxy's " + fam.nft + " nftables table unsynced (kube-proxy has not synced yet)"
 	}
 	return true, detail
+}
+
+// nftablesSynced reports whether kube-proxy's nftables mode has synced
+// family's table: its map of service addresses has elements (every
+// cluster has the kubernetes Service).
+func (k *KubeProxy) nftablesSynced(ctx context.Context, family string) bool {
+	out, err := k.cfg.Runner.Run(ctx, []string{"nft", "list", "map", family, "kube-proxy", "service-ips"}, nil)
+	return err == nil && bytes.Contains(out, []byte("elements = {"))
 }
 
 // Returned reports kube-proxy's evidence in the kernel (its nftables

@@ -147,12 +147,19 @@ func TestHealthy(t *testing.T) {
 		code int
 		dp   dataplane.Dataplane
 		nat  string
+		nft  *kubeproxycleanuptest.Response // kube-proxy's IPv4 service map; nil: no table
 		want bool
 	}{
 		{name: "not synced: 503", code: http.StatusServiceUnavailable, dp: dataplanetest.New("nftables"), want: false},
 		{name: "nftables mode: 200", code: http.StatusOK, dp: dataplanetest.New("nftables"), want: true},
 		{name: "iptables mode: 200, KUBE-SERVICES still ours", code: http.StatusOK, dp: flavoured{dataplanetest.New("iptables"), xtables.FlavourNFT}, nat: ours, want: false},
 		{name: "iptables mode: 200, KUBE-SERVICES kube-proxy's", code: http.StatusOK, dp: flavoured{dataplanetest.New("iptables"), xtables.FlavourNFT}, nat: theirs, want: true},
+		// kube-proxy's nftables mode never rewrites KUBE-SERVICES: its own
+		// table tells when it synced.
+		{name: "iptables mode: 200, kube-proxy's nftables map empty", code: http.StatusOK, dp: flavoured{dataplanetest.New("iptables"), xtables.FlavourNFT}, nat: ours,
+			nft: &kubeproxycleanuptest.Response{Out: "table ip kube-proxy {\n\tmap service-ips {\n\t\ttype ipv4_addr . inet_proto . inet_service : verdict\n\t}\n}\n"}, want: false},
+		{name: "iptables mode: 200, kube-proxy's nftables map filled", code: http.StatusOK, dp: flavoured{dataplanetest.New("iptables"), xtables.FlavourNFT}, nat: ours,
+			nft: &kubeproxycleanuptest.Response{Out: "table ip kube-proxy {\n\tmap service-ips {\n\t\ttype ipv4_addr . inet_proto . inet_service : verdict\n\t\telements = { 10.96.0.1 . tcp . 443 : goto service-2QRHZV4L-default/kubernetes/tcp/https }\n\t}\n}\n"}, want: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -160,6 +167,9 @@ func TestHealthy(t *testing.T) {
 				"iptables-nft-save -t nat":  {Out: tc.nat},
 				"ip6tables-nft-save -t nat": {Out: "*nat\nCOMMIT\n"},
 			}}
+			if tc.nft != nil {
+				s.Responses["nft list map ip kube-proxy service-ips"] = *tc.nft
+			}
 			kp := peer.New(peer.Config{HealthzAddress: healthzAnswering(t, false, tc.code), Runner: s})
 			if got, detail := kp.Healthy(t.Context(), tc.dp); got != tc.want {
 				t.Errorf("Healthy = %v (%s), want %v", got, detail, tc.want)
