@@ -15,7 +15,7 @@ FUZZTIME ?= 10s
 
 .PHONY: all deps apt-deps tools testbed proto proto-check buf-breaking build \
         lint fmt-check imports-check vet test unit-test fuzz bench bench-harness compare qemu-guest demo demo-netns \
-        cluster cluster-deps cluster-shell cluster-down images conformance latency soak clean help
+        cluster cluster-deps cluster-shell cluster-down images conformance latency soak day-two clean help
 
 all: build
 
@@ -182,6 +182,13 @@ soak: cluster-deps ## faults on purpose: kill -9 agents, control-plane replicas 
 	@$(ROOT_CHECK)
 	cd e2e && SWITCHYARD_SOAK=1 SOAK_DURATION=$(SOAK_DURATION) SOAK_SEED=$(SOAK_SEED) SOAK_RATE=$(SOAK_RATE) SOAK_OUT=$(SOAK_OUT) \
 	  go test -count=1 -timeout 0 -run '^TestSoak$$' -v ./system/
+
+DAY2_RUN ?= TestRealCluster(HandOverMatrix|Certificates|Upgrade)
+
+day-two: cluster-deps ## issue 35's long runs on the real cluster, under traffic: kube-proxy ⇄ Switchyard in every mode pair and order, certificate and CA rotation, upgrade and downgrade across versions (root; ~1 h; make test runs a smoke of each; DAY2_RUN=<go test -run regexp>)
+	@$(ROOT_CHECK)
+	BUILD_KUBE_PROXY=1 hack/testbed-build.sh >/dev/null
+	cd e2e && SWITCHYARD_DAY2=1 go test -count=1 -timeout 0 -run '^$(DAY2_RUN)$$' -v ./cluster/
 
 clean:
 	rm -rf $(BIN)

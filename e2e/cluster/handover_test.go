@@ -1,8 +1,10 @@
 package cluster_test
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +17,35 @@ import (
 
 const handoverNS = "handover"
 
-// TestRealClusterHandOver moves a node from kube-proxy's DaemonSet to
+// handOverOrder is when the proxy a node leaves stops, relative to the
+// one it moves to.
+type handOverOrder string
+
+const (
+	// stillRunning: the new proxy is applied while the old one runs, then
+	// the old one is deleted (README's Migrating and Moving back).
+	stillRunning handOverOrder = "running"
+	// stoppedFirst: the old proxy's DaemonSet is deleted first, its rules
+	// left forwarding, then the new one applied; moving back, README's
+	// Uninstalling: agents deleted, kube-proxy applied, then the agent
+	// image's --cleanup on every node.
+	stoppedFirst handOverOrder = "stopped"
+	// restarted: as stillRunning, with the old proxy's pods restarted
+	// while the new one waits for them (kube-proxy's health port silent
+	// for a few seconds must not look like a kube-proxy gone for good).
+	restarted handOverOrder = "restarted"
+)
+
+// handOverCase is one row of the matrix: the agents' mode and the order,
+// on a bed whose kube-proxy runs in its own mode.
+type handOverCase struct {
+	agents string
+	order  handOverOrder
+}
+
+func (hc handOverCase) String() string { return hc.agents + "/" + string(hc.order) }
+
+// TestRealClusterHandOver moves nodes from kube-proxy's DaemonSet to
 // Switchyard's and back, the way README's Migrating and Moving back tell
 // operators, under traffic (handover_traffic_test.go), in the iptables and
 // the nftables modes of both: Switchyard installed with cleanupKubeProxy
@@ -24,8 +54,45 @@ const handoverNS = "handover"
 // remove what kube-proxy left); then kube-proxy installed again (the agents
 // hand the node back and remove their rules) and Switchyard deleted.
 // Nothing of the traffic may fail, and each proxy's rules must be gone
-// after the other took over.
+// after the other took over. The smoke of TestRealClusterHandOverMatrix.
 func TestRealClusterHandOver(t *testing.T) {
+	kp := kubeProxyImage(t)
+	for _, mode := range []string{cluster.KubeProxyIPTables, cluster.KubeProxyNFTables} {
+		t.Run(mode, func(t *testing.T) {
+			handOverBed(t, kp, mode, []handOverCase{{mode, stillRunning}})
+		})
+	}
+}
+
+// TestRealClusterHandOverMatrix is issue 35's whole matrix (make
+// day-two; SWITCHYARD_DAY2=1): from kube-proxy in either mode to
+// Switchyard in either mode and back, with the other proxy still running,
+// stopped first, or restarted mid-way. One bed per kube-proxy mode runs
+// its cases one after the other: each ends where the next begins, with
+// kube-proxy alone on the nodes.
+func TestRealClusterHandOverMatrix(t *testing.T) {
+	if os.Getenv("SWITCHYARD_DAY2") == "" {
+		t.Skip("the day-two matrix runs with SWITCHYARD_DAY2=1 (make day-two); TestRealClusterHandOver is its smoke")
+	}
+	kp := kubeProxyImage(t)
+	for _, mode := range []string{cluster.KubeProxyIPTables, cluster.KubeProxyNFTables} {
+		other := cluster.KubeProxyNFTables
+		if mode == other {
+			other = cluster.KubeProxyIPTables
+		}
+		t.Run(mode, func(t *testing.T) {
+			handOverBed(t, kp, mode, []handOverCase{
+				{mode, stillRunning}, {other, stillRunning},
+				{mode, stoppedFirst}, {other, stoppedFirst},
+				{mode, restarted}, {other, restarted},
+			})
+		})
+	}
+}
+
+// kubeProxyImage builds (or finds cached) the bed's kube-proxy image.
+func kubeProxyImage(t *testing.T) string {
+	t.Helper()
 	netns.RequireRoot(t)
 	apiserver.Require(t)
 	kp, err := cluster.BuildKubeProxyImage(t.Context(), cluster.Config{Logger: netns.TestLogger(t)})
@@ -35,12 +102,22 @@ func TestRealClusterHandOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, mode := range []string{cluster.KubeProxyIPTables, cluster.KubeProxyNFTables} {
-		t.Run(mode, func(t *testing.T) { handOver(t, kp.Path, mode) })
-	}
+	return kp.Path
 }
 
-func handOver(t *testing.T, kubeProxyImage, mode string) {
+// handOverTarget is a bed's traffic endpoints: the client pod, the
+// ClusterIP and node-0's NodePort.
+type handOverTarget struct {
+	c   *cluster.Cluster
+	pod cluster.PodRunner
+	vip netip.Addr
+	np  netip.AddrPort
+}
+
+// handOverBed starts a 2-node bed with kube-proxy in mode and the
+// workload, then runs cases in order; a failed case ends the bed's run,
+// since the next would start from a node in an unknown state.
+func handOverBed(t *testing.T, kubeProxyImage, mode string, cases []handOverCase) {
 	c := cluster.Start(t, cluster.Config{Nodes: 2, Images: []string{kubeProxyImage}})
 	ctx := t.Context()
 	if err := c.InstallPinnedDNS(ctx); err != nil {
@@ -63,7 +140,6 @@ func handOver(t *testing.T, kubeProxyImage, mode string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pod := c.PodRunner(podNS)
 	vip, err := c.ServiceAddr(ctx, handoverNS, "hold")
 	if err != nil {
 		t.Fatal(err)
@@ -72,49 +148,93 @@ func handOver(t *testing.T, kubeProxyImage, mode string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	np := netip.AddrPortFrom(cluster.NodeIP(0), port)
+	to := handOverTarget{c: c, pod: c.PodRunner(podNS), vip: vip.Addr(), np: netip.AddrPortFrom(cluster.NodeIP(0), port)}
 	waitFor(t, "kube-proxy programs the ClusterIP", time.Minute, func() (bool, error) {
-		return dialFrom(pod, netip.AddrPortFrom(vip.Addr(), holdNew)) == nil, nil
+		return dialFrom(to.pod, netip.AddrPortFrom(to.vip, holdNew)) == nil, nil
 	})
+	for _, hc := range cases {
+		if !t.Run(hc.String(), func(t *testing.T) { handOver(t, to, mode, hc) }) {
+			return
+		}
+	}
+}
 
-	// Migrating: Switchyard applied beside the running kube-proxy, then
-	// kube-proxy's DaemonSet deleted.
-	traffic := startHoldTraffic(t, c, pod, vip.Addr(), np)
+// handOver moves the bed's nodes from kube-proxy (in kubeProxyMode) to
+// Switchyard and back, as hc says, each direction under its own traffic.
+func handOver(t *testing.T, to handOverTarget, kubeProxyMode string, hc handOverCase) {
+	c, ctx := to.c, t.Context()
+	name := fmt.Sprintf("kube-proxy %s → Switchyard %s (%s)", kubeProxyMode, hc.agents, hc.order)
+	traffic := startHoldTraffic(t, c, to.pod, to.vip, to.np)
 	begin := time.Now()
-	if err := c.InstallSwitchyardWith(ctx, cluster.OverlayBase, mode, cluster.CleanupKubeProxy); err != nil {
+	var stopped, ready time.Time
+	if hc.order == stoppedFirst {
+		deleteKubeProxy(t, c)
+		stopped = time.Now()
+		if left := kubeProxyLeftAll(t, c); len(left) == 0 {
+			t.Fatal("kube-proxy's rules went with its DaemonSet: the stopped-first case starts from nothing")
+		}
+	}
+	if err := c.InstallSwitchyardWith(ctx, cluster.OverlayBase, hc.agents, cluster.CleanupKubeProxy); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.WaitSwitchyard(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for i := range c.Nodes() {
-		if left := kubeProxyLeft(t, c, i); len(left) == 0 {
-			t.Errorf("%s: kube-proxy's rules removed while it runs", cluster.NodeName(i))
+	ready = time.Now()
+	if hc.order != stoppedFirst {
+		if hc.order == restarted {
+			kubectl(t, c, "-n", "kube-system", "rollout", "restart", "daemonset/kube-proxy")
+			kubectl(t, c, "-n", "kube-system", "rollout", "status", "daemonset/kube-proxy", "--timeout=3m")
+			time.Sleep(4 * time.Second) // a drift check or two of the agents' with kube-proxy back
 		}
-	}
-	kubectl(t, c, "-n", "kube-system", "delete", "daemonset", "kube-proxy", "--wait=true", "--timeout=2m")
-	deleted := time.Now()
-	took := waitFor(t, "kube-proxy's rules gone from every node", 2*time.Minute, func() (bool, error) {
 		for i := range c.Nodes() {
-			if left := kubeProxyLeft(t, c, i); len(left) > 0 {
-				return false, fmt.Errorf("%s: %s", cluster.NodeName(i), strings.Join(left, ", "))
+			if len(kubeProxyLeft(t, c, i)) == 0 {
+				t.Errorf("%s: kube-proxy's rules removed while it runs", cluster.NodeName(i))
 			}
+			if left := switchyardLeft(t, c, i); len(left) > 0 {
+				t.Errorf("%s: the agent wrote rules while kube-proxy runs: %s", cluster.NodeName(i), strings.Join(left, ", "))
+			}
+		}
+		deleteKubeProxy(t, c)
+		stopped = time.Now()
+	}
+	took := waitFor(t, "kube-proxy's rules gone from every node", 2*time.Minute, func() (bool, error) {
+		if left := kubeProxyLeftAll(t, c); len(left) > 0 {
+			return false, errors.New(strings.Join(left, ", "))
 		}
 		return true, nil
 	})
-	t.Logf("takeover: Switchyard applied %v, kube-proxy deleted %v later, its rules gone %v after that",
-		begin.Format("15:04:05"), deleted.Sub(begin).Round(time.Millisecond), took.Round(time.Millisecond))
+	if _, err := c.WaitSettled(ctx); err != nil {
+		t.Error(err)
+	}
+	t.Logf("takeover: started %v; kube-proxy deleted at +%v, Switchyard rolled out at +%v, kube-proxy's rules gone at +%v",
+		begin.Format("15:04:05"), stopped.Sub(begin).Round(time.Millisecond), ready.Sub(begin).Round(time.Millisecond),
+		(stopped.Sub(begin) + took).Round(time.Millisecond))
 	time.Sleep(3 * time.Second) // let the traffic run over the agents' rules alone
-	traffic.check(t, "kube-proxy → Switchyard "+mode, true)
+	traffic.check(t, name, true)
 	if t.Failed() {
 		diagnoseHandOver(t, c)
+		return
 	}
 
-	// Moving back: kube-proxy applied again, then Switchyard deleted.
-	traffic = startHoldTraffic(t, c, pod, vip.Addr(), np)
+	name = fmt.Sprintf("Switchyard %s → kube-proxy %s (%s)", hc.agents, kubeProxyMode, hc.order)
+	traffic = startHoldTraffic(t, c, to.pod, to.vip, to.np)
 	begin = time.Now()
-	if err := c.InstallKubeProxy(ctx, mode); err != nil {
-		t.Fatal(err)
+	switch hc.order {
+	case stoppedFirst:
+		kubectl(t, c, "-n", cluster.SystemNS, "delete", "daemonset", "switchyard-agent", "--wait=true", "--timeout=2m")
+		if err := c.InstallKubeProxy(ctx, kubeProxyMode); err != nil {
+			t.Fatal(err)
+		}
+		cleanupNodes(t, c)
+	default:
+		if err := c.InstallKubeProxy(ctx, kubeProxyMode); err != nil {
+			t.Fatal(err)
+		}
+		if hc.order == restarted {
+			kubectl(t, c, "-n", cluster.SystemNS, "rollout", "restart", "daemonset/switchyard-agent")
+			kubectl(t, c, "-n", cluster.SystemNS, "rollout", "status", "daemonset/switchyard-agent", "--timeout=3m")
+		}
 	}
 	took = waitFor(t, "Switchyard's rules gone from every node", 2*time.Minute, func() (bool, error) {
 		for i := range c.Nodes() {
@@ -124,19 +244,63 @@ func handOver(t *testing.T, kubeProxyImage, mode string) {
 		}
 		return true, nil
 	})
-	t.Logf("hand-back: kube-proxy applied %v, rolled out and Switchyard's rules gone %v later (%v after the rollout)",
+	t.Logf("hand-back: started %v, Switchyard's rules gone %v later (%v after kube-proxy's rollout)",
 		begin.Format("15:04:05"), time.Since(begin).Round(time.Millisecond), took.Round(time.Millisecond))
 	if err := c.UninstallSwitchyard(ctx, cluster.OverlayBase); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(3 * time.Second) // let the traffic run over kube-proxy's rules alone
-	traffic.check(t, "Switchyard "+mode+" → kube-proxy", false)
+	traffic.check(t, name, false)
 	if t.Failed() {
 		diagnoseHandOver(t, c)
 	}
 	for i := range c.Nodes() {
 		if left := switchyardLeft(t, c, i); len(left) > 0 {
 			t.Errorf("%s: Switchyard's rules left after the hand-back: %s", cluster.NodeName(i), strings.Join(left, ", "))
+		}
+		if len(kubeProxyLeft(t, c, i)) == 0 {
+			t.Errorf("%s: kube-proxy's rules missing after the hand-back", cluster.NodeName(i))
+		}
+	}
+}
+
+// deleteKubeProxy deletes kube-proxy's DaemonSet and waits for its pods.
+func deleteKubeProxy(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	kubectl(t, c, "-n", "kube-system", "delete", "daemonset", "kube-proxy", "--wait=true", "--timeout=2m")
+	kubectl(t, c, "-n", "kube-system", "wait", "pod", "-l", "k8s-app=kube-proxy", "--for=delete", "--timeout=2m")
+}
+
+// kubeProxyLeftAll is kubeProxyLeft of every node, each prefixed with
+// its node's name.
+func kubeProxyLeftAll(t *testing.T, c *cluster.Cluster) []string {
+	t.Helper()
+	var all []string
+	for i := range c.Nodes() {
+		for _, l := range kubeProxyLeft(t, c, i) {
+			all = append(all, cluster.NodeName(i)+": "+l)
+		}
+	}
+	return all
+}
+
+// cleanupNodes is README's Uninstalling step 3 as printed: the agent
+// image's one-shot --cleanup on every node through kubectl debug, then
+// each debug pod waited for and its log read (not attached to: the
+// cleanup can be done before kubectl attaches, and its lines are lost).
+func cleanupNodes(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	image := images.AgentRepo + ":" + cluster.ImageTag
+	for i := range c.Nodes() {
+		out := kubectl(t, c, "-n", cluster.SystemNS, "debug", "node/"+cluster.NodeName(i), "--profile=sysadmin",
+			"--image="+image, "--", "switchyard-agent", "--cleanup", "--state-dir=/host/var/lib/switchyard-agent")
+		var pod, container, node string
+		if _, err := fmt.Sscanf(out, "Creating debugging pod %s with container %s on node %s", &pod, &container, &node); err != nil {
+			t.Fatalf("%s: kubectl debug: %v: %q", cluster.NodeName(i), err, out)
+		}
+		kubectl(t, c, "-n", cluster.SystemNS, "wait", "pod/"+pod, "--for=jsonpath={.status.phase}=Succeeded", "--timeout=2m")
+		if log := kubectl(t, c, "-n", cluster.SystemNS, "logs", pod); !strings.Contains(log, "cleanup complete") {
+			t.Errorf("%s: switchyard-agent --cleanup:\n%s", cluster.NodeName(i), log)
 		}
 	}
 }

@@ -23,7 +23,7 @@ import (
 // long-lived TCP connections carrying a request every interval, and one
 // UDP flow (one socket, so one 5-tuple) sending every interval.
 const (
-	holdNewRate  = 50 // per second, each of the two streams: 100/s in all
+	holdNewRate  = 100 // per second, each of the two streams
 	holdLongs    = 20
 	holdInterval = 100 * time.Millisecond
 	holdHTTP     = 80

@@ -140,7 +140,7 @@ func (c *Cluster) UninstallSwitchyard(ctx context.Context, overlay string) error
 		return err
 	}
 	dir := filepath.Join(root, "e2e", "cluster", "overlays", overlay)
-	if _, err := c.Kubectl(ctx, "delete", "-k", dir, "--wait=true", "--timeout=3m"); err != nil {
+	if _, err := c.Kubectl(ctx, "delete", "-k", dir, "--ignore-not-found", "--wait=true", "--timeout=3m"); err != nil {
 		return fmt.Errorf("uninstall switchyard (%s): %w", overlay, err)
 	}
 	return nil
