@@ -43,6 +43,7 @@ type NetlinkKernel struct {
 	ns     netns.NsHandle
 	nl     *netlink.Handle
 	prefix []string
+	own    bool // ns is the process's own: nothing enters it
 
 	mu   sync.Mutex // moby/ipvs handles are not safe for concurrent use
 	ipvs *mobyipvs.Handle
@@ -66,13 +67,24 @@ func NewKernel(cfg KernelConfig) (*NetlinkKernel, error) {
 	}
 	// NETLINK_ROUTE explicitly: NewHandleAt without families also opens
 	// XFRM, which kernels without it refuse. NETFILTER for conntrack,
-	// GENERIC for the IPVS family check.
-	nl, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE, unix.NETLINK_NETFILTER, unix.NETLINK_GENERIC)
+	// GENERIC for the IPVS family check. In the process's own namespace
+	// (the agent's pod, on the host network) no handle enters it: setns
+	// needs CAP_SYS_ADMIN, which the agent's container does not have
+	// (NET_ADMIN and NET_RAW), and the mode failed to start there.
+	families := []int{unix.NETLINK_ROUTE, unix.NETLINK_NETFILTER, unix.NETLINK_GENERIC}
+	var nl *netlink.Handle
+	ipvsNS := fmt.Sprintf("/proc/self/fd/%d", int(ns))
+	if cfg.NetnsPath == "" {
+		nl, err = netlink.NewHandle(families...)
+		ipvsNS = "" // the calling thread's: every thread of the process is in it
+	} else {
+		nl, err = netlink.NewHandleAt(ns, families...)
+	}
 	if err != nil {
 		ns.Close()
 		return nil, fmt.Errorf("ipvs: netlink handle: %w", err)
 	}
-	k := &NetlinkKernel{ns: ns, nl: nl, prefix: cfg.ExecPrefix}
+	k := &NetlinkKernel{ns: ns, nl: nl, prefix: cfg.ExecPrefix, own: cfg.NetnsPath == ""}
 	if k.prefix == nil && cfg.NetnsPath != "" {
 		k.prefix = []string{"nsenter", "--net=" + cfg.NetnsPath}
 	}
@@ -80,10 +92,10 @@ func NewKernel(cfg KernelConfig) (*NetlinkKernel, error) {
 		k.Close()
 		return nil, err
 	}
-	// moby/ipvs opens its socket in the namespace of a path, or of the
-	// calling thread when the path is empty; /proc/self/fd/N names ours
-	// whichever thread runs this.
-	h, err := mobyipvs.New(fmt.Sprintf("/proc/self/fd/%d", int(ns)))
+	// moby/ipvs opens its socket in the namespace of a path (entering it),
+	// or of the calling thread when the path is empty; /proc/self/fd/N
+	// names another namespace whichever thread runs this.
+	h, err := mobyipvs.New(ipvsNS)
 	if err != nil {
 		k.Close()
 		return nil, fmt.Errorf("ipvs: open IPVS handle: %w", err)
@@ -392,8 +404,12 @@ func (k *NetlinkKernel) SetSysctl(_ context.Context, name, value string) error {
 // inNetns runs fn on a thread in the kernel's namespace: /proc/sys/net
 // shows the namespace of the thread that opens it. The thread is never
 // unlocked, so Go discards it afterwards instead of reusing a thread whose
-// namespace we changed.
+// namespace we changed. In the process's own namespace fn runs as it is
+// (entering needs CAP_SYS_ADMIN).
 func (k *NetlinkKernel) inNetns(fn func() error) error {
+	if k.own {
+		return fn()
+	}
 	done := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()

@@ -34,7 +34,15 @@ const (
 	// while the new one waits for them (kube-proxy's health port silent
 	// for a few seconds must not look like a kube-proxy gone for good).
 	restarted handOverOrder = "restarted"
+	// byNode: as stillRunning, but kube-proxy leaves one node at a time
+	// and comes back one node at a time: its DaemonSet keeps off the
+	// nodes labelled for Switchyard (README's Migrating, node by node).
+	byNode handOverOrder = "by-node"
 )
+
+// proxyLabel marks the nodes kube-proxy's DaemonSet keeps off in the
+// byNode order, as README's Migrating, node by node, does.
+const proxyLabel = "switchyard.io/proxy"
 
 // handOverCase is one row of the matrix: the agents' mode and the order,
 // on a bed whose kube-proxy runs in its own mode.
@@ -85,6 +93,7 @@ func TestRealClusterHandOverMatrix(t *testing.T) {
 				{mode, stillRunning}, {other, stillRunning},
 				{mode, stoppedFirst}, {other, stoppedFirst},
 				{mode, restarted}, {other, restarted},
+				{mode, byNode}, {other, byNode},
 			})
 		})
 	}
@@ -195,7 +204,11 @@ func handOver(t *testing.T, to handOverTarget, kubeProxyMode string, hc handOver
 				t.Errorf("%s: the agent wrote rules while kube-proxy runs: %s", cluster.NodeName(i), strings.Join(left, ", "))
 			}
 		}
-		deleteKubeProxy(t, c)
+		if hc.order == byNode {
+			kubeProxyOffNodes(t, c)
+		} else {
+			deleteKubeProxy(t, c)
+		}
 		stopped = time.Now()
 	}
 	took := waitFor(t, "kube-proxy's rules gone from every node", 2*time.Minute, func() (bool, error) {
@@ -227,6 +240,8 @@ func handOver(t *testing.T, to handOverTarget, kubeProxyMode string, hc handOver
 			t.Fatal(err)
 		}
 		cleanupNodes(t, c)
+	case byNode:
+		kubeProxyBackOnNodes(t, c)
 	default:
 		if err := c.InstallKubeProxy(ctx, kubeProxyMode); err != nil {
 			t.Fatal(err)
@@ -260,6 +275,50 @@ func handOver(t *testing.T, to handOverTarget, kubeProxyMode string, hc handOver
 		}
 		if len(kubeProxyLeft(t, c, i)) == 0 {
 			t.Errorf("%s: kube-proxy's rules missing after the hand-back", cluster.NodeName(i))
+		}
+	}
+}
+
+// kubeProxyOffNodes keeps kube-proxy's DaemonSet off the nodes labelled
+// proxyLabel=switchyard, then labels one node at a time: each agent must
+// take its node over while the next node stays kube-proxy's.
+func kubeProxyOffNodes(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	kubectl(t, c, "-n", "kube-system", "patch", "daemonset", "kube-proxy", "--type=merge", "-p",
+		`{"spec":{"template":{"spec":{"affinity":{"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":`+
+			`{"nodeSelectorTerms":[{"matchExpressions":[{"key":"`+proxyLabel+`","operator":"NotIn","values":["switchyard"]}]}]}}}}}}}`)
+	kubectl(t, c, "-n", "kube-system", "rollout", "status", "daemonset/kube-proxy", "--timeout=3m")
+	for i := range c.Nodes() {
+		kubectl(t, c, "label", "node", cluster.NodeName(i), proxyLabel+"=switchyard")
+		took := waitFor(t, cluster.NodeName(i)+" without kube-proxy's rules", 2*time.Minute, func() (bool, error) {
+			left := kubeProxyLeft(t, c, i)
+			return len(left) == 0, errors.New(strings.Join(left, ", "))
+		})
+		t.Logf("%s labelled: kube-proxy's rules gone %v later", cluster.NodeName(i), took.Round(time.Millisecond))
+		for j := i + 1; j < c.Nodes(); j++ {
+			if len(kubeProxyLeft(t, c, j)) == 0 || len(switchyardLeft(t, c, j)) > 0 {
+				t.Errorf("%s: taken over before its turn", cluster.NodeName(j))
+			}
+		}
+	}
+}
+
+// kubeProxyBackOnNodes removes proxyLabel one node at a time, the last
+// labelled first: each agent must hand its node back while the next one
+// stays Switchyard's.
+func kubeProxyBackOnNodes(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	for i := c.Nodes() - 1; i >= 0; i-- {
+		kubectl(t, c, "label", "node", cluster.NodeName(i), proxyLabel+"-")
+		took := waitFor(t, cluster.NodeName(i)+" without Switchyard's rules", 2*time.Minute, func() (bool, error) {
+			left := switchyardLeft(t, c, i)
+			return len(left) == 0, errors.New(strings.Join(left, ", "))
+		})
+		t.Logf("%s unlabelled: Switchyard's rules gone %v later", cluster.NodeName(i), took.Round(time.Millisecond))
+		for j := range i {
+			if len(switchyardLeft(t, c, j)) == 0 {
+				t.Errorf("%s: handed back before its turn", cluster.NodeName(j))
+			}
 		}
 	}
 }
