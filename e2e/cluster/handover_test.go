@@ -56,11 +56,12 @@ func (hc handOverCase) String() string { return hc.agents + "/" + string(hc.orde
 // TestRealClusterHandOver moves nodes from kube-proxy's DaemonSet to
 // Switchyard's and back, the way README's Migrating and Moving back tell
 // operators, under traffic (handover_traffic_test.go), in the iptables and
-// the nftables modes of both: Switchyard installed with cleanupKubeProxy
-// while kube-proxy runs (its agents hand the node to kube-proxy and write
-// nothing), then kube-proxy's DaemonSet deleted (the agents take over and
-// remove what kube-proxy left); then kube-proxy installed again (the agents
-// hand the node back and remove their rules) and Switchyard deleted.
+// the nftables modes of both: Switchyard installed as shipped (its
+// cleanupKubeProxy is on) while kube-proxy runs (its agents hand the node
+// to kube-proxy and write nothing), then kube-proxy's DaemonSet deleted
+// (the agents take over and remove what kube-proxy left); then kube-proxy
+// installed again (the agents hand the node back and remove their rules)
+// and Switchyard deleted.
 // Nothing of the traffic may fail, and each proxy's rules must be gone
 // after the other took over. The smoke of TestRealClusterHandOverMatrix.
 func TestRealClusterHandOver(t *testing.T) {
@@ -183,7 +184,7 @@ func handOver(t *testing.T, to handOverTarget, kubeProxyMode string, hc handOver
 			t.Fatal("kube-proxy's rules went with its DaemonSet: the stopped-first case starts from nothing")
 		}
 	}
-	if err := c.InstallSwitchyardWith(ctx, cluster.OverlayBase, hc.agents, cluster.CleanupKubeProxy); err != nil {
+	if err := c.InstallSwitchyard(ctx, cluster.OverlayBase, hc.agents); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.WaitSwitchyard(ctx); err != nil {

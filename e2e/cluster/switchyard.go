@@ -55,10 +55,6 @@ func (c *Cluster) InstallSwitchyard(ctx context.Context, overlay, mode string) e
 // by New: what an operator changes in the ConfigMaps before applying.
 type Edit struct{ Old, New string }
 
-// CleanupKubeProxy is the Edit that turns on the agents' hand-over with
-// kube-proxy (cleanupKubeProxy in the agent ConfigMap).
-var CleanupKubeProxy = Edit{Old: "\n    cleanupKubeProxy: false\n", New: "\n    cleanupKubeProxy: true\n"}
-
 // InstallSwitchyardWith is InstallSwitchyard with edits to the rendered
 // install.
 func (c *Cluster) InstallSwitchyardWith(ctx context.Context, overlay, mode string, edits ...Edit) error {
