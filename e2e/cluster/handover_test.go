@@ -224,6 +224,7 @@ func handOver(t *testing.T, to handOverTarget, kubeProxyMode string, hc handOver
 	t.Logf("takeover: started %v; kube-proxy deleted at +%v, Switchyard rolled out at +%v, kube-proxy's rules gone at +%v",
 		begin.Format("15:04:05"), stopped.Sub(begin).Round(time.Millisecond), ready.Sub(begin).Round(time.Millisecond),
 		(stopped.Sub(begin) + took).Round(time.Millisecond))
+	logHandOver(t, c)
 	time.Sleep(3 * time.Second) // let the traffic run over the agents' rules alone
 	traffic.check(t, name, true)
 	if t.Failed() {
@@ -423,6 +424,22 @@ func nftTables(t *testing.T, c *cluster.Cluster, i int, name string) []string {
 		}
 	}
 	return found
+}
+
+// logHandOver logs what the agents said about kube-proxy: when each
+// handed its node over, took it back and removed what kube-proxy left.
+func logHandOver(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	out, err := c.Kubectl(t.Context(), "-n", cluster.SystemNS, "logs", "-l", "app.kubernetes.io/name=switchyard-agent", "--prefix", "--tail=-1")
+	if err != nil {
+		t.Logf("agent logs: %v", err)
+		return
+	}
+	for line := range strings.Lines(string(out)) {
+		if strings.Contains(line, "kube-proxy") && strings.Contains(line, "component=syncer") {
+			t.Log(strings.TrimSpace(line))
+		}
+	}
 }
 
 // diagnoseHandOver logs what explains a failed phase: the proxies' logs
