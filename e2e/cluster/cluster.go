@@ -28,6 +28,8 @@ type Cluster struct {
 	// of the mTLS overlay, or the bundle the control plane published.
 	swydTLS   bool
 	swydCAPEM []byte
+	// swydCA is the mTLS overlay's test CA (nil for the other installs).
+	swydCA *authority
 	// swydNS is the namespace of the Switchyard install (SystemNS unless
 	// the kube-system overlay).
 	swydNS string

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"time"
 
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
 )
@@ -67,7 +68,20 @@ type Config struct {
 	// stay IPv4), kubelets report both node addresses, and Switchyard is
 	// told both pod CIDRs. Without it the bed is IPv4 only, as CI runs it.
 	DualStack bool
+	// KubeletCertTTL, when set, is kube-controller-manager's
+	// --cluster-signing-duration: the lifetime of every certificate it
+	// signs, the kubelets' client certificates included, so that they
+	// rotate during a test (the kubelet renews at 70–90 % of the lifetime,
+	// counted from a NotBefore the signer backdates by 5 minutes). At least
+	// MinKubeletCertTTL; zero keeps the controller's default of a year.
+	KubeletCertTTL time.Duration
 }
+
+// MinKubeletCertTTL is the shortest Config.KubeletCertTTL: with the
+// signer's 5 minutes of backdating, a shorter lifetime can put the
+// kubelet's renewal deadline before the certificate was even issued, and
+// every node would renew without pause.
+const MinKubeletCertTTL = 3 * time.Minute
 
 func (c Config) withDefaults() (Config, error) {
 	if c.Nodes == 0 {
@@ -75,6 +89,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Nodes < 1 || c.Nodes > MaxNodes {
 		return c, fmt.Errorf("cluster: %d nodes: want 1..%d", c.Nodes, MaxNodes)
+	}
+	if c.KubeletCertTTL != 0 && c.KubeletCertTTL < MinKubeletCertTTL {
+		return c, fmt.Errorf("cluster: KubeletCertTTL %v: want 0 or at least %v", c.KubeletCertTTL, MinKubeletCertTTL)
 	}
 	if len(c.Zones) == 0 {
 		c.Zones = []string{"zone-a", "zone-b", "zone-c"}

@@ -147,6 +147,9 @@ func (c *Cluster) startControlPlane(ctx context.Context) error {
 		"--cluster-cidr=" + c.cfg.clusterCIDRs(),
 		"--leader-elect=false", "--bind-address=127.0.0.1",
 	}
+	if c.cfg.KubeletCertTTL > 0 {
+		kcm = append(kcm, "--cluster-signing-duration="+c.cfg.KubeletCertTTL.String())
+	}
 	if err := c.startIn(ns, "kube-controller-manager", kcm); err != nil {
 		return err
 	}

@@ -71,7 +71,7 @@ func (c *Cluster) InstallSwitchyardWith(ctx context.Context, overlay, mode strin
 			return err
 		}
 	}
-	c.swydTLS, c.swydCAPEM = overlay != OverlayPlaintext, nil
+	c.swydTLS, c.swydCAPEM, c.swydCA = overlay != OverlayPlaintext, nil, nil
 	if overlay == OverlayMTLS {
 		if err := c.createTLSSecrets(ctx); err != nil {
 			return err
@@ -164,13 +164,8 @@ func (c *Cluster) createTLSSecrets(ctx context.Context) error {
 	if c.swydCAPEM, err = os.ReadFile(ca.CertFile); err != nil {
 		return err
 	}
-	dns := []string{"switchyard-controlplane", "switchyard-controlplane." + SystemNS,
-		"switchyard-controlplane." + SystemNS + ".svc", "switchyard-controlplane." + SystemNS + ".svc." + clusterDomain}
-	var ips []net.IP
-	for i := range MaxNodes {
-		ips = append(ips, NodeIP(i).AsSlice())
-	}
-	cert, key, err := ca.issue(leaf{name: "controlplane", cn: "switchyard-controlplane", dns: dns, ips: ips, server: true})
+	c.swydCA = ca
+	cert, key, err := c.RenewControlPlaneCert()
 	if err != nil {
 		return err
 	}
@@ -187,6 +182,24 @@ func (c *Cluster) createTLSSecrets(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// RenewControlPlaneCert issues, from the mTLS overlay's test CA, a new
+// serving certificate (new key, new serial, the same names and node
+// addresses) and returns its files: what cert-manager writes into the
+// Secret switchyard-controlplane-tls when it renews the Certificate.
+func (c *Cluster) RenewControlPlaneCert() (certFile, keyFile string, err error) {
+	if c.swydCA == nil {
+		return "", "", fmt.Errorf("no test CA: the mTLS overlay is not installed")
+	}
+	dns := []string{"switchyard-controlplane", "switchyard-controlplane." + SystemNS,
+		"switchyard-controlplane." + SystemNS + ".svc", "switchyard-controlplane." + SystemNS + ".svc." + clusterDomain}
+	var ips []net.IP
+	for i := range MaxNodes {
+		ips = append(ips, NodeIP(i).AsSlice())
+	}
+	// A file name of its own: the Secret's earlier version stays on disk.
+	return c.swydCA.issue(leaf{name: "controlplane-" + randomHex(4), cn: "switchyard-controlplane", dns: dns, ips: ips, server: true})
 }
 
 // InstallWithDNS deploys CoreDNS (the pinned version) and Switchyard from
@@ -227,15 +240,27 @@ func (c *Cluster) WaitSwitchyard(ctx context.Context) error {
 		}
 	}
 	if c.swydTLS && c.swydCAPEM == nil {
-		out, err := c.Kubectl(ctx, "-n", c.SwitchyardNS(), "get", "configmap", CABundle, "-o", `jsonpath={.data.ca\.crt}`)
-		if err != nil {
-			return fmt.Errorf("the control plane's CA bundle: %w", err)
-		}
-		if !x509.NewCertPool().AppendCertsFromPEM(out) {
-			return fmt.Errorf("the control plane's CA bundle holds no certificate: %q", out)
-		}
-		c.swydCAPEM = out
+		return c.ReadControlPlaneCA(ctx)
 	}
+	return nil
+}
+
+// ReadControlPlaneCA reads again the CA bundle the base's control plane
+// published (WaitSwitchyard reads it once), for AdminConn and Settled
+// after an operator changed it: during a CA rotation, serving
+// certificates from the new CA are verified only with the new bundle.
+func (c *Cluster) ReadControlPlaneCA(ctx context.Context) error {
+	if !c.swydTLS || c.swydCA != nil {
+		return fmt.Errorf("the install does not publish its CA (plaintext, or the mTLS overlay's test CA)")
+	}
+	out, err := c.Kubectl(ctx, "-n", c.SwitchyardNS(), "get", "configmap", CABundle, "-o", `jsonpath={.data.ca\.crt}`)
+	if err != nil {
+		return fmt.Errorf("the control plane's CA bundle: %w", err)
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(out) {
+		return fmt.Errorf("the control plane's CA bundle holds no certificate: %q", out)
+	}
+	c.swydCAPEM = out
 	return nil
 }
 

@@ -24,10 +24,22 @@ type Example struct {
 	// Commands are the block's commands, continuation lines joined and
 	// comment lines dropped.
 	Commands []string
+	// Steps are the same commands cut at each comment: a README's
+	// numbered steps, so that a test can do between two of them what the
+	// comment says (`# 2. … Then wait.`).
+	Steps []Step
 	// Output is the json block after it, "" when none follows.
 	Output string
 	// Text is the text block after it, "" when none follows.
 	Text string
+}
+
+// Step is the commands under one comment of an example.
+type Step struct {
+	// Comment is the comment's lines without "#", joined by spaces; ""
+	// for commands before the first comment.
+	Comment  string
+	Commands []string
 }
 
 const marker = "<!-- example: "
@@ -58,7 +70,10 @@ func Read(path string) (map[string]Example, error) {
 		if !ok {
 			return nil, fmt.Errorf("%s:%d: example %q: no sh block follows", path, i+1, name)
 		}
-		ex := Example{Name: name, Commands: commands(sh)}
+		ex := Example{Name: name, Steps: steps(sh)}
+		for _, s := range ex.Steps {
+			ex.Commands = append(ex.Commands, s.Commands...)
+		}
 		// The output blocks may come in either order, each at most once.
 		for range 2 {
 			if js, after, ok := fenced(lines, next, "json"); ok && ex.Output == "" {
@@ -93,21 +108,40 @@ func fenced(lines []string, i int, lang string) (body []string, next int, ok boo
 	return nil, i, false
 }
 
-// commands joins continuation lines and drops comments and blank lines.
-func commands(body []string) []string {
-	var out []string
+// steps joins continuation lines, drops blank lines, and cuts the commands
+// at each comment, which becomes the next step's.
+func steps(body []string) []Step {
+	var out []Step
 	cur := ""
 	for _, l := range body {
 		t := strings.TrimSpace(l)
-		if cur == "" && (t == "" || strings.HasPrefix(t, "#")) {
+		if cur == "" && t == "" {
 			continue
+		}
+		if cur == "" && strings.HasPrefix(t, "#") {
+			// A comment after commands starts a step; one after a
+			// comment goes on with it.
+			if len(out) == 0 || len(out[len(out)-1].Commands) > 0 {
+				out = append(out, Step{})
+			}
+			s := &out[len(out)-1]
+			s.Comment = strings.TrimSpace(s.Comment + " " + strings.TrimSpace(strings.TrimLeft(t, "#")))
+			continue
+		}
+		if len(out) == 0 {
+			out = append(out, Step{})
 		}
 		if strings.HasSuffix(t, "\\") {
 			cur += strings.TrimSuffix(t, "\\")
 			continue
 		}
-		out = append(out, cur+t)
+		s := &out[len(out)-1]
+		s.Commands = append(s.Commands, cur+t)
 		cur = ""
+	}
+	// A comment that no command follows is no step.
+	if len(out) > 0 && len(out[len(out)-1].Commands) == 0 {
+		out = out[:len(out)-1]
 	}
 	return out
 }

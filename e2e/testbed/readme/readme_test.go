@@ -12,7 +12,8 @@ func TestRead(t *testing.T) {
 	md := "# t\n\n<!-- example: one -->\n```sh\n# a comment\ngrpcurl -d '{}' \\\n  host:1 svc/M\n\nswitchyardctl status\n```\n\n```json\n{\n  \"a\": 1\n}\n```\n" +
 		"<!-- example: two -->\n```sh\necho hi\n```\ntext\n```json\n{}\n```\n" +
 		"<!-- example: table -->\n```sh\nswitchyardctl status\n```\n\n```text\nNODE    IN SYNC\nnode-a  yes\n```\n" +
-		"<!-- example: both -->\n```sh\nx\n```\n```text\nt\n```\n```json\n[]\n```\n```text\nnot this\n```\n"
+		"<!-- example: both -->\n```sh\nx\n```\n```text\nt\n```\n```json\n[]\n```\n```text\nnot this\n```\n" +
+		"<!-- example: steps -->\n```sh\nns=x\n# 1. First.\na \\\n  b\n\n# 2. Second,\n#    on two lines. Then wait.\nc\nd\n# a comment no command follows\n```\n"
 	path := filepath.Join(t.TempDir(), "README.md")
 	if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
 		t.Fatal(err)
@@ -22,10 +23,17 @@ func TestRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[string]Example{
-		"one":   {Name: "one", Commands: []string{"grpcurl -d '{}' host:1 svc/M", "switchyardctl status"}, Output: "{\n  \"a\": 1\n}"},
-		"two":   {Name: "two", Commands: []string{"echo hi"}},
-		"table": {Name: "table", Commands: []string{"switchyardctl status"}, Text: "NODE    IN SYNC\nnode-a  yes"},
-		"both":  {Name: "both", Commands: []string{"x"}, Output: "[]", Text: "t"},
+		"one": {Name: "one", Commands: []string{"grpcurl -d '{}' host:1 svc/M", "switchyardctl status"},
+			Steps:  []Step{{Comment: "a comment", Commands: []string{"grpcurl -d '{}' host:1 svc/M", "switchyardctl status"}}},
+			Output: "{\n  \"a\": 1\n}"},
+		"two":   {Name: "two", Commands: []string{"echo hi"}, Steps: []Step{{Commands: []string{"echo hi"}}}},
+		"table": {Name: "table", Commands: []string{"switchyardctl status"}, Steps: []Step{{Commands: []string{"switchyardctl status"}}}, Text: "NODE    IN SYNC\nnode-a  yes"},
+		"both":  {Name: "both", Commands: []string{"x"}, Steps: []Step{{Commands: []string{"x"}}}, Output: "[]", Text: "t"},
+		"steps": {Name: "steps", Commands: []string{"ns=x", "a b", "c", "d"}, Steps: []Step{
+			{Commands: []string{"ns=x"}},
+			{Comment: "1. First.", Commands: []string{"a b"}},
+			{Comment: "2. Second, on two lines. Then wait.", Commands: []string{"c", "d"}},
+		}},
 	}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("Read (-want +got):\n%s", d)

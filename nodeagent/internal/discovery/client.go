@@ -153,14 +153,20 @@ func (c *Client) Targets() []string { return c.targets.addrs() }
 func (c *Client) Run(ctx context.Context) error {
 	attempt := 0
 	var (
-		t     target
-		again bool // dial t again: a reconnect was asked
+		t        target
+		again    bool // dial t again: a reconnect was asked
+		received bool // the last stream worked: start the list over
 	)
 	for {
-		if !again {
+		switch {
+		case again:
+		case received:
+			t = c.targets.restart(t.addr)
+		default:
 			t = c.targets.next(t.addr)
 		}
-		received, err := c.runStream(ctx, t)
+		var err error
+		received, err = c.runStream(ctx, t)
 		if ctx.Err() != nil {
 			return nil
 		}

@@ -280,6 +280,37 @@ func TestFailover(t *testing.T) {
 	wantACK(t, cp, "s1")
 }
 
+// TestFailoverPrefersAdvertisedReplicas: when a stream that worked ends
+// (its replica stopped), the agent dials the other replicas the control
+// plane advertised before the configured addresses, whichever place the
+// ended one had in the dial list. Walking on from the last advertised
+// address would go through every configured one first, one dial timeout
+// each for those that do not answer.
+func TestFailoverPrefersAdvertisedReplicas(t *testing.T) {
+	r1, r2, configured := cptest.New(t), cptest.New(t), cptest.New(t)
+	replicas := map[string]*cptest.Server{r1.Addr(): r1, r2.Addr(): r2}
+	c := startWith(t, newApplier(), nil, func(cfg *discovery.Config) { cfg.Learnt = []string{r1.Addr(), r2.Addr()} }, configured.Addr())
+	order := c.Targets()
+	first, second := replicas[order[0]], replicas[order[1]]
+	first.Next()
+	first.Push(batch("s1", "n1", svc("ns/a", "1")))
+	wantACK(t, first, "s1")
+	first.Stop()
+	second.Next()
+	second.Push(batch("s1", "n2", svc("ns/a", "1")))
+	wantACK(t, second, "s1")
+	// The second is last of the advertised addresses: the next in the
+	// list is the configured one; the first replica is back.
+	first.Restart()
+	second.Stop()
+	if r := first.Next(); r.GetNode().GetName() != "node-a" {
+		t.Fatalf("third stream's first request = %v", r)
+	}
+	if n := configured.Streams(); n != 0 {
+		t.Errorf("the configured address got %d streams, want none while an advertised replica answers", n)
+	}
+}
+
 func TestBackoffWaitsOnClockWhileControlPlaneGone(t *testing.T) {
 	cp := cptest.New(t)
 	a := newApplier()

@@ -12,9 +12,13 @@
 //     apply failure is a NACK with error_detail, and the Applier keeps its
 //     last good state;
 //   - any end of a stream (ABORTED "replaced by a newer stream",
-//     UNAVAILABLE, a dial failure) leads to the next address of the dial
+//     UNAVAILABLE, a dial failure) leads to another address of the dial
 //     list after a capped exponential backoff with jitter; the backoff
-//     resets once a stream delivered a response. There is never a tight
+//     resets once a stream delivered a response. After a stream that
+//     delivered one, that address is the first of the list other than
+//     the one that ended (the other advertised replicas before the
+//     configured addresses); after a failed attempt, the next one after
+//     it, so that every address is tried in turn. There is never a tight
 //     loop: every reconnect waits at least half the initial backoff;
 //   - a reconnect asked for (Config.Reconnect: a rotated client
 //     certificate to present) ends the open stream and dials the same

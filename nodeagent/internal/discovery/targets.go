@@ -74,6 +74,24 @@ func (t *targets) next(prev string) target {
 	return t.list[(i+1)%len(t.list)]
 }
 
+// restart returns the address to dial after a stream to prev that worked
+// has ended (its replica stopped): the list from the top again, prev
+// skipped, so that the other replicas the control plane advertised come
+// before the configured addresses. next, which walks on from prev, is
+// for an attempt that failed: after the last learnt address it would go
+// through every configured one first, some of which may not answer (a
+// node listed that runs no replica: a dial timeout each).
+func (t *targets) restart(prev string) target {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, x := range t.list {
+		if x.addr != prev {
+			return x
+		}
+	}
+	return t.list[0]
+}
+
 // learn replaces the learnt addresses and reports whether they changed. An
 // empty list changes nothing: the control plane sends one when it has
 // nothing to advertise, which says nothing about the replicas.

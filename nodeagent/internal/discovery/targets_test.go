@@ -69,6 +69,17 @@ func TestDialOrder(t *testing.T) {
 			if n := got.next("gone:1"); n != tc.want[0] {
 				t.Errorf("next(unlisted) = %+v, want the first", n)
 			}
+			// restart, after a stream that worked, starts over at the
+			// top, skipping the address that ended.
+			for i, prev := range tc.want {
+				want := tc.want[0]
+				if i == 0 {
+					want = tc.want[1%len(tc.want)]
+				}
+				if n := got.restart(prev.addr); n != want {
+					t.Errorf("restart(%q) = %+v, want %+v", prev.addr, n, want)
+				}
+			}
 		})
 	}
 }
