@@ -212,18 +212,19 @@ func handOver(t *testing.T, to handOverTarget, kubeProxyMode string, hc handOver
 		}
 		stopped = time.Now()
 	}
-	took := waitFor(t, "kube-proxy's rules gone from every node", 2*time.Minute, func() (bool, error) {
+	waitFor(t, "kube-proxy's rules gone from every node", 2*time.Minute, func() (bool, error) {
 		if left := kubeProxyLeftAll(t, c); len(left) > 0 {
 			return false, errors.New(strings.Join(left, ", "))
 		}
 		return true, nil
 	})
+	gone := time.Since(begin)
 	if _, err := c.WaitSettled(ctx); err != nil {
 		t.Error(err)
 	}
 	t.Logf("takeover: started %v; kube-proxy deleted at +%v, Switchyard rolled out at +%v, kube-proxy's rules gone at +%v",
 		begin.Format("15:04:05"), stopped.Sub(begin).Round(time.Millisecond), ready.Sub(begin).Round(time.Millisecond),
-		(stopped.Sub(begin) + took).Round(time.Millisecond))
+		gone.Round(time.Millisecond))
 	logHandOver(t, c)
 	time.Sleep(3 * time.Second) // let the traffic run over the agents' rules alone
 	traffic.check(t, name, true)
@@ -253,7 +254,7 @@ func handOver(t *testing.T, to handOverTarget, kubeProxyMode string, hc handOver
 			kubectl(t, c, "-n", cluster.SystemNS, "rollout", "status", "daemonset/switchyard-agent", "--timeout=3m")
 		}
 	}
-	took = waitFor(t, "Switchyard's rules gone from every node", 2*time.Minute, func() (bool, error) {
+	took := waitFor(t, "Switchyard's rules gone from every node", 2*time.Minute, func() (bool, error) {
 		for i := range c.Nodes() {
 			if left := switchyardLeft(t, c, i); len(left) > 0 {
 				return false, fmt.Errorf("%s: %s", cluster.NodeName(i), strings.Join(left, ", "))
