@@ -32,10 +32,7 @@ const (
 // hand-over test's workload (handover_traffic_test.go), whose traffic
 // runs through every phase.
 type certBed struct {
-	c    *cluster.Cluster
-	pod  cluster.PodRunner // the client pod, on node-0
-	vip  netip.Addr        // the hold Service's ClusterIP
-	np   netip.AddrPort    // node-0's hold-np NodePort
+	holdTarget
 	day2 bool
 	// volumeWait bounds how long a changed ConfigMap or Secret takes to
 	// reach the pods that mount it and be loaded by them.
@@ -94,34 +91,12 @@ func startCertBed(t *testing.T, cfg cluster.Config, overlay string, day2 bool) *
 	installSwitchyard(t, c, overlay, "")
 	settled(t, c)
 	t.Logf("switchyard (%s) installed and settled %v after install", overlay, time.Since(begin).Round(time.Millisecond))
-	if err := c.Apply(ctx, "hold", holdWorkload(certsNS)); err != nil {
-		t.Fatal(err)
-	}
-	kubectl(t, c, "-n", certsNS, "rollout", "status", "deployment/hold", "--timeout=3m")
-	kubectl(t, c, "-n", certsNS, "wait", "pod/client", "--for=condition=Ready", "--timeout=3m")
-	waitFor(t, "3 ready endpoints", time.Minute, func() (bool, error) {
-		n, err := c.ReadyEndpoints(ctx, certsNS, "hold")
-		return n == 3, err
-	})
-	podNS, err := c.PodNetNS(ctx, certsNS, "client")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &certBed{c: c, pod: c.PodRunner(podNS), day2: day2, volumeWait: time.Minute}
+	b := &certBed{holdTarget: startHold(t, c, certsNS), day2: day2, volumeWait: time.Minute}
 	if day2 {
 		// README: the kubelet's sync period plus its cache TTL, "a
 		// minute or two", then the agents look within 10 s.
 		b.volumeWait = 3 * time.Minute
 	}
-	vip, err := c.ServiceAddr(ctx, certsNS, "hold")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, err := c.NodePort(ctx, certsNS, "hold-np")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.vip, b.np = vip.Addr(), netip.AddrPortFrom(cluster.NodeIP(0), port)
 	node1 := probe.New(c.Topology(), c.NodeNS(1))
 	waitFor(t, "the agents program the ClusterIP and the NodePort", time.Minute, func() (bool, error) {
 		if err := dialFrom(b.pod, netip.AddrPortFrom(b.vip, holdNew)); err != nil {
@@ -165,7 +140,7 @@ func kubeletRotation(t *testing.T, b *certBed) {
 		t.Logf("%s: kubelet client certificate serial %x, valid %v (until %s)", cluster.NodeName(i), cert.SerialNumber,
 			cert.NotAfter.Sub(cert.NotBefore), cert.NotAfter.Format("15:04:05"))
 	}
-	traffic := startHoldTraffic(t, c, b.pod, b.vip, b.np)
+	traffic := b.traffic(t)
 	renewed, loaded := make([]time.Duration, n), make([]time.Duration, n)
 	lookAll := func() bool {
 		done := true
@@ -253,7 +228,7 @@ func servingRenewal(t *testing.T, b *certBed) {
 		}
 		t.Logf("%s: replica serves serial %x", cluster.NodeName(i), cert.SerialNumber)
 	}
-	traffic := startHoldTraffic(t, c, b.pod, b.vip, b.np)
+	traffic := b.traffic(t)
 	certFile, keyFile, err := c.RenewControlPlaneCert()
 	if err != nil {
 		t.Fatal(err)
@@ -344,7 +319,7 @@ func caRotation(t *testing.T, b *certBed) {
 		caLoads[i] = reloads(t, c, i, agentMetricsPort, agentCAFile, "ok")
 	}
 	began := time.Now()
-	traffic := startHoldTraffic(t, c, b.pod, b.vip, b.np)
+	traffic := b.traffic(t)
 	sh := startREADMEShell(t, c)
 	for k, step := range ex.Steps {
 		sh.runStep(t, step, 5*time.Minute)

@@ -115,15 +115,6 @@ func kubeProxyImage(t *testing.T) string {
 	return kp.Path
 }
 
-// handOverTarget is a bed's traffic endpoints: the client pod, the
-// ClusterIP and node-0's NodePort.
-type handOverTarget struct {
-	c   *cluster.Cluster
-	pod cluster.PodRunner
-	vip netip.Addr
-	np  netip.AddrPort
-}
-
 // handOverBed starts a 2-node bed with kube-proxy in mode and the
 // workload, then runs cases in order; a failed case ends the bed's run,
 // since the next would start from a node in an unknown state.
@@ -137,28 +128,7 @@ func handOverBed(t *testing.T, kubeProxyImage, mode string, cases []handOverCase
 		t.Fatal(err)
 	}
 	kubectl(t, c, "-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout=3m")
-	if err := c.Apply(ctx, "hold", holdWorkload(handoverNS)); err != nil {
-		t.Fatal(err)
-	}
-	kubectl(t, c, "-n", handoverNS, "rollout", "status", "deployment/hold", "--timeout=3m")
-	kubectl(t, c, "-n", handoverNS, "wait", "pod/client", "--for=condition=Ready", "--timeout=3m")
-	waitFor(t, "3 ready endpoints", time.Minute, func() (bool, error) {
-		n, err := c.ReadyEndpoints(ctx, handoverNS, "hold")
-		return n == 3, err
-	})
-	podNS, err := c.PodNetNS(ctx, handoverNS, "client")
-	if err != nil {
-		t.Fatal(err)
-	}
-	vip, err := c.ServiceAddr(ctx, handoverNS, "hold")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, err := c.NodePort(ctx, handoverNS, "hold-np")
-	if err != nil {
-		t.Fatal(err)
-	}
-	to := handOverTarget{c: c, pod: c.PodRunner(podNS), vip: vip.Addr(), np: netip.AddrPortFrom(cluster.NodeIP(0), port)}
+	to := startHold(t, c, handoverNS)
 	waitFor(t, "kube-proxy programs the ClusterIP", time.Minute, func() (bool, error) {
 		return dialFrom(to.pod, netip.AddrPortFrom(to.vip, holdNew)) == nil, nil
 	})
@@ -171,10 +141,10 @@ func handOverBed(t *testing.T, kubeProxyImage, mode string, cases []handOverCase
 
 // handOver moves the bed's nodes from kube-proxy (in kubeProxyMode) to
 // Switchyard and back, as hc says, each direction under its own traffic.
-func handOver(t *testing.T, to handOverTarget, kubeProxyMode string, hc handOverCase) {
+func handOver(t *testing.T, to holdTarget, kubeProxyMode string, hc handOverCase) {
 	c, ctx := to.c, t.Context()
 	name := fmt.Sprintf("kube-proxy %s → Switchyard %s (%s)", kubeProxyMode, hc.agents, hc.order)
-	traffic := startHoldTraffic(t, c, to.pod, to.vip, to.np)
+	traffic := to.traffic(t)
 	begin := time.Now()
 	var stopped, ready time.Time
 	if hc.order == stoppedFirst {
@@ -234,7 +204,7 @@ func handOver(t *testing.T, to handOverTarget, kubeProxyMode string, hc handOver
 	}
 
 	name = fmt.Sprintf("Switchyard %s → kube-proxy %s (%s)", hc.agents, kubeProxyMode, hc.order)
-	traffic = startHoldTraffic(t, c, to.pod, to.vip, to.np)
+	traffic = to.traffic(t)
 	begin = time.Now()
 	switch hc.order {
 	case stoppedFirst:

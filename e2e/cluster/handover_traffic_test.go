@@ -84,6 +84,50 @@ spec:
 `, ns, images.AgnhostRef, holdHTTP, holdUDP, holdNew, cluster.AgnhostPort) + cluster.ClientPod(ns, 0)
 }
 
+// holdTarget is where a bed's hold workload takes traffic: the client
+// pod, the ClusterIP's address and node-0's NodePort.
+type holdTarget struct {
+	c   *cluster.Cluster
+	pod cluster.PodRunner
+	vip netip.Addr
+	np  netip.AddrPort
+}
+
+// startHold applies holdWorkload in ns and waits until its pods are
+// Ready and its Service has three ready endpoints.
+func startHold(t *testing.T, c *cluster.Cluster, ns string) holdTarget {
+	t.Helper()
+	ctx := t.Context()
+	if err := c.Apply(ctx, "hold", holdWorkload(ns)); err != nil {
+		t.Fatal(err)
+	}
+	kubectl(t, c, "-n", ns, "rollout", "status", "deployment/hold", "--timeout=3m")
+	kubectl(t, c, "-n", ns, "wait", "pod/client", "--for=condition=Ready", "--timeout=3m")
+	waitFor(t, "3 ready endpoints", time.Minute, func() (bool, error) {
+		n, err := c.ReadyEndpoints(ctx, ns, "hold")
+		return n == 3, err
+	})
+	podNS, err := c.PodNetNS(ctx, ns, "client")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vip, err := c.ServiceAddr(ctx, ns, "hold")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port, err := c.NodePort(ctx, ns, "hold-np")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return holdTarget{c: c, pod: c.PodRunner(podNS), vip: vip.Addr(), np: netip.AddrPortFrom(cluster.NodeIP(0), port)}
+}
+
+// traffic starts every kind of traffic at h (startHoldTraffic).
+func (h holdTarget) traffic(t *testing.T) *holdTraffic {
+	t.Helper()
+	return startHoldTraffic(t, h.c, h.pod, h.vip, h.np)
+}
+
 // holdTraffic is one phase's traffic, running until stop.
 type holdTraffic struct {
 	stop context.CancelFunc
