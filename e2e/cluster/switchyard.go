@@ -256,13 +256,23 @@ func (c *Cluster) SwitchyardNS() string {
 
 // WaitSwitchyard waits until the DaemonSet and the Deployment are rolled
 // out with every pod Ready; for an install that issues its own
-// certificates it then reads the CA bundle the control plane published.
+// certificates it then reads the CA bundle the control plane published
+// (ReadCABundle).
 func (c *Cluster) WaitSwitchyard(ctx context.Context) error {
 	for _, obj := range []string{"daemonset/switchyard-agent", "deployment/switchyard-controlplane"} {
 		if _, err := c.Kubectl(ctx, "-n", c.SwitchyardNS(), "rollout", "status", obj, "--timeout=5m"); err != nil {
 			return err
 		}
 	}
+	return c.ReadCABundle(ctx)
+}
+
+// ReadCABundle reads the CA bundle the control plane published, for an
+// install that issues its own certificates and whose CA is not known yet;
+// AdminConn and Settled need it. WaitSwitchyard calls it; a test that
+// holds a rollout (a paused Deployment, which WaitSwitchyard would wait
+// for) calls it itself once the replicas run.
+func (c *Cluster) ReadCABundle(ctx context.Context) error {
 	if c.swydTLS && c.swydCAPEM == nil {
 		out, err := c.Kubectl(ctx, "-n", c.SwitchyardNS(), "get", "configmap", CABundle, "-o", `jsonpath={.data.ca\.crt}`)
 		if err != nil {
@@ -436,13 +446,15 @@ func (c *Cluster) Settled(ctx context.Context) (bool, []*switchyardv1.NodeStatus
 	return true, all, nil
 }
 
-// WaitSettled polls Settled until it holds.
+// WaitSettled polls Settled until it holds. An error of Settled ends it:
+// only the credentials fail there (a replica that does not answer is
+// skipped), and they would fail forever.
 func (c *Cluster) WaitSettled(ctx context.Context) ([]*switchyardv1.NodeStatus, error) {
 	var last []*switchyardv1.NodeStatus
 	err := c.poll(ctx, "every agent acked", func(ctx context.Context) (bool, error) {
 		ok, nodes, err := c.Settled(ctx)
 		last = nodes
-		return ok && err == nil, nil
+		return ok, err
 	})
 	return last, err
 }

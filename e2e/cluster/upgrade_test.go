@@ -32,8 +32,10 @@ const (
 // plane's own CA) installed with images built from its sources, then this
 // checkout's applied over it with kubectl apply, which rolls the
 // DaemonSet and the Deployment (one pod at a time each, at the same
-// time: old agents meet new replicas and new agents old ones), then the
-// older one applied again.
+// time), then the older one applied again. Then both once more with the
+// Deployment paused until the agents have rolled and acked: new agents
+// with old replicas on the way up, old agents with new replicas on the
+// way down, each pair checked on its own.
 //
 // What differs between the two (git diff 7f1a4a0 HEAD --stat -- proto
 // deploy nodeagent/internal/persist):
@@ -53,14 +55,16 @@ const (
 //     each version restores the view the other persisted: checked from
 //     every new agent's log.
 //
-// The agents also gained certificate reloading and the hand-over with
-// kube-proxy (flags this install does not set).
+// Beyond those files, the newer agent reloads the kubelet's rotating
+// client certificate (read once by the older one) and can hand the node
+// over with kube-proxy (cleanupKubeProxy, off in this install).
 //
-// After each roll every Switchyard pod must run the images built for its
-// version (tag and manifest digest), every agent must have acked running
-// that version, and nothing of the traffic may have failed: no new
-// connection, no long-lived connection broken, no two UDP sends in a row
-// unanswered, the UDP flow on the same pod throughout.
+// After each roll (and in each held mixed state) every Switchyard pod
+// must run the images built for its version (tag and image digest), every
+// agent must have acked running its version, and nothing of the traffic
+// may have failed: no new connection, no long-lived connection broken, no
+// two UDP sends in a row unanswered, the UDP flow on the same pod
+// throughout.
 func TestRealClusterUpgrade(t *testing.T) {
 	netns.RequireRoot(t)
 	apiserver.Require(t)
@@ -104,6 +108,7 @@ func TestRealClusterUpgrade(t *testing.T) {
 	if v, ok := cluster.Versions(ctx)["switchyard"]; ok {
 		now.name = v[:7]
 	}
+	t.Logf("between %s (%s) and this checkout %v", co.Commit, upgradeFromTag, cluster.Versions(ctx))
 	for i := range old.archives {
 		if old.archives[i].Digest == now.archives[i].Digest {
 			t.Fatalf("%s is the same image in both versions (%s): nothing would be upgraded", old.archives[i].Name, old.archives[i].Digest)
@@ -122,16 +127,26 @@ func TestRealClusterUpgrade(t *testing.T) {
 	if err := c.WaitSwitchyard(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitRelease(t, c, old, false)
+	waitRunning(t, c, old, old, stateFresh)
 	t.Logf("%s installed and every agent acked in %v", old.name, time.Since(begin).Round(time.Millisecond))
 	pod, vip, np := startUpgradeWorkload(t, c)
 
+	// Each step under its own traffic: first as one kubectl apply rolls
+	// both at once; then with the Deployment held until the agents are
+	// rolled and have acked, so that each mixed pair (new agents with old
+	// replicas on the way up, old agents with new replicas on the way
+	// down) is seen working on its own, not only for the seconds the
+	// rolls overlap.
 	for _, step := range []struct {
-		from, to release
-	}{{old, now}, {now, old}} {
+		from, to   release
+		holdAgents bool
+	}{{old, now, false}, {now, old, false}, {old, now, true}, {now, old, true}} {
 		phase := step.from.name + " → " + step.to.name
+		if step.holdAgents {
+			phase += ", agents first"
+		}
 		traffic := startHoldTraffic(t, c, pod, vip, np)
-		roll(t, c, step.to, phase)
+		roll(t, c, step.from, step.to, phase, step.holdAgents)
 		time.Sleep(3 * time.Second) // the traffic over the new pods alone
 		traffic.check(t, phase, true)
 		if t.Failed() {
@@ -147,48 +162,82 @@ type release struct {
 	archives []images.Archive // its controlplane and agent images
 }
 
-// roll applies r over the running install and waits for both rollouts,
-// then for every pod on r's images and every agent acked running r.
-func roll(t *testing.T, c *cluster.Cluster, r release, phase string) {
+// roll applies to over the running install of from and waits for both
+// rollouts, every pod on to's images and every agent acked running to's.
+// With holdAgents the Deployment is paused before the apply (kubectl
+// apply leaves spec.paused alone) and resumed only once every agent runs
+// to's and acked from's replicas.
+func roll(t *testing.T, c *cluster.Cluster, from, to release, phase string, holdAgents bool) {
 	t.Helper()
 	ctx := t.Context()
+	const ds, deploy = "daemonset/switchyard-agent", "deployment/switchyard-controlplane"
+	if holdAgents {
+		kubectl(t, c, "-n", cluster.SystemNS, "rollout", "pause", deploy)
+	}
 	begin := time.Now()
-	if err := c.InstallSwitchyardFrom(ctx, r.src, cluster.OverlayBase, ""); err != nil {
+	since := func() time.Duration { return time.Since(begin).Round(time.Millisecond) }
+	if err := c.InstallSwitchyardFrom(ctx, to.src, cluster.OverlayBase, ""); err != nil {
 		t.Fatal(err)
 	}
 	var took []string
-	for _, obj := range []string{"daemonset/switchyard-agent", "deployment/switchyard-controlplane"} {
-		kubectl(t, c, "-n", cluster.SystemNS, "rollout", "status", obj, "--timeout=5m")
-		took = append(took, fmt.Sprintf("%s rolled out %v", obj, time.Since(begin).Round(time.Millisecond)))
+	kubectl(t, c, "-n", cluster.SystemNS, "rollout", "status", ds, "--timeout=5m")
+	took = append(took, fmt.Sprintf("agents rolled out %v", since()))
+	if holdAgents {
+		// What WaitSwitchyard reads, without waiting for the Deployment.
+		if err := c.ReadCABundle(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitRunning(t, c, to, from, stateRestored)
+		took = append(took, fmt.Sprintf("%s agents acked %s replicas %v", to.name, from.name, since()))
+		kubectl(t, c, "-n", cluster.SystemNS, "rollout", "resume", deploy)
 	}
+	kubectl(t, c, "-n", cluster.SystemNS, "rollout", "status", deploy, "--timeout=5m")
+	took = append(took, fmt.Sprintf("replicas rolled out %v", since()))
 	if err := c.WaitSwitchyard(ctx); err != nil {
 		t.Fatal(err)
 	}
-	waitRelease(t, c, r, true)
-	t.Logf("%s: applied %s, %s, every agent acked %v after the apply", phase, begin.Format("15:04:05"),
-		strings.Join(took, ", "), time.Since(begin).Round(time.Millisecond))
+	agentState := stateRestored
+	if holdAgents {
+		agentState = stateChecked // by the wait above
+	}
+	waitRunning(t, c, to, to, agentState)
+	t.Logf("%s: applied %s; %s; every pod on %s's images and every agent acked %v after the apply",
+		phase, begin.Format("15:04:05"), strings.Join(took, ", "), to.name, since())
 }
 
-// waitRelease waits until every Switchyard pod runs r's images (the tag
-// in its spec, the digest of r's archive in its status) and every agent
-// acked running r's agent; with restored, every agent must have restored
-// the view its predecessor persisted.
-func waitRelease(t *testing.T, c *cluster.Cluster, r release, restored bool) {
+// waitRunning waits until every agent pod runs agents' image and every
+// control-plane pod cp's (the tag in its spec, the config digest of the
+// archive as its status's imageID), and every agent acked running
+// agents' version; then checks each agent's log for state.
+func waitRunning(t *testing.T, c *cluster.Cluster, agents, cp release, state agentState) {
 	t.Helper()
 	ctx := t.Context()
-	want := map[string]images.Archive{}
-	for _, a := range r.archives {
-		want[a.Name] = a
+	want, ids := map[string]images.Archive{}, map[string]string{}
+	for _, r := range []struct {
+		rel   release
+		image string
+	}{{agents, images.Agent}, {cp, images.ControlPlane}} {
+		for _, a := range r.rel.archives {
+			if a.Name != r.image {
+				continue
+			}
+			id, err := a.ImageID()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[a.Name], ids[a.Name] = a, id
+		}
 	}
-	var agents []string
-	waitFor(t, "every Switchyard pod on "+r.name+"'s images", 2*time.Minute, func() (bool, error) {
+	var agentPods []string
+	what := fmt.Sprintf("agents on %s's image, replicas on %s's", agents.name, cp.name)
+	podsTook := waitFor(t, what, 2*time.Minute, func() (bool, error) {
 		out, err := c.Kubectl(ctx, "-n", cluster.SystemNS, "get", "pods", "-o",
 			`jsonpath={range .items[*]}{.metadata.name} {.metadata.labels.app\.kubernetes\.io/name} {.metadata.deletionTimestamp}`+
 				`{range .status.containerStatuses[*]} {.image} {.imageID}{end}{"\n"}{end}`)
 		if err != nil {
 			return false, err
 		}
-		agents = nil
+		agentPods = nil
 		counts := map[string]int{}
 		for line := range strings.Lines(string(out)) {
 			f := strings.Fields(line)
@@ -202,46 +251,65 @@ func waitRelease(t *testing.T, c *cluster.Cluster, r release, restored bool) {
 			if !ok {
 				return false, fmt.Errorf("pod %s of an unknown app %s", name, f[1])
 			}
-			if f[2] != a.Ref || !strings.HasSuffix(f[3], "@"+a.Digest) {
-				return false, fmt.Errorf("pod %s runs %s (%s), want %s (%s)", name, f[2], f[3], a.Ref, a.Digest)
+			if f[2] != a.Ref || f[3] != ids[short] {
+				return false, fmt.Errorf("pod %s runs %s (%s), want %s (%s)", name, f[2], f[3], a.Ref, ids[short])
 			}
 			counts[short]++
 			if short == images.Agent {
-				agents = append(agents, name)
+				agentPods = append(agentPods, name)
 			}
 		}
 		if counts[images.Agent] != c.Nodes() || counts[images.ControlPlane] != 2 {
-			return false, fmt.Errorf("pods on %s's images: %v, want %d agents and 2 replicas", r.name, counts, c.Nodes())
+			return false, fmt.Errorf("%s: %v, want %d agents and 2 replicas", what, counts, c.Nodes())
 		}
 		return true, nil
 	})
-	if _, err := c.WaitSettled(ctx); err != nil {
-		t.Fatal(err)
+	begin := time.Now()
+	settle, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if nodes, err := c.WaitSettled(settle); err != nil {
+		t.Fatalf("%v; connected agents: %v", err, nodes)
 	}
 	// Settled counts an agent acked by any replica: every connected agent
-	// must be r's (an older stream a replica has not closed yet would show).
-	waitFor(t, "every agent acked running "+r.name, time.Minute, func() (bool, error) {
+	// must be agents' (an older stream a replica has not closed yet would
+	// show).
+	versionsTook := waitFor(t, "every agent acked running "+agents.name, time.Minute, func() (bool, error) {
 		ok, nodes, err := c.Settled(ctx)
 		if err != nil || !ok {
 			return false, fmt.Errorf("not settled (err %v)", err)
 		}
 		for _, n := range nodes {
-			if v := n.GetAgent().GetAgentVersion(); v != r.src.Tag {
-				return false, fmt.Errorf("%s's agent reports version %q, want %q", n.GetName(), v, r.src.Tag)
+			if v := n.GetAgent().GetAgentVersion(); v != agents.src.Tag {
+				return false, fmt.Errorf("%s's agent reports version %q, want %q", n.GetName(), v, agents.src.Tag)
 			}
 		}
 		return true, nil
 	})
-	if !restored {
-		return
-	}
-	for _, p := range agents {
+	t.Logf("%s: pods on their images %v after the rollouts, every agent acked %v later (%v of it for the versions)",
+		what, podsTook.Round(time.Millisecond), time.Since(begin).Round(time.Millisecond), versionsTook.Round(time.Millisecond))
+	for _, p := range agentPods {
 		log := kubectl(t, c, "-n", cluster.SystemNS, "logs", p)
-		if strings.Contains(log, "state file rejected") || !strings.Contains(log, "restored persisted view") {
-			t.Errorf("%s (%s) did not restore its predecessor's state file:\n%s", p, r.name, firstLines(log, 20))
+		rejected, restored := strings.Contains(log, "state file rejected"), strings.Contains(log, "restored persisted view")
+		switch {
+		case rejected:
+			t.Errorf("%s (%s) rejected the state file it found:\n%s", p, agents.name, firstLines(log, 20))
+		case state == stateRestored && !restored:
+			t.Errorf("%s (%s) did not restore its predecessor's state file:\n%s", p, agents.name, firstLines(log, 20))
+		case state == stateFresh && restored:
+			// The check above would pass on anything.
+			t.Errorf("%s (%s) restored a state file on a fresh node:\n%s", p, agents.name, firstLines(log, 20))
 		}
 	}
 }
+
+// agentState is what an agent's log must say of its state directory.
+type agentState int
+
+const (
+	stateFresh    agentState = iota // a first install: nothing to restore
+	stateRestored                   // the view its predecessor (the other version) persisted restored
+	stateChecked                    // checked already; only a rejection fails
+)
 
 // startUpgradeWorkload deploys holdWorkload and returns the client pod,
 // the ClusterIP and node-0's NodePort once the installed proxy serves it.
