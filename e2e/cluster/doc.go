@@ -22,6 +22,12 @@
 // each holds a real, rotating client certificate — the identity the mTLS
 // overlay's agents present.
 //
+// Another version of Switchyard installs the same way: AddCheckout checks
+// another commit out as a detached git worktree and builds its images
+// under their own tag, and InstallSwitchyardFrom applies that commit's
+// deploy/ through that commit's own overlays, over a running install if
+// there is one (an upgrade or downgrade, as kubectl apply rolls it).
+//
 // The bed is IPv4 only unless Config.DualStack: then every namespace and
 // pod also has an IPv6 address (fd00:201::/64 network, fd00:244::/56 pods,
 // a /64 per node), kube-apiserver serves 10.96.0.0/16 and fd00:96::/112

@@ -58,10 +58,36 @@ type Edit struct{ Old, New string }
 // InstallSwitchyardWith is InstallSwitchyard with edits to the rendered
 // install.
 func (c *Cluster) InstallSwitchyardWith(ctx context.Context, overlay, mode string, edits ...Edit) error {
-	root, err := apiserver.RepoRoot()
+	src, err := ThisSource()
 	if err != nil {
 		return err
 	}
+	return c.InstallSwitchyardFrom(ctx, src, overlay, mode, edits...)
+}
+
+// Source is the Switchyard an install applies: a checkout of this
+// repository, whose deploy/ the bed applies through that checkout's own
+// e2e/cluster/overlays, and the tag of the images built from it (which
+// must be among Config.Images).
+type Source struct {
+	Root string // the checkout's top directory
+	Tag  string // its controlplane and agent images' tag
+}
+
+// ThisSource is this checkout with the images Start builds from it.
+func ThisSource() (Source, error) {
+	root, err := apiserver.RepoRoot()
+	if err != nil {
+		return Source{}, err
+	}
+	return Source{Root: root, Tag: ImageTag}, nil
+}
+
+// InstallSwitchyardFrom is InstallSwitchyardWith from src. Installing
+// another Source over a running install is what an operator's upgrade or
+// downgrade is: kubectl apply of the other version's manifests, which
+// rolls the DaemonSet and the Deployment.
+func (c *Cluster) InstallSwitchyardFrom(ctx context.Context, src Source, overlay, mode string, edits ...Edit) error {
 	c.swydNS = SystemNS
 	if overlay == OverlayKubeSystem {
 		c.swydNS = "kube-system"
@@ -77,27 +103,34 @@ func (c *Cluster) InstallSwitchyardWith(ctx context.Context, overlay, mode strin
 			return err
 		}
 	}
-	dir := filepath.Join(root, "e2e", "cluster", "overlays", overlay)
+	dir := filepath.Join(src.Root, "e2e", "cluster", "overlays", overlay)
 	iptables := mode == "" || mode == "iptables"
+	name := "switchyard-" + overlay + "-" + mode
+	if iptables {
+		name = "switchyard-" + overlay + "-iptables"
+	}
+	if src.Tag != ImageTag {
+		name += "-" + src.Tag
+	}
+	// The overlays name ImageTag; another tag, or the userspace component,
+	// is an operator's own kustomization over the overlay.
+	if mode == "userspace" || src.Tag != ImageTag {
+		var err error
+		if dir, err = c.wrapOverlay(src, dir, name, mode == "userspace"); err != nil {
+			return fmt.Errorf("install switchyard (%s): %w", overlay, err)
+		}
+	}
 	if iptables && !c.cfg.DualStack && len(edits) == 0 {
 		if _, err := c.Kubectl(ctx, "apply", "-k", dir); err != nil {
 			return fmt.Errorf("install switchyard (%s): %w", overlay, err)
 		}
 		return nil
 	}
-	if mode == "userspace" {
-		if dir, err = c.withUserspaceComponent(root, dir); err != nil {
-			return fmt.Errorf("install switchyard (%s): %w", overlay, err)
-		}
-	}
 	rendered, err := c.Kubectl(ctx, "kustomize", dir)
 	if err != nil {
 		return fmt.Errorf("install switchyard (%s): %w", overlay, err)
 	}
-	manifest, name := string(rendered), "switchyard-"+overlay+"-"+mode
-	if iptables {
-		name = "switchyard-" + overlay + "-iptables"
-	}
+	manifest := string(rendered)
 	// Another mode: what an operator does, the agent ConfigMap's mode line
 	// changed before the DaemonSet starts.
 	if !iptables {
@@ -232,13 +265,23 @@ func (c *Cluster) SwitchyardNS() string {
 
 // WaitSwitchyard waits until the DaemonSet and the Deployment are rolled
 // out with every pod Ready; for an install that issues its own
-// certificates it then reads the CA bundle the control plane published.
+// certificates it then reads the CA bundle the control plane published
+// (ReadCABundle).
 func (c *Cluster) WaitSwitchyard(ctx context.Context) error {
 	for _, obj := range []string{"daemonset/switchyard-agent", "deployment/switchyard-controlplane"} {
 		if _, err := c.Kubectl(ctx, "-n", c.SwitchyardNS(), "rollout", "status", obj, "--timeout=5m"); err != nil {
 			return err
 		}
 	}
+	return c.ReadCABundle(ctx)
+}
+
+// ReadCABundle reads the CA bundle the control plane published, for an
+// install that issues its own certificates and whose CA is not known yet;
+// AdminConn and Settled need it. WaitSwitchyard calls it; a test that
+// holds a rollout (a paused Deployment, which WaitSwitchyard would wait
+// for) calls it itself once the replicas run.
+func (c *Cluster) ReadCABundle(ctx context.Context) error {
 	if c.swydTLS && c.swydCAPEM == nil {
 		return c.ReadControlPlaneCA(ctx)
 	}
@@ -424,24 +467,26 @@ func (c *Cluster) Settled(ctx context.Context) (bool, []*switchyardv1.NodeStatus
 	return true, all, nil
 }
 
-// WaitSettled polls Settled until it holds.
+// WaitSettled polls Settled until it holds. An error of Settled ends it:
+// only the credentials fail there (a replica that does not answer is
+// skipped), and they would fail forever.
 func (c *Cluster) WaitSettled(ctx context.Context) ([]*switchyardv1.NodeStatus, error) {
 	var last []*switchyardv1.NodeStatus
 	err := c.poll(ctx, "every agent acked", func(ctx context.Context) (bool, error) {
 		ok, nodes, err := c.Settled(ctx)
 		last = nodes
-		return ok && err == nil, nil
+		return ok, err
 	})
 	return last, err
 }
 
-// withUserspaceComponent writes a kustomization that adds
-// deploy/components/userspace (the service range as a local route, and
-// CAP_NET_BIND_SERVICE) to overlay, as a userspace-mode user's own
-// kustomization would, and returns its directory. The component's init
-// container gets the bed's agent image like the agent.
-func (c *Cluster) withUserspaceComponent(root, overlay string) (string, error) {
-	dir := filepath.Join(c.cfg.Dir, "manifests", "userspace-kustomization")
+// wrapOverlay writes a kustomization over overlay, as an operator's own
+// would, and returns its directory: it sets src's image tag and, with
+// userspace, adds src's deploy/components/userspace (the service range as
+// a local route, and CAP_NET_BIND_SERVICE), whose init container gets the
+// agent's image.
+func (c *Cluster) wrapOverlay(src Source, overlay, name string, userspace bool) (string, error) {
+	dir := filepath.Join(c.cfg.Dir, "manifests", name+"-kustomization")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
 	}
@@ -450,16 +495,21 @@ func (c *Cluster) withUserspaceComponent(root, overlay string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	comp, err := filepath.Rel(dir, filepath.Join(root, "deploy", "components", "userspace"))
-	if err != nil {
-		return "", err
+	comps := "[]"
+	if userspace {
+		comp, err := filepath.Rel(dir, filepath.Join(src.Root, "deploy", "components", "userspace"))
+		if err != nil {
+			return "", err
+		}
+		comps = fmt.Sprintf("[%q]", comp)
 	}
 	k := fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
 kind: Kustomization
 resources: [%q]
-components: [%q]
+components: %s
 images:
   - {name: %s, newTag: %s}
-`, res, comp, images.AgentRepo, ImageTag)
+  - {name: %s, newTag: %s}
+`, res, comps, images.ControlPlaneRepo, src.Tag, images.AgentRepo, src.Tag)
 	return dir, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644)
 }

@@ -60,7 +60,10 @@ func goBuild(ctx context.Context, repoRoot, pkg, out, tag string) error {
 	}
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags="+ldflags, "-o", out, pkg)
 	cmd.Dir = repoRoot
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	// The checkout's own workspace, whatever GOWORK the caller names: the
+	// checkout may be another commit of this repository (an older release
+	// built for the upgrade test), whose modules differ from the caller's.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK="+filepath.Join(repoRoot, "go.work"))
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s: %w\n%s", pkg, err, b)
 	}
