@@ -48,21 +48,11 @@ const (
 // mode is the agents' dataplane mode ("" or iptables as deploy/ ships it,
 // nftables, userspace, ipvs).
 func (c *Cluster) InstallSwitchyard(ctx context.Context, overlay, mode string) error {
-	return c.InstallSwitchyardWith(ctx, overlay, mode)
-}
-
-// Edit replaces Old, which the rendered install must hold exactly once,
-// by New: what an operator changes in the ConfigMaps before applying.
-type Edit struct{ Old, New string }
-
-// InstallSwitchyardWith is InstallSwitchyard with edits to the rendered
-// install.
-func (c *Cluster) InstallSwitchyardWith(ctx context.Context, overlay, mode string, edits ...Edit) error {
 	src, err := ThisSource()
 	if err != nil {
 		return err
 	}
-	return c.InstallSwitchyardFrom(ctx, src, overlay, mode, edits...)
+	return c.InstallSwitchyardFrom(ctx, src, overlay, mode)
 }
 
 // Source is the Switchyard an install applies: a checkout of this
@@ -83,11 +73,11 @@ func ThisSource() (Source, error) {
 	return Source{Root: root, Tag: ImageTag}, nil
 }
 
-// InstallSwitchyardFrom is InstallSwitchyardWith from src. Installing
+// InstallSwitchyardFrom is InstallSwitchyard from src. Installing
 // another Source over a running install is what an operator's upgrade or
 // downgrade is: kubectl apply of the other version's manifests, which
 // rolls the DaemonSet and the Deployment.
-func (c *Cluster) InstallSwitchyardFrom(ctx context.Context, src Source, overlay, mode string, edits ...Edit) error {
+func (c *Cluster) InstallSwitchyardFrom(ctx context.Context, src Source, overlay, mode string) error {
 	c.swydNS = SystemNS
 	if overlay == OverlayKubeSystem {
 		c.swydNS = "kube-system"
@@ -120,7 +110,7 @@ func (c *Cluster) InstallSwitchyardFrom(ctx context.Context, src Source, overlay
 			return fmt.Errorf("install switchyard (%s): %w", overlay, err)
 		}
 	}
-	if iptables && !c.cfg.DualStack && len(edits) == 0 {
+	if iptables && !c.cfg.DualStack {
 		if _, err := c.Kubectl(ctx, "apply", "-k", dir); err != nil {
 			return fmt.Errorf("install switchyard (%s): %w", overlay, err)
 		}
@@ -148,19 +138,11 @@ func (c *Cluster) InstallSwitchyardFrom(ctx context.Context, src Source, overlay
 		}
 		name += "-dualstack"
 	}
-	for _, e := range edits {
-		if manifest, err = replaceOnce(manifest, e.Old, e.New); err != nil {
-			return fmt.Errorf("install switchyard (%s): %w", overlay, err)
-		}
-	}
-	if len(edits) > 0 {
-		name += "-edited"
-	}
 	return c.Apply(ctx, name, manifest)
 }
 
 // UninstallSwitchyard deletes what InstallSwitchyard applied from
-// overlay (the same objects whatever the mode and edits), as an operator
+// overlay (the same objects whatever the mode), as an operator
 // does with kubectl delete -k, and waits for them to be gone. The agents'
 // rules stay, as with any DaemonSet deleted.
 func (c *Cluster) UninstallSwitchyard(ctx context.Context, overlay string) error {

@@ -129,7 +129,10 @@ func TestRealClusterUpgrade(t *testing.T) {
 	}
 	waitRunning(t, c, old, old, stateFresh)
 	t.Logf("%s installed and every agent acked in %v", old.name, time.Since(begin).Round(time.Millisecond))
-	pod, vip, np := startUpgradeWorkload(t, c)
+	hold := startHold(t, c, upgradeNS)
+	waitFor(t, "the ClusterIP programmed", time.Minute, func() (bool, error) {
+		return dialFrom(hold.pod, netip.AddrPortFrom(hold.vip, holdNew)) == nil, nil
+	})
 
 	// Each step under its own traffic: first as one kubectl apply rolls
 	// both at once; then with the Deployment held until the agents are
@@ -145,7 +148,7 @@ func TestRealClusterUpgrade(t *testing.T) {
 		if step.holdAgents {
 			phase += ", agents first"
 		}
-		traffic := startHoldTraffic(t, c, pod, vip, np)
+		traffic := hold.traffic(t)
 		roll(t, c, step.from, step.to, phase, step.holdAgents)
 		time.Sleep(3 * time.Second) // the traffic over the new pods alone
 		traffic.check(t, phase, true)
@@ -310,39 +313,6 @@ const (
 	stateRestored                   // the view its predecessor (the other version) persisted restored
 	stateChecked                    // checked already; only a rejection fails
 )
-
-// startUpgradeWorkload deploys holdWorkload and returns the client pod,
-// the ClusterIP and node-0's NodePort once the installed proxy serves it.
-func startUpgradeWorkload(t *testing.T, c *cluster.Cluster) (cluster.PodRunner, netip.Addr, netip.AddrPort) {
-	t.Helper()
-	ctx := t.Context()
-	if err := c.Apply(ctx, "hold", holdWorkload(upgradeNS)); err != nil {
-		t.Fatal(err)
-	}
-	kubectl(t, c, "-n", upgradeNS, "rollout", "status", "deployment/hold", "--timeout=3m")
-	kubectl(t, c, "-n", upgradeNS, "wait", "pod/client", "--for=condition=Ready", "--timeout=3m")
-	waitFor(t, "3 ready endpoints", time.Minute, func() (bool, error) {
-		n, err := c.ReadyEndpoints(ctx, upgradeNS, "hold")
-		return n == 3, err
-	})
-	podNS, err := c.PodNetNS(ctx, upgradeNS, "client")
-	if err != nil {
-		t.Fatal(err)
-	}
-	pod := c.PodRunner(podNS)
-	vip, err := c.ServiceAddr(ctx, upgradeNS, "hold")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port, err := c.NodePort(ctx, upgradeNS, "hold-np")
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, "the ClusterIP programmed", time.Minute, func() (bool, error) {
-		return dialFrom(pod, netip.AddrPortFrom(vip.Addr(), holdNew)) == nil, nil
-	})
-	return pod, vip.Addr(), netip.AddrPortFrom(cluster.NodeIP(0), port)
-}
 
 // firstLines is s cut after n lines.
 func firstLines(s string, n int) string {
