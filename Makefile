@@ -185,7 +185,7 @@ soak: cluster-deps ## faults on purpose: kill -9 agents, control-plane replicas 
 
 DAY2_RUN ?= TestRealCluster(HandOverMatrix|Certificates|Upgrade)
 
-day-two: cluster-deps ## issue 35's long runs on the real cluster, under traffic: kube-proxy ⇄ Switchyard in every mode pair and order, certificate and CA rotation, upgrade and downgrade across versions (root; ~1 h; make test runs a smoke of each; DAY2_RUN=<go test -run regexp>)
+day-two: cluster-deps ## issue 35's long runs on the real cluster, under traffic: kube-proxy ⇄ Switchyard in every mode pair and order, certificate and CA rotation, upgrade and downgrade across versions (root; ~25 min; make test runs a smoke of each; DAY2_RUN=<go test -run regexp>)
 	@$(ROOT_CHECK)
 	BUILD_KUBE_PROXY=1 hack/testbed-build.sh >/dev/null
 	cd e2e && SWITCHYARD_DAY2=1 go test -count=1 -timeout 0 -run '^$(DAY2_RUN)$$' -v ./cluster/
