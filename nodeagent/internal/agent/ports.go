@@ -120,6 +120,11 @@ func (p *port) serveUntilReleased(ctx context.Context, l net.Listener) error {
 			}
 			p.log.Info("letting the address go: kube-proxy serves it", "server", p.name, "address", p.addr)
 		}
+		// Not serving from here on: Shutdown closes the listener first,
+		// and the address may be another process's before it returns.
+		p.mu.Lock()
+		p.bound = ""
+		p.mu.Unlock()
 		// Give connections a moment to finish, then close.
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
 		err := srv.Shutdown(sctx)
