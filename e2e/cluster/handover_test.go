@@ -182,19 +182,12 @@ func handOver(t *testing.T, to holdTarget, kubeProxyMode string, hc handOverCase
 		}
 		stopped = time.Now()
 	}
-	waitFor(t, "kube-proxy's rules gone from every node", 2*time.Minute, func() (bool, error) {
-		if left := kubeProxyLeftAll(t, c); len(left) > 0 {
-			return false, errors.New(strings.Join(left, ", "))
-		}
-		return true, nil
-	})
-	gone := time.Since(begin)
+	gone := nodesClean(t, c, "kube-proxy's rules gone", begin, kubeProxyLeft)
 	if _, err := c.WaitSettled(ctx); err != nil {
 		t.Error(err)
 	}
-	t.Logf("takeover: started %v; kube-proxy deleted at +%v, Switchyard rolled out at +%v, kube-proxy's rules gone at +%v",
-		begin.Format("15:04:05"), stopped.Sub(begin).Round(time.Millisecond), ready.Sub(begin).Round(time.Millisecond),
-		gone.Round(time.Millisecond))
+	t.Logf("takeover: started %v; kube-proxy deleted at +%v, Switchyard rolled out at +%v, kube-proxy's rules gone at %s",
+		begin.Format("15:04:05"), stopped.Sub(begin).Round(time.Millisecond), ready.Sub(begin).Round(time.Millisecond), gone)
 	logHandOver(t, c)
 	time.Sleep(3 * time.Second) // let the traffic run over the agents' rules alone
 	traffic.check(t, name, true)
@@ -224,16 +217,8 @@ func handOver(t *testing.T, to holdTarget, kubeProxyMode string, hc handOverCase
 			kubectl(t, c, "-n", cluster.SystemNS, "rollout", "status", "daemonset/switchyard-agent", "--timeout=3m")
 		}
 	}
-	took := waitFor(t, "Switchyard's rules gone from every node", 2*time.Minute, func() (bool, error) {
-		for i := range c.Nodes() {
-			if left := switchyardLeft(t, c, i); len(left) > 0 {
-				return false, fmt.Errorf("%s: %s", cluster.NodeName(i), strings.Join(left, ", "))
-			}
-		}
-		return true, nil
-	})
-	t.Logf("hand-back: started %v, Switchyard's rules gone %v later (%v after kube-proxy's rollout)",
-		begin.Format("15:04:05"), time.Since(begin).Round(time.Millisecond), took.Round(time.Millisecond))
+	gone = nodesClean(t, c, "Switchyard's rules gone", begin, switchyardLeft)
+	t.Logf("hand-back: started %v, Switchyard's rules gone at %s", begin.Format("15:04:05"), gone)
 	if err := c.UninstallSwitchyard(ctx, cluster.OverlayBase); err != nil {
 		t.Fatal(err)
 	}
@@ -294,6 +279,41 @@ func kubeProxyBackOnNodes(t *testing.T, c *cluster.Cluster) {
 			}
 		}
 	}
+}
+
+// nodesClean waits until left finds nothing on any node and says when
+// each node was first seen clean, from begin: "node-0 +14.2s, node-1
+// +15.0s".
+func nodesClean(t *testing.T, c *cluster.Cluster, what string, begin time.Time, left func(*testing.T, *cluster.Cluster, int) []string) string {
+	t.Helper()
+	clean := make([]time.Duration, c.Nodes())
+	waitFor(t, what+" on every node", 2*time.Minute, func() (bool, error) {
+		var errs []string
+		for i := range c.Nodes() {
+			if clean[i] > 0 {
+				continue
+			}
+			if l := left(t, c, i); len(l) > 0 {
+				errs = append(errs, cluster.NodeName(i)+": "+strings.Join(l, ", "))
+				continue
+			}
+			clean[i] = time.Since(begin)
+		}
+		return len(errs) == 0, errors.New(strings.Join(errs, "; "))
+	})
+	for i := range c.Nodes() { // and still clean, every node at once
+		if l := left(t, c, i); len(l) > 0 {
+			t.Errorf("%s: %s, then back: %s", cluster.NodeName(i), what, strings.Join(l, ", "))
+		}
+	}
+	var b strings.Builder
+	for i, d := range clean {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "%s +%v", cluster.NodeName(i), d.Round(100*time.Millisecond))
+	}
+	return b.String()
 }
 
 // deleteKubeProxy deletes kube-proxy's DaemonSet and waits for its pods.
