@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"encoding/pem"
 	"fmt"
 	"maps"
 	"net"
@@ -23,6 +22,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/switchyard-proxy/switchyard/e2e/cluster"
+	"github.com/switchyard-proxy/switchyard/e2e/internal/testca"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/launch"
 )
 
@@ -301,21 +301,11 @@ func readCert(t *testing.T, path string) *x509.Certificate {
 
 func pemCerts(t *testing.T, b []byte) []*x509.Certificate {
 	t.Helper()
-	var out []*x509.Certificate
-	for {
-		var blk *pem.Block
-		if blk, b = pem.Decode(b); blk == nil {
-			return out
-		}
-		if blk.Type != "CERTIFICATE" {
-			continue
-		}
-		c, err := x509.ParseCertificate(blk.Bytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, c)
+	certs, err := testca.ParseCerts(b)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return certs
 }
 
 // kubeletCert is node i's kubelet client certificate now.

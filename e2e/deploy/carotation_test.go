@@ -3,7 +3,6 @@ package deploy
 import (
 	"context"
 	"crypto/x509"
-	"encoding/pem"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -143,16 +142,9 @@ func readCerts(t *testing.T, path string) []*x509.Certificate {
 
 func parseCerts(t *testing.T, b []byte) []*x509.Certificate {
 	t.Helper()
-	var out []*x509.Certificate
-	for {
-		var blk *pem.Block
-		if blk, b = pem.Decode(b); blk == nil {
-			return out
-		}
-		c, err := x509.ParseCertificate(blk.Bytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, c)
+	certs, err := testca.ParseCerts(b)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return certs
 }

@@ -90,3 +90,23 @@ func serial() *big.Int {
 	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 120))
 	return n
 }
+
+// ParseCerts parses every CERTIFICATE block of PEM data, skipping other
+// blocks (a kubelet's client file holds its key too).
+func ParseCerts(data []byte) ([]*x509.Certificate, error) {
+	var out []*x509.Certificate
+	for {
+		var blk *pem.Block
+		if blk, data = pem.Decode(data); blk == nil {
+			return out, nil
+		}
+		if blk.Type != "CERTIFICATE" {
+			continue
+		}
+		c, err := x509.ParseCertificate(blk.Bytes)
+		if err != nil {
+			return nil, fmt.Errorf("parse certificate: %w", err)
+		}
+		out = append(out, c)
+	}
+}
