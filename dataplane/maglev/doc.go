@@ -8,20 +8,21 @@
 // New(backends, size) fills `size` slots with endpoint indexes: each
 // endpoint walks its own permutation of the slots (offset and skip from
 // SHA-256 of its identity, e.g. "10.244.1.3:8080") and the endpoints take
-// turns claiming their next free slot. Size(n) picks the size, Resize adds
-// hysteresis. Invariants, each tested:
+// turns claiming their next free slot. Size(n) picks the size from the
+// endpoint count alone, so every control-plane replica agrees. Invariants,
+// each tested:
 //   - Same input, same table: New sorts the identities, and the
 //     permutations use a fixed hash, not Go's per-process map hash; a
 //     table computed by the control plane equals one computed on any node,
 //     on any architecture, with any Go version.
 //   - Balance: every endpoint owns floor(size/n) or ceil(size/n) slots.
 //   - Small disruption at a fixed size: removing one of n endpoints moves
-//     its own flows (1/n) plus a few percent of the others' (measured with
-//     10 endpoints: +3 points at Size's ~100 slots per endpoint, +1 at
-//     ~400); adding one moves its new share, 1/(n+1), plus as much. A new
-//     size reshuffles everything, so sizes come in tiers (primes 251 …
-//     65,521, just below the powers of two) that change only when the
-//     endpoint count roughly doubles or halves (Resize: hysteresis).
+//     its own flows (1/n) plus about a point of the others' at Size's
+//     256–512 slots per endpoint (3 points at 100 per endpoint); adding
+//     one moves its new share, 1/(n+1), plus as much. A new size
+//     reshuffles everything, so sizes come in tiers (primes 509 … 65,521,
+//     just below the powers of two) that change only when the endpoint
+//     count crosses a power of two.
 //   - Bounds: MinSize <= size <= MaxSize, prime. Each slot costs one
 //     nftables map element per service port, which bounds MaxSize; at
 //     most MaxSize endpoints.

@@ -20,6 +20,12 @@ var (
 	ErrBadSize = errors.New("maglev: bad table size")
 )
 
+// Seed is the cluster's jhash seed: every table a control plane computes
+// carries it, so every node hashes a flow alike. A constant rather than a
+// setting: changing it moves almost every flow of every hashed service,
+// and nothing gains from choosing it. Changing it is a wire-format change.
+const Seed = 0x5317c4a5
+
 // Table is a Maglev lookup table: Slots[i] is the index in Backends of the
 // backend that owns slot i. A flow whose hash scales to slot i goes to
 // Backends[Slots[i]].

@@ -54,6 +54,12 @@ type Port struct {
 	Cluster, Local []Endpoint
 	// Affinity is the ClientIP timeout in seconds, 0 without affinity.
 	Affinity uint32
+	// Algorithm spreads new connections over a set (balance.go); with a
+	// hashed one, ClusterTable and LocalTable are the tables of Cluster
+	// and Local (nil for an empty set). Affinity, where set, still wins
+	// for a client it remembers.
+	Algorithm                Algorithm
+	ClusterTable, LocalTable *Table
 
 	// The decision every mode programs (decide.go): which endpoints
 	// internal and external traffic use, and what each does without one.
@@ -138,6 +144,7 @@ func Read(key string, sv *switchyardv1.ServiceView, f dataplane.Family, skip Ski
 		p.Protocol, p.Port, p.NodePort = proto, sp.GetPort(), sp.GetNodePort()
 		p.Cluster = endpoints(name, p.Name, cluster, skipf)
 		p.Local = endpoints(name, p.Name, local, skipf)
+		p.readBalance(name, sv, f, skipf)
 		p.decide(sp, pol)
 		svc.Ports = append(svc.Ports, p)
 	}

@@ -95,7 +95,9 @@ func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error
 	fs.StringVar(&mode, "mode", "", "dataplane mode every agent must use (iptables|ipvs|nftables|userspace|dry-run); empty leaves each agent's --mode")
 	fs.DurationVar(&minSync, "min-sync-period", 0, "agents' minimum time between syncs; 0 leaves the agents' own")
 	fs.DurationVar(&syncPeriod, "sync-period", 0, "agents' full resync period; 0 leaves the agents' own")
-	fs.StringVar(&o.Views.IPVSScheduler, "ipvs-scheduler", "", "IPVS scheduler for agents in ipvs mode: rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq (empty: rr)")
+	fs.StringVar(&o.Views.IPVSScheduler, "ipvs-scheduler", "", "IPVS scheduler for agents in ipvs mode: rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq, mh (empty: rr)")
+	fs.StringVar(&o.Views.LoadBalancing, "load-balancing", "", "algorithm of services without a switchyard.io/load-balancing annotation: random, round-robin, maglev (consistent hashing of the client address and port, the same endpoint from every node) "+
+		"or source-hash (of the client address); empty leaves each mode its default (random; the ipvs mode's --ipvs-scheduler)")
 	fs.StringVar(&cidrs, "cluster-cidr", "", "comma-separated pod CIDRs; service traffic from outside them is masqueraded")
 	fs.BoolVar(&o.Views.MasqueradeAll, "masquerade-all", false, "masquerade all service traffic")
 	fs.StringVar(&nodePorts, "nodeport-addresses", "", "comma-separated CIDRs and the keywords primary (the node's primary address of each family) and all (every local address): "+
@@ -106,7 +108,7 @@ func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error
 		"are sent to every agent (NodeConfig control_plane_addresses), which persists them and dials them before its configured addresses, so agents restart without a Service VIP. "+
 		"The control plane must run on the host network (endpoints are then node addresses) and the Service must not be headless; empty advertises nothing")
 	fs.StringVar(&configMap, "config-map", "", "namespace/name (or name, in the pod's namespace POD_NAMESPACE) of a ConfigMap whose "+settings.Key+" sets the NodeConfig settings every replica sends: "+
-		"mode, minSyncPeriod, syncPeriod, ipvsScheduler, clusterCIDRs, masqueradeAll, nodePortAddresses. A field it sets overrides the flag of the same name, which is only its default, so replicas agree whatever their flags; "+
+		"mode, minSyncPeriod, syncPeriod, ipvsScheduler, clusterCIDRs, masqueradeAll, nodePortAddresses, loadBalancing. A field it sets overrides the flag of the same name, which is only its default, so replicas agree whatever their flags; "+
 		"a ConfigMap that does not parse keeps the settings in use (reported in logs, metrics and ListNodes), an absent one means the flags. Empty reads none")
 	fs.StringVar(&lo.level, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&lo.format, "log-format", "text", "text or json")
@@ -123,6 +125,9 @@ func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error
 	o.Views.MinSyncPeriod, o.Views.SyncPeriod = minSync, syncPeriod
 	if err := settings.CheckScheduler(o.Views.IPVSScheduler); err != nil {
 		return o, lo, fmt.Errorf("--ipvs-scheduler %w", err)
+	}
+	if err := settings.CheckLoadBalancing(o.Views.LoadBalancing); err != nil {
+		return o, lo, fmt.Errorf("--load-balancing %w", err)
 	}
 	if o.Views.ClusterCIDRs, err = settings.ParseCIDRs(list(cidrs)); err != nil {
 		return o, lo, fmt.Errorf("--cluster-cidr: %w", err)

@@ -84,6 +84,11 @@ type Service struct {
 	HealthCheckNodePort uint16
 	// TrafficDistribution is spec.trafficDistribution, "" when unset.
 	TrafficDistribution string
+	// LoadBalancing is the algorithm the service's
+	// switchyard.io/load-balancing annotation names (random,
+	// round-robin, maglev, source-hash); "" when it names none, and the
+	// cluster default applies.
+	LoadBalancing string
 }
 
 // ServicePort is one port of a service. Endpoints serve it on the port of

@@ -39,6 +39,9 @@ type Options struct {
 type Index struct {
 	config  configBase
 	workers int
+	// balance is the cluster's default algorithm (Defaults.LoadBalancing)
+	// for services whose annotation names none.
+	balance string
 	// advertise is Options.AdvertiseService.
 	advertise model.ServiceKey
 	// svcs are every service's views in resource-name order.
@@ -122,6 +125,7 @@ func NewIndex(st *model.State, opts Options) *Index {
 	ix := &Index{
 		config:    newConfigBase(Settings{Defaults: opts.Defaults}),
 		workers:   opts.Workers,
+		balance:   opts.Defaults.LoadBalancing,
 		advertise: opts.AdvertiseService,
 		zones:     map[string]*layer{},
 	}
@@ -133,7 +137,7 @@ func NewIndex(st *model.State, opts Options) *Index {
 			keys = append(keys, k)
 		}
 	}
-	all := compute(st, keys, opts.Workers)
+	all := compute(st, keys, opts.Workers, ix.balance)
 	slices.SortFunc(all, compareViews)
 	ix.svcs = all
 	shared := &sharedSet{views: make([]*View, len(all))}
@@ -185,10 +189,10 @@ func compareKeys(a, b model.ServiceKey) int {
 	return cmp.Or(strings.Compare(a.Namespace, b.Namespace), strings.Compare(a.Name, b.Name))
 }
 
-// compute runs Service for each key of st, in parallel when there are
-// many, and returns the results in the keys' order (nil for a key st has
-// no service for).
-func compute(st *model.State, keys []model.ServiceKey, workers int) []*ServiceViews {
+// compute runs Service for each key of st, with balance as the default
+// algorithm, in parallel when there are many, and returns the results in
+// the keys' order (nil for a key st has no service for).
+func compute(st *model.State, keys []model.ServiceKey, workers int, balance string) []*ServiceViews {
 	out := make([]*ServiceViews, len(keys))
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
@@ -196,7 +200,7 @@ func compute(st *model.State, keys []model.ServiceKey, workers int) []*ServiceVi
 	workers = min(workers, max(1, len(keys)/64))
 	if workers == 1 {
 		for i, k := range keys {
-			out[i] = Service(st.Services[k], st.Slices[k], st.Nodes)
+			out[i] = serviceViews(st.Services[k], st.Slices[k], st.Nodes, balance)
 		}
 		return out
 	}
@@ -210,7 +214,7 @@ func compute(st *model.State, keys []model.ServiceKey, workers int) []*ServiceVi
 					return
 				}
 				k := keys[i]
-				out[i] = Service(st.Services[k], st.Slices[k], st.Nodes)
+				out[i] = serviceViews(st.Services[k], st.Slices[k], st.Nodes, balance)
 			}
 		})
 	}

@@ -35,6 +35,13 @@ type Defaults struct {
 	// keywords "primary" and "all"; empty leaves each agent's mode its
 	// default (NodeConfig.node_port_addresses).
 	NodePortAddresses []string
+	// LoadBalancing is the algorithm of services without a
+	// switchyard.io/load-balancing annotation (random, round-robin,
+	// maglev, source-hash); empty leaves each mode its default. It goes
+	// into service views, not NodeConfigs: an Index takes it at
+	// NewIndex and WithLoadBalancing, and WithSettings ignores it (a
+	// per-node value could not give every node the same table).
+	LoadBalancing string
 }
 
 // settingsBase is one set of settings converted once: the cluster's,

@@ -66,11 +66,19 @@ func (s *ServiceViews) inherited(zone string) *View {
 // and the nodes, which are read only for the zones of nodes that need
 // their own view. It is pure: the same input gives the same views, with
 // the same versions, in every process. It returns nil for a nil service.
+// A service without a load-balancing annotation gets no algorithm (each
+// mode's default); an Index gives it the cluster's default.
 func Service(svc *model.Service, epSlices map[model.SliceKey]*model.EndpointSlice, nodes map[string]*model.Node) *ServiceViews {
+	return serviceViews(svc, epSlices, nodes, "")
+}
+
+// serviceViews is Service with balance the algorithm of a service whose
+// annotation names none.
+func serviceViews(svc *model.Service, epSlices map[model.SliceKey]*model.EndpointSlice, nodes map[string]*model.Node, balance string) *ServiceViews {
 	if svc == nil {
 		return nil
 	}
-	b := newBuilder(svc, mergeSlices(svc, epSlices))
+	b := newBuilder(svc, mergeSlices(svc, epSlices), cmp.Or(svc.LoadBalancing, balance))
 	out := &ServiceViews{Key: svc.Key, Default: b.view(place{})}
 	zones := b.hintedZones()
 	out.zoned = len(zones) > 0
@@ -118,14 +126,17 @@ type builder struct {
 	seen map[string]*View
 	// portNames are the service port names, valid UTF-8.
 	portNames []string
+	// tables are the Maglev tables built so far, by content (maglev.go):
+	// variants share the tables of sets they share.
+	tables map[string]*switchyardv1.MaglevTable
 	// Scratch space reused across variants.
 	buf   []candidate
 	picks []pick
 }
 
-func newBuilder(svc *model.Service, m merged) *builder {
+func newBuilder(svc *model.Service, m merged, balance string) *builder {
 	usesCluster, usesLocal := policies(svc)
-	return &builder{
+	b := &builder{
 		svc:         svc,
 		name:        text(svc.Key.String()),
 		m:           m,
@@ -135,6 +146,8 @@ func newBuilder(svc *model.Service, m merged) *builder {
 		portNames:   portNames(svc),
 		seen:        map[string]*View{},
 	}
+	b.base.LoadBalancing = loadBalancing(balance)
+	return b
 }
 
 // view builds, or finds, the view at one place.
@@ -154,12 +167,16 @@ func (b *builder) view(p place) *View {
 		InternalTrafficPolicy:         b.base.InternalTrafficPolicy,
 		HealthCheckNodePort:           b.base.HealthCheckNodePort,
 		HasAnyEndpoints:               b.base.HasAnyEndpoints,
+		LoadBalancing:                 b.base.LoadBalancing,
 	}
 	if b.usesCluster {
 		sv.ClusterEndpoints = b.endpoints(p, clusterSet)
 	}
 	if b.usesLocal {
 		sv.LocalEndpoints = b.endpoints(p, localSet)
+	}
+	if hashed(sv.LoadBalancing) {
+		sv.MaglevTables = b.maglevTables(sv)
 	}
 	v := newServiceResource(b.name, sv)
 	if prev, ok := b.seen[v.Version]; ok {

@@ -43,7 +43,7 @@ func (ix *Index) Update(st *model.State, services []model.ServiceKey, nodes []st
 	u.controlPlanes(services)
 	u.serviceRanges()
 	keys := u.listedNodes(nodes, services)
-	for i, sv := range compute(st, keys, ix.workers) {
+	for i, sv := range compute(st, keys, ix.workers, ix.balance) {
 		u.service(keys[i], ix.Service(keys[i]), sv)
 	}
 	next := u.apply()

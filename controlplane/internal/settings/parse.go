@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/nodeview"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/rollout"
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -30,6 +31,11 @@ type File struct {
 	ClusterCIDRs      *[]string `json:"clusterCIDRs,omitempty"`
 	MasqueradeAll     *bool     `json:"masqueradeAll,omitempty"`
 	NodePortAddresses *[]string `json:"nodePortAddresses,omitempty"`
+	// LoadBalancing is the algorithm of services without a
+	// switchyard.io/load-balancing annotation. Cluster-wide only: it
+	// shapes service views, which every node must share (a rollout
+	// refuses it).
+	LoadBalancing *string `json:"loadBalancing,omitempty"`
 	// Rollout brings other settings to the fleet a step at a time.
 	Rollout *RolloutFile `json:"rollout,omitempty"`
 }
@@ -84,6 +90,9 @@ func (r *RolloutFile) spec(d nodeview.Defaults) (*rollout.Spec, error) {
 	}
 	if r.Settings.Rollout != nil {
 		return nil, errors.New("settings: a rollout inside a rollout")
+	}
+	if r.Settings.LoadBalancing != nil {
+		return nil, errors.New("settings: loadBalancing is cluster-wide (every node must hash a flow alike): set it at the top level")
 	}
 	target, err := r.Settings.over(d)
 	if err != nil {
@@ -150,6 +159,10 @@ func (f File) over(d nodeview.Defaults) (nodeview.Defaults, error) {
 		d.NodePortAddresses, err = ParseNodePortAddresses(*f.NodePortAddresses)
 		set("nodePortAddresses", err)
 	}
+	if f.LoadBalancing != nil {
+		d.LoadBalancing = *f.LoadBalancing
+		set("loadBalancing", CheckLoadBalancing(d.LoadBalancing))
+	}
 	return d, errors.Join(errs...)
 }
 
@@ -185,13 +198,24 @@ func ParseMode(s string) (switchyardv1.DataplaneMode, error) {
 	return 0, fmt.Errorf("%q: want iptables, ipvs, nftables, userspace or dry-run", s)
 }
 
-// CheckScheduler accepts the IPVS schedulers agents program; empty is rr.
+// CheckScheduler accepts the IPVS schedulers agents program: kube-proxy's
+// ipvsScheduler values and mh (Maglev hashing); empty is rr.
 func CheckScheduler(s string) error {
 	switch s {
-	case "", "rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq":
+	case "", "rr", "wrr", "lc", "wlc", "lblc", "lblcr", "dh", "sh", "sed", "nq", "mh":
 		return nil
 	}
-	return fmt.Errorf("%q: want rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed or nq", s)
+	return fmt.Errorf("%q: want rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq or mh", s)
+}
+
+// CheckLoadBalancing accepts an algorithm name (random, round-robin,
+// maglev, source-hash); empty leaves each mode its default.
+func CheckLoadBalancing(s string) error {
+	if s == "" {
+		return nil
+	}
+	_, err := serviceport.ParseLoadBalancing(s)
+	return err
 }
 
 // ParseCIDRs reads pod CIDRs, masked; empty entries are skipped.

@@ -32,12 +32,12 @@ func TestParse(t *testing.T) {
 		{name: "empty mode leaves the agents'", yaml: `mode: ""`, want: func(d *nodeview.Defaults) { d.Mode = switchyardv1.DataplaneMode_DATAPLANE_MODE_UNSPECIFIED }},
 		{
 			name: "every field",
-			yaml: "mode: ipvs\nminSyncPeriod: 1s\nsyncPeriod: 30m\nipvsScheduler: sh\nclusterCIDRs: [10.1.2.3/16, fd00::/64]\nmasqueradeAll: true\nnodePortAddresses: [all, 192.168.0.0/24]\n",
+			yaml: "mode: ipvs\nminSyncPeriod: 1s\nsyncPeriod: 30m\nipvsScheduler: mh\nclusterCIDRs: [10.1.2.3/16, fd00::/64]\nmasqueradeAll: true\nnodePortAddresses: [all, 192.168.0.0/24]\nloadBalancing: maglev\n",
 			want: func(d *nodeview.Defaults) {
 				*d = nodeview.Defaults{
 					Mode: switchyardv1.DataplaneMode_DATAPLANE_MODE_IPVS, MinSyncPeriod: time.Second, SyncPeriod: 30 * time.Minute,
-					IPVSScheduler: "sh", ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("fd00::/64")},
-					MasqueradeAll: true, NodePortAddresses: []string{"all", "192.168.0.0/24"},
+					IPVSScheduler: "mh", ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("fd00::/64")},
+					MasqueradeAll: true, NodePortAddresses: []string{"all", "192.168.0.0/24"}, LoadBalancing: "maglev",
 				}
 			},
 		},
@@ -45,6 +45,7 @@ func TestParse(t *testing.T) {
 		{name: "unknown field (a typo)", yaml: "mdoe: ipvs", wantErr: `unknown field "mdoe"`},
 		{name: "bad mode", yaml: "mode: ebpf", wantErr: `mode: "ebpf": want iptables`},
 		{name: "bad scheduler", yaml: "ipvsScheduler: fifo", wantErr: "ipvsScheduler"},
+		{name: "bad algorithm", yaml: "loadBalancing: Maglev", wantErr: `loadBalancing: "Maglev": want random`},
 		{name: "bad duration", yaml: "syncPeriod: soon", wantErr: "syncPeriod"},
 		{name: "negative duration", yaml: "minSyncPeriod: -1s", wantErr: "negative"},
 		{name: "bad CIDR", yaml: "clusterCIDRs: [10.0.0.1]", wantErr: "clusterCIDRs"},
@@ -209,6 +210,7 @@ rollout:
 		"rollout: {name: x, settings: {}, steps: [\"80%\", \"20%\"]}",
 		"rollout: {name: x, settings: {}, pause: soon}",
 		"rollout: {name: x, settings: {}, canaryNodes: [\"Not A Node\"]}",
+		"rollout: {name: x, settings: {loadBalancing: maglev}}", // cluster-wide only
 	} {
 		if _, _, err := ParseFile([]byte(bad), base); err == nil {
 			t.Errorf("%s: no error", bad)

@@ -42,6 +42,7 @@ func Service(svc *corev1.Service, rec Recorder) (*model.Service, error) {
 		AffinityTimeoutSeconds:   affinityTimeout(svc, t),
 		InternalPolicy:           internalPolicy(svc, t),
 		TrafficDistribution:      trafficDistribution(svc, t),
+		LoadBalancing:            loadBalancing(svc, t),
 	}
 	accessible := typ != model.TypeClusterIP || len(out.ExternalIPs) > 0
 	out.ExternalPolicy = externalPolicy(svc, accessible, t)

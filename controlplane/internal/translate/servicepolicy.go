@@ -168,3 +168,19 @@ func trafficDistribution(svc *corev1.Service, t tally) string {
 	t.drop(ReasonUnknownTrafficDistribution)
 	return ""
 }
+
+// loadBalancing reads the switchyard.io/load-balancing annotation: an
+// algorithm name, or "" when absent. An unknown name is dropped (the
+// cluster default applies) and reported, as an unknown
+// trafficDistribution is: a typo must show, not fail the service.
+func loadBalancing(svc *corev1.Service, t tally) string {
+	name, ok := svc.Annotations[serviceport.AnnotationLoadBalancing]
+	if !ok {
+		return ""
+	}
+	if _, err := serviceport.ParseLoadBalancing(name); err != nil {
+		t.drop(ReasonUnknownLoadBalancing)
+		return ""
+	}
+	return name
+}

@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 )
 
 func withPorts(ports ...corev1.ServicePort) func(*corev1.Service) {
@@ -317,6 +318,30 @@ func TestServiceTrafficDistribution(t *testing.T) {
 			in:         testService(td("PreferMars")),
 			want:       wantService(),
 			wantCounts: "Service/UnknownTrafficDistribution=1",
+		},
+	})
+}
+
+func TestServiceLoadBalancing(t *testing.T) {
+	annotate := func(v string) func(*corev1.Service) {
+		return func(s *corev1.Service) {
+			s.Annotations = map[string]string{serviceport.AnnotationLoadBalancing: v}
+		}
+	}
+	wantLB := func(v string) func(*model.Service) {
+		return func(s *model.Service) { s.LoadBalancing = v }
+	}
+	runServiceCases(t, []serviceCase{
+		{name: "none", in: testService(), want: wantService()},
+		{name: "random", in: testService(annotate("random")), want: wantService(wantLB("random"))},
+		{name: "round-robin", in: testService(annotate("round-robin")), want: wantService(wantLB("round-robin"))},
+		{name: "maglev", in: testService(annotate("maglev")), want: wantService(wantLB("maglev"))},
+		{name: "source-hash", in: testService(annotate("source-hash")), want: wantService(wantLB("source-hash"))},
+		{
+			name:       "unknown is the cluster default",
+			in:         testService(annotate("Maglev")),
+			want:       wantService(),
+			wantCounts: "Service/UnknownLoadBalancing=1",
 		},
 	})
 }

@@ -54,6 +54,7 @@ const (
 	ReasonInvalidAffinity            Reason = "InvalidAffinity"
 	ReasonInvalidTrafficPolicy       Reason = "InvalidTrafficPolicy"
 	ReasonUnknownTrafficDistribution Reason = "UnknownTrafficDistribution"
+	ReasonUnknownLoadBalancing       Reason = "UnknownLoadBalancing"
 	ReasonInvalidHealthCheckNodePort Reason = "InvalidHealthCheckNodePort"
 	ReasonNoAddress                  Reason = "NoAddress"
 	ReasonWrongFamily                Reason = "WrongFamily"

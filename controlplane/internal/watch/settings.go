@@ -57,15 +57,23 @@ func (f *settingsFeed) inUse(ix *nodeview.Index) {
 	}
 }
 
-// update re-reads the ConfigMap when it changed, and returns the Index
-// with the settings of every node: whether every node's NodeConfig
-// changed, else the nodes whose did.
-func (f *settingsFeed) update(ix *nodeview.Index, configMap bool, nodes map[string]*model.Node) (*nodeview.Index, bool, []string) {
-	base := f.base
-	if configMap && f.src != nil && f.store != nil {
-		base = f.src.Resolve(f.input())
+// reread re-reads the ConfigMap, after it changed, into the cluster's
+// settings in use.
+func (f *settingsFeed) reread() {
+	if f.src != nil && f.store != nil {
+		f.base = f.src.Resolve(f.input())
 	}
-	next, all, changed := f.plan(ix, base, nodes)
+}
+
+// loadBalancing is the cluster's default algorithm in the settings in
+// use: it goes into service views (nodeview.Index.WithLoadBalancing),
+// not into NodeConfigs.
+func (f *settingsFeed) loadBalancing() string { return f.base.LoadBalancing }
+
+// update returns the Index with the settings in use for every node:
+// whether every node's NodeConfig changed, else the nodes whose did.
+func (f *settingsFeed) update(ix *nodeview.Index, nodes map[string]*model.Node) (*nodeview.Index, bool, []string) {
+	next, all, changed := f.plan(ix, f.base, nodes)
 	f.inUse(next)
 	return next, all, changed
 }

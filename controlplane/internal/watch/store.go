@@ -2,6 +2,8 @@ package watch
 
 import (
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -160,4 +162,9 @@ func get[T any](st cache.Store, key string) (T, bool) {
 	}
 	t, ok := obj.(T)
 	return t, ok
+}
+
+// serviceKeys lists every service of the state, in no order.
+func (s *store) serviceKeys() []model.ServiceKey {
+	return slices.Collect(maps.Keys(s.st.Services))
 }

@@ -146,12 +146,22 @@ func (w *Watcher) Run(ctx context.Context) error {
 		}
 		start := time.Now()
 		ch := st.apply(b)
+		services := ch.services
+		if b.configMap {
+			set.reread()
+			// A new default algorithm may change every service without
+			// an annotation: recompute them all in this one Update.
+			if lb := set.loadBalancing(); lb != ix.LoadBalancing() {
+				ix = ix.WithLoadBalancing(lb)
+				services = st.serviceKeys()
+			}
+		}
 		var changed nodeview.Changes
-		ix, changed = ix.Update(st.st, ch.services, ch.nodes)
+		ix, changed = ix.Update(st.st, services, ch.nodes)
 		if b.configMap || len(ch.nodes) > 0 {
 			var all bool
 			var nodes []string
-			ix, all, nodes = set.update(ix, b.configMap, st.st.Nodes)
+			ix, all, nodes = set.update(ix, st.st.Nodes)
 			changed.AllConfigs = changed.AllConfigs || all
 			changed.ConfigNodes = mergeSorted(changed.ConfigNodes, nodes)
 		}

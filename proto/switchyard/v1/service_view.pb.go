@@ -22,6 +22,72 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// LoadBalancing is a service's algorithm for new connections.
+type LoadBalancing int32
+
+const (
+	LoadBalancing_LOAD_BALANCING_UNSPECIFIED LoadBalancing = 0
+	// Each new connection to a uniformly random endpoint: kube-proxy's
+	// iptables and nftables behaviour.
+	LoadBalancing_LOAD_BALANCING_RANDOM LoadBalancing = 1
+	// New connections to the endpoints in turn, per node (every node keeps
+	// its own counter): IPVS rr.
+	LoadBalancing_LOAD_BALANCING_ROUND_ROBIN LoadBalancing = 2
+	// Consistent hashing of the flow (client address and port) through the
+	// service port's MaglevTable: a flow reaches the same endpoint from
+	// every node, and removing one of N endpoints moves only the flows that
+	// were on it (about 1/N). IPVS mh with its port flag.
+	LoadBalancing_LOAD_BALANCING_MAGLEV LoadBalancing = 3
+	// MAGLEV over the client address alone: every connection of a client
+	// reaches the same endpoint from every node. IPVS sh's meaning.
+	LoadBalancing_LOAD_BALANCING_SOURCE_HASH LoadBalancing = 4
+)
+
+// Enum value maps for LoadBalancing.
+var (
+	LoadBalancing_name = map[int32]string{
+		0: "LOAD_BALANCING_UNSPECIFIED",
+		1: "LOAD_BALANCING_RANDOM",
+		2: "LOAD_BALANCING_ROUND_ROBIN",
+		3: "LOAD_BALANCING_MAGLEV",
+		4: "LOAD_BALANCING_SOURCE_HASH",
+	}
+	LoadBalancing_value = map[string]int32{
+		"LOAD_BALANCING_UNSPECIFIED": 0,
+		"LOAD_BALANCING_RANDOM":      1,
+		"LOAD_BALANCING_ROUND_ROBIN": 2,
+		"LOAD_BALANCING_MAGLEV":      3,
+		"LOAD_BALANCING_SOURCE_HASH": 4,
+	}
+)
+
+func (x LoadBalancing) Enum() *LoadBalancing {
+	p := new(LoadBalancing)
+	*p = x
+	return p
+}
+
+func (x LoadBalancing) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LoadBalancing) Descriptor() protoreflect.EnumDescriptor {
+	return file_switchyard_v1_service_view_proto_enumTypes[0].Descriptor()
+}
+
+func (LoadBalancing) Type() protoreflect.EnumType {
+	return &file_switchyard_v1_service_view_proto_enumTypes[0]
+}
+
+func (x LoadBalancing) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LoadBalancing.Descriptor instead.
+func (LoadBalancing) EnumDescriptor() ([]byte, []int) {
+	return file_switchyard_v1_service_view_proto_rawDescGZIP(), []int{0}
+}
+
 // ServiceType is the Kubernetes Service type, for the kinds a proxy programs.
 type ServiceType int32
 
@@ -59,11 +125,11 @@ func (x ServiceType) String() string {
 }
 
 func (ServiceType) Descriptor() protoreflect.EnumDescriptor {
-	return file_switchyard_v1_service_view_proto_enumTypes[0].Descriptor()
+	return file_switchyard_v1_service_view_proto_enumTypes[1].Descriptor()
 }
 
 func (ServiceType) Type() protoreflect.EnumType {
-	return &file_switchyard_v1_service_view_proto_enumTypes[0]
+	return &file_switchyard_v1_service_view_proto_enumTypes[1]
 }
 
 func (x ServiceType) Number() protoreflect.EnumNumber {
@@ -72,7 +138,7 @@ func (x ServiceType) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ServiceType.Descriptor instead.
 func (ServiceType) EnumDescriptor() ([]byte, []int) {
-	return file_switchyard_v1_service_view_proto_rawDescGZIP(), []int{0}
+	return file_switchyard_v1_service_view_proto_rawDescGZIP(), []int{1}
 }
 
 // Protocol is a service port's transport protocol.
@@ -112,11 +178,11 @@ func (x Protocol) String() string {
 }
 
 func (Protocol) Descriptor() protoreflect.EnumDescriptor {
-	return file_switchyard_v1_service_view_proto_enumTypes[1].Descriptor()
+	return file_switchyard_v1_service_view_proto_enumTypes[2].Descriptor()
 }
 
 func (Protocol) Type() protoreflect.EnumType {
-	return &file_switchyard_v1_service_view_proto_enumTypes[1]
+	return &file_switchyard_v1_service_view_proto_enumTypes[2]
 }
 
 func (x Protocol) Number() protoreflect.EnumNumber {
@@ -125,7 +191,7 @@ func (x Protocol) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Protocol.Descriptor instead.
 func (Protocol) EnumDescriptor() ([]byte, []int) {
-	return file_switchyard_v1_service_view_proto_rawDescGZIP(), []int{1}
+	return file_switchyard_v1_service_view_proto_rawDescGZIP(), []int{2}
 }
 
 // SessionAffinity says how a client sticks to a backend.
@@ -162,11 +228,11 @@ func (x SessionAffinity) String() string {
 }
 
 func (SessionAffinity) Descriptor() protoreflect.EnumDescriptor {
-	return file_switchyard_v1_service_view_proto_enumTypes[2].Descriptor()
+	return file_switchyard_v1_service_view_proto_enumTypes[3].Descriptor()
 }
 
 func (SessionAffinity) Type() protoreflect.EnumType {
-	return &file_switchyard_v1_service_view_proto_enumTypes[2]
+	return &file_switchyard_v1_service_view_proto_enumTypes[3]
 }
 
 func (x SessionAffinity) Number() protoreflect.EnumNumber {
@@ -175,7 +241,7 @@ func (x SessionAffinity) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use SessionAffinity.Descriptor instead.
 func (SessionAffinity) EnumDescriptor() ([]byte, []int) {
-	return file_switchyard_v1_service_view_proto_rawDescGZIP(), []int{2}
+	return file_switchyard_v1_service_view_proto_rawDescGZIP(), []int{3}
 }
 
 // TrafficPolicy is a Service's internal or external traffic policy.
@@ -212,11 +278,11 @@ func (x TrafficPolicy) String() string {
 }
 
 func (TrafficPolicy) Descriptor() protoreflect.EnumDescriptor {
-	return file_switchyard_v1_service_view_proto_enumTypes[3].Descriptor()
+	return file_switchyard_v1_service_view_proto_enumTypes[4].Descriptor()
 }
 
 func (TrafficPolicy) Type() protoreflect.EnumType {
-	return &file_switchyard_v1_service_view_proto_enumTypes[3]
+	return &file_switchyard_v1_service_view_proto_enumTypes[4]
 }
 
 func (x TrafficPolicy) Number() protoreflect.EnumNumber {
@@ -225,7 +291,7 @@ func (x TrafficPolicy) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use TrafficPolicy.Descriptor instead.
 func (TrafficPolicy) EnumDescriptor() ([]byte, []int) {
-	return file_switchyard_v1_service_view_proto_rawDescGZIP(), []int{3}
+	return file_switchyard_v1_service_view_proto_rawDescGZIP(), []int{4}
 }
 
 // ServiceView is one Service as one node must program it. The control plane
@@ -294,8 +360,22 @@ type ServiceView struct {
 	// for every port, so a port with no endpoint while another port has one
 	// is DROPped by them, not REJECTed, exactly as before.
 	HasAnyEndpoints bool `protobuf:"varint,17,opt,name=has_any_endpoints,json=hasAnyEndpoints,proto3" json:"has_any_endpoints,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// How every port of the service spreads new connections over its
+	// endpoints: the service's switchyard.io/load-balancing annotation, or
+	// the cluster default (settings loadBalancing) when it has none or an
+	// unknown value. UNSPECIFIED (control planes older than the field)
+	// means RANDOM in the netfilter modes and NodeConfig.ipvs_scheduler in
+	// the ipvs mode. Session affinity, where set, still wins for a client
+	// it has seen; the algorithm picks for the others.
+	LoadBalancing LoadBalancing `protobuf:"varint,18,opt,name=load_balancing,json=loadBalancing,proto3,enum=switchyard.v1.LoadBalancing" json:"load_balancing,omitempty"`
+	// One Maglev table per service port, endpoint set and address family
+	// that has endpoints, when load_balancing is MAGLEV or SOURCE_HASH:
+	// computed once by the control plane so that every node, and every
+	// agent version, programs the same table and sends a flow to the same
+	// endpoint. A set without endpoints has no table.
+	MaglevTables  []*MaglevTable `protobuf:"bytes,19,rep,name=maglev_tables,json=maglevTables,proto3" json:"maglev_tables,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ServiceView) Reset() {
@@ -448,6 +528,120 @@ func (x *ServiceView) GetHasAnyEndpoints() bool {
 	return false
 }
 
+func (x *ServiceView) GetLoadBalancing() LoadBalancing {
+	if x != nil {
+		return x.LoadBalancing
+	}
+	return LoadBalancing_LOAD_BALANCING_UNSPECIFIED
+}
+
+func (x *ServiceView) GetMaglevTables() []*MaglevTable {
+	if x != nil {
+		return x.MaglevTables
+	}
+	return nil
+}
+
+// MaglevTable is the consistent-hashing table of one service port's
+// endpoints of one set and family. A flow's slot is
+// reciprocal_scale(jhash(key, seed), len(slots)), the arithmetic of
+// nftables' "jhash <key> mod <len(slots)> seed <seed>", where key is the
+// client address followed by its port (MAGLEV) or the address alone
+// (SOURCE_HASH), each padded to 32-bit words as nftables concatenates
+// them; the flow goes to endpoints[slots[slot]].
+type MaglevTable struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The service port's name (ServicePort.name).
+	PortName string `protobuf:"bytes,1,opt,name=port_name,json=portName,proto3" json:"port_name,omitempty"`
+	// True for the table of local_endpoints, false for cluster_endpoints.
+	Local bool `protobuf:"varint,2,opt,name=local,proto3" json:"local,omitempty"`
+	// True for the IPv6 endpoints, false for IPv4.
+	Ipv6 bool `protobuf:"varint,3,opt,name=ipv6,proto3" json:"ipv6,omitempty"`
+	// The hash seed, one for the whole cluster.
+	Seed uint32 `protobuf:"varint,4,opt,name=seed,proto3" json:"seed,omitempty"`
+	// The endpoints of the port in the set and family, as address:port
+	// (the endpoint's target port; IPv6 in brackets), sorted.
+	Endpoints []string `protobuf:"bytes,5,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	// Slot i holds the index in endpoints of the endpoint owning it. The
+	// length is the table size: a prime that grows with the endpoint count
+	// (dataplane/maglev.Size), the same for the same count everywhere.
+	Slots         []uint32 `protobuf:"varint,6,rep,packed,name=slots,proto3" json:"slots,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MaglevTable) Reset() {
+	*x = MaglevTable{}
+	mi := &file_switchyard_v1_service_view_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MaglevTable) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MaglevTable) ProtoMessage() {}
+
+func (x *MaglevTable) ProtoReflect() protoreflect.Message {
+	mi := &file_switchyard_v1_service_view_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MaglevTable.ProtoReflect.Descriptor instead.
+func (*MaglevTable) Descriptor() ([]byte, []int) {
+	return file_switchyard_v1_service_view_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *MaglevTable) GetPortName() string {
+	if x != nil {
+		return x.PortName
+	}
+	return ""
+}
+
+func (x *MaglevTable) GetLocal() bool {
+	if x != nil {
+		return x.Local
+	}
+	return false
+}
+
+func (x *MaglevTable) GetIpv6() bool {
+	if x != nil {
+		return x.Ipv6
+	}
+	return false
+}
+
+func (x *MaglevTable) GetSeed() uint32 {
+	if x != nil {
+		return x.Seed
+	}
+	return 0
+}
+
+func (x *MaglevTable) GetEndpoints() []string {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
+}
+
+func (x *MaglevTable) GetSlots() []uint32 {
+	if x != nil {
+		return x.Slots
+	}
+	return nil
+}
+
 // ServicePort is one port of a service.
 type ServicePort struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -475,7 +669,7 @@ type ServicePort struct {
 
 func (x *ServicePort) Reset() {
 	*x = ServicePort{}
-	mi := &file_switchyard_v1_service_view_proto_msgTypes[1]
+	mi := &file_switchyard_v1_service_view_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -487,7 +681,7 @@ func (x *ServicePort) String() string {
 func (*ServicePort) ProtoMessage() {}
 
 func (x *ServicePort) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_service_view_proto_msgTypes[1]
+	mi := &file_switchyard_v1_service_view_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -500,7 +694,7 @@ func (x *ServicePort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServicePort.ProtoReflect.Descriptor instead.
 func (*ServicePort) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_service_view_proto_rawDescGZIP(), []int{1}
+	return file_switchyard_v1_service_view_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *ServicePort) GetName() string {
@@ -560,7 +754,7 @@ type Endpoint struct {
 
 func (x *Endpoint) Reset() {
 	*x = Endpoint{}
-	mi := &file_switchyard_v1_service_view_proto_msgTypes[2]
+	mi := &file_switchyard_v1_service_view_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +766,7 @@ func (x *Endpoint) String() string {
 func (*Endpoint) ProtoMessage() {}
 
 func (x *Endpoint) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_service_view_proto_msgTypes[2]
+	mi := &file_switchyard_v1_service_view_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +779,7 @@ func (x *Endpoint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Endpoint.ProtoReflect.Descriptor instead.
 func (*Endpoint) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_service_view_proto_rawDescGZIP(), []int{2}
+	return file_switchyard_v1_service_view_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Endpoint) GetAddress() string {
@@ -656,7 +850,7 @@ type EndpointPort struct {
 
 func (x *EndpointPort) Reset() {
 	*x = EndpointPort{}
-	mi := &file_switchyard_v1_service_view_proto_msgTypes[3]
+	mi := &file_switchyard_v1_service_view_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -668,7 +862,7 @@ func (x *EndpointPort) String() string {
 func (*EndpointPort) ProtoMessage() {}
 
 func (x *EndpointPort) ProtoReflect() protoreflect.Message {
-	mi := &file_switchyard_v1_service_view_proto_msgTypes[3]
+	mi := &file_switchyard_v1_service_view_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -681,7 +875,7 @@ func (x *EndpointPort) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EndpointPort.ProtoReflect.Descriptor instead.
 func (*EndpointPort) Descriptor() ([]byte, []int) {
-	return file_switchyard_v1_service_view_proto_rawDescGZIP(), []int{3}
+	return file_switchyard_v1_service_view_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *EndpointPort) GetName() string {
@@ -702,7 +896,7 @@ var File_switchyard_v1_service_view_proto protoreflect.FileDescriptor
 
 const file_switchyard_v1_service_view_proto_rawDesc = "" +
 	"\n" +
-	" switchyard/v1/service_view.proto\x12\rswitchyard.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd2\a\n" +
+	" switchyard/v1/service_view.proto\x12\rswitchyard.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd8\b\n" +
 	"\vServiceView\x12\x1c\n" +
 	"\tnamespace\x18\x01 \x01(\tR\tnamespace\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12.\n" +
@@ -722,7 +916,16 @@ const file_switchyard_v1_service_view_proto_rawDesc = "" +
 	"\x11cluster_endpoints\x18\x0e \x03(\v2\x17.switchyard.v1.EndpointR\x10clusterEndpoints\x12@\n" +
 	"\x0flocal_endpoints\x18\x0f \x03(\v2\x17.switchyard.v1.EndpointR\x0elocalEndpoints\x12W\n" +
 	"\x18last_change_trigger_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampB\x02\x18\x01R\x15lastChangeTriggerTime\x12*\n" +
-	"\x11has_any_endpoints\x18\x11 \x01(\bR\x0fhasAnyEndpoints\"\xce\x01\n" +
+	"\x11has_any_endpoints\x18\x11 \x01(\bR\x0fhasAnyEndpoints\x12C\n" +
+	"\x0eload_balancing\x18\x12 \x01(\x0e2\x1c.switchyard.v1.LoadBalancingR\rloadBalancing\x12?\n" +
+	"\rmaglev_tables\x18\x13 \x03(\v2\x1a.switchyard.v1.MaglevTableR\fmaglevTables\"\x9c\x01\n" +
+	"\vMaglevTable\x12\x1b\n" +
+	"\tport_name\x18\x01 \x01(\tR\bportName\x12\x14\n" +
+	"\x05local\x18\x02 \x01(\bR\x05local\x12\x12\n" +
+	"\x04ipv6\x18\x03 \x01(\bR\x04ipv6\x12\x12\n" +
+	"\x04seed\x18\x04 \x01(\rR\x04seed\x12\x1c\n" +
+	"\tendpoints\x18\x05 \x03(\tR\tendpoints\x12\x14\n" +
+	"\x05slots\x18\x06 \x03(\rR\x05slots\"\xce\x01\n" +
 	"\vServicePort\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
 	"\bprotocol\x18\x02 \x01(\x0e2\x17.switchyard.v1.ProtocolR\bprotocol\x12\x12\n" +
@@ -741,7 +944,13 @@ const file_switchyard_v1_service_view_proto_rawDesc = "" +
 	"\bis_local\x18\b \x01(\bR\aisLocal\"6\n" +
 	"\fEndpointPort\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
-	"\x04port\x18\x02 \x01(\rR\x04port*\x84\x01\n" +
+	"\x04port\x18\x02 \x01(\rR\x04port*\xa5\x01\n" +
+	"\rLoadBalancing\x12\x1e\n" +
+	"\x1aLOAD_BALANCING_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15LOAD_BALANCING_RANDOM\x10\x01\x12\x1e\n" +
+	"\x1aLOAD_BALANCING_ROUND_ROBIN\x10\x02\x12\x19\n" +
+	"\x15LOAD_BALANCING_MAGLEV\x10\x03\x12\x1e\n" +
+	"\x1aLOAD_BALANCING_SOURCE_HASH\x10\x04*\x84\x01\n" +
 	"\vServiceType\x12\x1c\n" +
 	"\x18SERVICE_TYPE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17SERVICE_TYPE_CLUSTER_IP\x10\x01\x12\x1a\n" +
@@ -773,35 +982,39 @@ func file_switchyard_v1_service_view_proto_rawDescGZIP() []byte {
 	return file_switchyard_v1_service_view_proto_rawDescData
 }
 
-var file_switchyard_v1_service_view_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_switchyard_v1_service_view_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_switchyard_v1_service_view_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_switchyard_v1_service_view_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_switchyard_v1_service_view_proto_goTypes = []any{
-	(ServiceType)(0),              // 0: switchyard.v1.ServiceType
-	(Protocol)(0),                 // 1: switchyard.v1.Protocol
-	(SessionAffinity)(0),          // 2: switchyard.v1.SessionAffinity
-	(TrafficPolicy)(0),            // 3: switchyard.v1.TrafficPolicy
-	(*ServiceView)(nil),           // 4: switchyard.v1.ServiceView
-	(*ServicePort)(nil),           // 5: switchyard.v1.ServicePort
-	(*Endpoint)(nil),              // 6: switchyard.v1.Endpoint
-	(*EndpointPort)(nil),          // 7: switchyard.v1.EndpointPort
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	(LoadBalancing)(0),            // 0: switchyard.v1.LoadBalancing
+	(ServiceType)(0),              // 1: switchyard.v1.ServiceType
+	(Protocol)(0),                 // 2: switchyard.v1.Protocol
+	(SessionAffinity)(0),          // 3: switchyard.v1.SessionAffinity
+	(TrafficPolicy)(0),            // 4: switchyard.v1.TrafficPolicy
+	(*ServiceView)(nil),           // 5: switchyard.v1.ServiceView
+	(*MaglevTable)(nil),           // 6: switchyard.v1.MaglevTable
+	(*ServicePort)(nil),           // 7: switchyard.v1.ServicePort
+	(*Endpoint)(nil),              // 8: switchyard.v1.Endpoint
+	(*EndpointPort)(nil),          // 9: switchyard.v1.EndpointPort
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
 }
 var file_switchyard_v1_service_view_proto_depIdxs = []int32{
-	0,  // 0: switchyard.v1.ServiceView.type:type_name -> switchyard.v1.ServiceType
-	5,  // 1: switchyard.v1.ServiceView.ports:type_name -> switchyard.v1.ServicePort
-	2,  // 2: switchyard.v1.ServiceView.session_affinity:type_name -> switchyard.v1.SessionAffinity
-	3,  // 3: switchyard.v1.ServiceView.external_traffic_policy:type_name -> switchyard.v1.TrafficPolicy
-	3,  // 4: switchyard.v1.ServiceView.internal_traffic_policy:type_name -> switchyard.v1.TrafficPolicy
-	6,  // 5: switchyard.v1.ServiceView.cluster_endpoints:type_name -> switchyard.v1.Endpoint
-	6,  // 6: switchyard.v1.ServiceView.local_endpoints:type_name -> switchyard.v1.Endpoint
-	8,  // 7: switchyard.v1.ServiceView.last_change_trigger_time:type_name -> google.protobuf.Timestamp
-	1,  // 8: switchyard.v1.ServicePort.protocol:type_name -> switchyard.v1.Protocol
-	7,  // 9: switchyard.v1.Endpoint.ports:type_name -> switchyard.v1.EndpointPort
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	1,  // 0: switchyard.v1.ServiceView.type:type_name -> switchyard.v1.ServiceType
+	7,  // 1: switchyard.v1.ServiceView.ports:type_name -> switchyard.v1.ServicePort
+	3,  // 2: switchyard.v1.ServiceView.session_affinity:type_name -> switchyard.v1.SessionAffinity
+	4,  // 3: switchyard.v1.ServiceView.external_traffic_policy:type_name -> switchyard.v1.TrafficPolicy
+	4,  // 4: switchyard.v1.ServiceView.internal_traffic_policy:type_name -> switchyard.v1.TrafficPolicy
+	8,  // 5: switchyard.v1.ServiceView.cluster_endpoints:type_name -> switchyard.v1.Endpoint
+	8,  // 6: switchyard.v1.ServiceView.local_endpoints:type_name -> switchyard.v1.Endpoint
+	10, // 7: switchyard.v1.ServiceView.last_change_trigger_time:type_name -> google.protobuf.Timestamp
+	0,  // 8: switchyard.v1.ServiceView.load_balancing:type_name -> switchyard.v1.LoadBalancing
+	6,  // 9: switchyard.v1.ServiceView.maglev_tables:type_name -> switchyard.v1.MaglevTable
+	2,  // 10: switchyard.v1.ServicePort.protocol:type_name -> switchyard.v1.Protocol
+	9,  // 11: switchyard.v1.Endpoint.ports:type_name -> switchyard.v1.EndpointPort
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_switchyard_v1_service_view_proto_init() }
@@ -809,14 +1022,14 @@ func file_switchyard_v1_service_view_proto_init() {
 	if File_switchyard_v1_service_view_proto != nil {
 		return
 	}
-	file_switchyard_v1_service_view_proto_msgTypes[1].OneofWrappers = []any{}
+	file_switchyard_v1_service_view_proto_msgTypes[2].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_switchyard_v1_service_view_proto_rawDesc), len(file_switchyard_v1_service_view_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   4,
+			NumEnums:      5,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
