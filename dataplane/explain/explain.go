@@ -194,7 +194,7 @@ func (e *explainer) internal(p *serviceport.Port, v Verdict) Verdict {
 	// writes the rule into its internal traffic chain): the reply must
 	// come back through this node.
 	masq := e.node.MasqueradeAll || (len(e.node.ClusterCIDRs) > 0 && !e.fromPod())
-	return e.forward(p, t.Endpoints, masq, why, v)
+	return e.forward(p, t.Endpoints, t.Local, masq, why, v)
 }
 
 // external explains traffic to a node port, external IP or load-balancer
@@ -204,9 +204,9 @@ func (e *explainer) external(p *serviceport.Port, v Verdict) Verdict {
 	short := p.ShortCircuit && e.tr.shortCircuit
 	switch {
 	case short && e.fromPod():
-		return e.forward(p, p.Cluster, false, WhyShortCircuit, v)
+		return e.forward(p, p.Cluster, false, false, WhyShortCircuit, v)
 	case short && e.fromNode():
-		return e.forward(p, p.Cluster, true, WhyShortCircuit, v)
+		return e.forward(p, p.Cluster, false, true, WhyShortCircuit, v)
 	case !t.Serves() && e.fromNode() && v.Address != "node port" && !e.tr.externalRefusedFromNode:
 		v.Action, v.Why = Pass, WhyNotAService
 		v.Notes = append(v.Notes, e.mode+" mode: no endpoint takes it, but the node's own packets to external addresses are checked only when they enter a node, as kube-proxy's; it leaves by the node's routes")
@@ -216,12 +216,14 @@ func (e *explainer) external(p *serviceport.Port, v Verdict) Verdict {
 	case t.Local:
 		// Traffic from the node itself is masqueraded before it meets
 		// the local endpoints (it has no other source to reply to).
-		return e.forward(p, t.Endpoints, e.fromNode(), WhyLocalEndpoints, v)
+		return e.forward(p, t.Endpoints, true, e.fromNode(), WhyLocalEndpoints, v)
 	}
-	return e.forward(p, t.Endpoints, true, WhyEndpoints, v)
+	return e.forward(p, t.Endpoints, false, true, WhyEndpoints, v)
 }
 
-func (e *explainer) forward(p *serviceport.Port, eps []serviceport.Endpoint, masq bool, why Why, v Verdict) Verdict {
+// forward explains traffic eps take: the port's Local set when local,
+// else its Cluster set.
+func (e *explainer) forward(p *serviceport.Port, eps []serviceport.Endpoint, local, masq bool, why Why, v Verdict) Verdict {
 	addrs := make([]netip.AddrPort, len(eps))
 	terminating := 0
 	for i, ep := range eps {
@@ -231,6 +233,11 @@ func (e *explainer) forward(p *serviceport.Port, eps []serviceport.Endpoint, mas
 		}
 	}
 	v.Action, v.Endpoints, v.Why, v.AffinitySeconds = Forward, Even(addrs...), why, p.Affinity
+	tab := p.ClusterTable
+	if local {
+		tab = p.LocalTable
+	}
+	v = e.balance(p, eps, tab, v)
 	v.Masquerade = masq || e.tr.proxies
 	if terminating == len(eps) {
 		v.Notes = append(v.Notes, "terminating fallback: no endpoint is ready, so the serving terminating ones take the traffic")

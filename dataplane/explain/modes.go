@@ -60,14 +60,33 @@ type traits struct {
 	// address, loopback included (userspace: its listeners bind the
 	// unspecified address).
 	nodePortsEverywhereWithoutNodeIPs bool
+	// maglevTables: hashed algorithms (maglev, source-hash) pick
+	// through the control plane's table, the same on every node
+	// (nftables, userspace); without ClientIP affinity in nftables,
+	// whose per-endpoint affinity chains make the first pick random.
+	maglevTables bool
+	// affinityPicksAtRandom: with ClientIP affinity a new client's first
+	// pick is random whatever the algorithm (nftables).
+	affinityPicksAtRandom bool
+	// roundRobin: the mode can take endpoints in turn (nftables,
+	// userspace, ipvs rr).
+	roundRobin bool
+	// kernelHash: hashed algorithms become the kernel's own schedulers
+	// (ipvs mh and sh): every node hashes alike, with the kernel's table.
+	kernelHash bool
+	// inTurn: the mode's own choice is round robin, not random
+	// (userspace), also for algorithms it does not program.
+	inTurn bool
 }
 
 var modeTraits = map[string]traits{
 	ModeIPTables: {shortCircuit: true, sourceRanges: true, sourceRangesFromNode: true, sctp: true, loopbackNodePortsRefused: true},
 	ModeNFTables: {shortCircuit: true, sourceRanges: true, sourceRangesFromNode: true, externalRefusedFromNode: true,
-		guardsServiceRanges: true, sctp: true, nodePortsPrimary: true},
-	ModeIPVS:      {sourceRanges: true, externalRefusedFromNode: true, serviceAddrsLocal: true, sctp: true, drainMeetsNodeFirst: true},
-	ModeUserspace: {refusesInsteadOfDrop: true, externalRefusedFromNode: true, proxies: true, nodePortsEverywhereWithoutNodeIPs: true},
+		guardsServiceRanges: true, sctp: true, nodePortsPrimary: true, maglevTables: true, affinityPicksAtRandom: true, roundRobin: true},
+	ModeIPVS: {sourceRanges: true, externalRefusedFromNode: true, serviceAddrsLocal: true, sctp: true, drainMeetsNodeFirst: true,
+		roundRobin: true, kernelHash: true},
+	ModeUserspace: {refusesInsteadOfDrop: true, externalRefusedFromNode: true, proxies: true, nodePortsEverywhereWithoutNodeIPs: true,
+		roundRobin: true, inTurn: true},
 }
 
 // traitsOf is a mode's traits; an unknown mode is read as iptables.

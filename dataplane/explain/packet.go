@@ -15,18 +15,27 @@ type Packet struct {
 	Src, Dst netip.Addr
 	// Port is the destination port.
 	Port uint16
+	// SrcPort is the client's port, 0 when not given: only a hashed
+	// algorithm (maglev) needs it to name the one endpoint.
+	SrcPort uint16
 }
 
 // ParsePacket reads the form String writes: "tcp 10.0.0.1 -> 10.96.0.1:80"
-// ("[fd00::1]:80" for IPv6 destinations).
+// ("[fd00::1]:80" for IPv6 destinations), the source with its port when
+// it has one ("10.0.0.1:40000", "[fd00::1]:40000").
 func ParsePacket(s string) (Packet, error) {
 	f := strings.Fields(s)
 	if len(f) != 4 || f[2] != "->" {
 		return Packet{}, fmt.Errorf("packet %q: want \"PROTO SRC -> DST:PORT\"", s)
 	}
+	var srcPort uint16
 	src, err := netip.ParseAddr(f[1])
 	if err != nil {
-		return Packet{}, fmt.Errorf("packet %q: source: %w", s, err)
+		ap, err2 := netip.ParseAddrPort(f[1])
+		if err2 != nil || ap.Port() == 0 {
+			return Packet{}, fmt.Errorf("packet %q: source: %w", s, err)
+		}
+		src, srcPort = ap.Addr(), ap.Port()
 	}
 	dst, err := netip.ParseAddrPort(f[3])
 	if err != nil {
@@ -36,7 +45,7 @@ func ParsePacket(s string) (Packet, error) {
 	if err != nil {
 		return Packet{}, err
 	}
-	p := Packet{Protocol: proto, Src: src.Unmap(), Dst: dst.Addr().Unmap(), Port: dst.Port()}
+	p := Packet{Protocol: proto, Src: src.Unmap(), Dst: dst.Addr().Unmap(), Port: dst.Port(), SrcPort: srcPort}
 	return p, p.Validate()
 }
 
@@ -62,5 +71,9 @@ func (p Packet) Validate() error {
 func (p Packet) IPv6() bool { return !p.Dst.Unmap().Is4() }
 
 func (p Packet) String() string {
-	return fmt.Sprintf("%s %s -> %s", p.Protocol, p.Src, netip.AddrPortFrom(p.Dst, p.Port))
+	src := p.Src.String()
+	if p.SrcPort != 0 {
+		src = netip.AddrPortFrom(p.Src, p.SrcPort).String()
+	}
+	return fmt.Sprintf("%s %s -> %s", p.Protocol, src, netip.AddrPortFrom(p.Dst, p.Port))
 }

@@ -40,6 +40,13 @@ func (r *renderer) service(key string, sv *switchyardv1.ServiceView) {
 	}
 	for i := range svc.Ports {
 		sp := &svc.Ports[i]
+		if a := sp.Algorithm; a.Hashed() || a == serviceport.RoundRobin {
+			// Hashing needs a lookup table no xtables match can index;
+			// round robin (statistic --mode nth) is left out, as every
+			// restore of the chain would reset its counters.
+			r.rs.Skips = append(r.rs.Skips, dataplane.Skip{Service: svc.Name,
+				Reason: fmt.Sprintf("port %q: %s is not available in the iptables mode: random", sp.Name, a)})
+		}
 		p := portPlan{sp: sp, id: portID(svc.Namespace, svc.ServiceName, sp.Name, sp.Protocol),
 			key:   portHashKey(svc.Namespace, svc.ServiceName, sp.Name, sp.Protocol),
 			match: "-p " + sp.Protocol.String() + " -m " + sp.Protocol.String()}

@@ -34,6 +34,10 @@ type VirtualServer struct {
 	Key VSKey
 	// Scheduler is the IPVS scheduler name (rr, wrr, lc, …).
 	Scheduler string
+	// HashPort: the hashing scheduler (mh, sh) hashes the client's port
+	// with its address (IP_VS_SVC_F_SCHED2: mh-port, sh-port), so one
+	// client's connections spread; maglev's meaning.
+	HashPort bool
 	// Timeout is the persistence timeout in seconds (ClientIP affinity);
 	// 0 means not persistent.
 	Timeout uint32

@@ -168,8 +168,9 @@ func toMobyService(k VSKey) *mobyipvs.Service {
 }
 
 const (
-	flagPersistent = 0x1 // IP_VS_SVC_F_PERSISTENT
-	flagHashed     = 0x2 // IP_VS_SVC_F_HASHED: set by the kernel in dumps
+	flagPersistent = 0x1  // IP_VS_SVC_F_PERSISTENT
+	flagHashed     = 0x2  // IP_VS_SVC_F_HASHED: set by the kernel in dumps
+	flagSchedPort  = 0x10 // IP_VS_SVC_F_SCHED2: mh-port and sh-port
 )
 
 func toMobyVS(vs VirtualServer) *mobyipvs.Service {
@@ -177,6 +178,9 @@ func toMobyVS(vs VirtualServer) *mobyipvs.Service {
 	s.SchedName = vs.Scheduler
 	if vs.Timeout > 0 {
 		s.Flags, s.Timeout = flagPersistent, vs.Timeout
+	}
+	if vs.HashPort {
+		s.Flags |= flagSchedPort
 	}
 	return s
 }
@@ -205,6 +209,7 @@ func (k *NetlinkKernel) VirtualServers(context.Context) ([]VirtualServer, error)
 		if s.Flags&flagPersistent != 0 {
 			vs.Timeout = s.Timeout
 		}
+		vs.HashPort = s.Flags&flagSchedPort != 0
 		out = append(out, vs)
 	}
 	return out, nil

@@ -170,7 +170,7 @@ func (r *renderer) port(p *portPlan) {
 			return
 		}
 		r.owner[key] = p.svc
-		vm := &vsModel{vs: VirtualServer{Key: key, Scheduler: r.sched, Timeout: sp.Affinity}, rs: map[netip.AddrPort]RealServer{}}
+		vm := &vsModel{vs: r.virtualServer(key, sp), rs: map[netip.AddrPort]RealServer{}}
 		for _, rs := range eps {
 			vm.rs[rs.Addr] = rs
 		}
@@ -250,4 +250,21 @@ func (r *renderer) recordUDP(p *portPlan, eps []RealServer) {
 	}
 	sort.Slice(u.Endpoints, func(i, j int) bool { return u.Endpoints[i].Compare(u.Endpoints[j]) < 0 })
 	r.w.udp[r.fam][p.id] = u
+}
+
+// virtualServer is the virtual server of one address of a port: the
+// port's algorithm as IPVS's scheduler (round-robin rr, maglev mh hashing
+// the client's port too, source-hash sh), else the node's scheduler
+// (random included: IPVS has no random scheduler).
+func (r *renderer) virtualServer(key VSKey, sp *serviceport.Port) VirtualServer {
+	vs := VirtualServer{Key: key, Scheduler: r.sched, Timeout: sp.Affinity}
+	switch sp.Algorithm {
+	case serviceport.RoundRobin:
+		vs.Scheduler = "rr"
+	case serviceport.Maglev:
+		vs.Scheduler, vs.HashPort = "mh", true
+	case serviceport.SourceHash:
+		vs.Scheduler = "sh"
+	}
+	return vs
 }

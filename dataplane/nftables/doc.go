@@ -49,6 +49,8 @@
 //	                                        node port address: meta l4proto . th dport vmap @service-nodeports
 //	@service-ips / @service-nodeports ─▶ svc-* (cluster endpoints) | local-* (node-local) | ext-* (external)
 //	svc-*, local-*: meta l4proto P dnat ip addr . port to numgen random mod 65536 offset <block> map @endpoints-P-<shard>
+//	  round-robin: numgen inc mod <n> offset <block> map @endpoints-P-<shard> (endpoint i at block+i)
+//	  maglev, source-hash: jhash ip saddr [. P sport] mod <size> seed <seed> offset <block> map @maglev-P-<shard> (slot i at block+i)
 //	  with ClientIP affinity instead: ip saddr @affinity-* goto ep-*, then numgen random mod k 0 goto ep-* (cascade)
 //	  ep-* (affinity only): update @affinity-* { ip saddr }; dnat to <ep>
 //	nat-postrouting ─▶ masquerading: ip saddr . ip daddr @hairpin-endpoints → mark 0x4000; mark 0x4000 → masquerade fully-random

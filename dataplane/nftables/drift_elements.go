@@ -23,6 +23,7 @@ import (
 //
 //   - plain sets and verdict maps: the key bytes, "=" and the verdict
 //     ("goto svc-…") for a map;
+//   - Maglev maps: each slot's key "=" its address . port data;
 //   - endpoint maps: each range's start key "=" its address . port data.
 //     The kernel keeps a range as a start element carrying the data and
 //     an end element (nft may leave out an end that another range's
@@ -48,9 +49,15 @@ func wantElements(fam dataplane.Family, s *Set, elems map[string]string) ([]stri
 	switch {
 	case s.Dynamic:
 		return nil, nil, nil
-	case isEndpointMap(s):
+	case isEndpointMap(s), isMaglevMap(s):
 		for k, v := range elems {
-			lo, _, err := slotRange(k)
+			var lo uint32
+			var err error
+			if isMaglevMap(s) {
+				lo, err = maglevSlot(k)
+			} else {
+				lo, _, err = slotRange(k)
+			}
 			if err != nil {
 				return nil, nil, err
 			}
@@ -58,7 +65,11 @@ func wantElements(fam dataplane.Family, s *Set, elems map[string]string) ([]stri
 			if err != nil {
 				return nil, nil, err
 			}
-			add(string(binary.BigEndian.AppendUint32(nil, lo))+"="+string(val), k, v)
+			key := binary.BigEndian.AppendUint32(nil, lo)
+			if isMaglevMap(s) {
+				key = maglevKey(lo)
+			}
+			add(string(key)+"="+string(val), k, v)
 		}
 	case isInterval(s) && !s.Map:
 		// Merged intervals have no one text; elemLabel spells them.
@@ -100,7 +111,7 @@ func gotElements(s *Set, ks *kernelSet) []string {
 	switch {
 	case s.Dynamic:
 		return nil
-	case isEndpointMap(s):
+	case isEndpointMap(s), isMaglevMap(s):
 		for _, e := range ks.elems {
 			if !e.end {
 				out = append(out, string(e.key)+"="+string(e.val))
@@ -284,7 +295,7 @@ func elemLabel(s *Set, e string) string {
 // keyLen is the length of s's keys in bytes: 4 for an endpoint map's
 // slot, else the sum of its key types' (each padded to 4); 0 unknown.
 func keyLen(s *Set) int {
-	if isEndpointMap(s) {
+	if isEndpointMap(s) || isMaglevMap(s) {
 		return 4
 	}
 	typ, _ := strings.CutSuffix(s.Type, " : verdict")

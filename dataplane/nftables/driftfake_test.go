@@ -154,6 +154,12 @@ func fakeElems(fam dataplane.Family, s *Set, key, value string) []rawElem {
 			{key: binary.BigEndian.AppendUint32(nil, lo), val: must(addrPortData(fam, value))},
 			{key: binary.BigEndian.AppendUint32(nil, hi+1), end: true},
 		}
+	case isMaglevMap(s):
+		slot, err := maglevSlot(key)
+		if err != nil {
+			panic(err)
+		}
+		return []rawElem{{key: maglevKey(slot), val: must(addrPortData(fam, value))}}
 	case isInterval(s):
 		iv, err := prefixInterval(fam, key)
 		if err != nil {

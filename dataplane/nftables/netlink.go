@@ -169,6 +169,9 @@ func translateElement(verb string, e *knftables.Element, fam dataplane.Family, t
 	if isEndpointMap(s) {
 		return translateEndpointElement(verb, e, fam, t, s)
 	}
+	if isMaglevMap(s) {
+		return translateMaglevElement(verb, e, fam, t, s)
+	}
 	kind, _, ok := strings.Cut(s.Type, " : ")
 	if !ok || !strings.HasSuffix(s.Type, " : verdict") {
 		return nil, unsupported("map %s of type %s", s.Name, s.Type)

@@ -31,6 +31,58 @@ func isEndpointMap(s *Set) bool {
 	return s != nil && s.Map && strings.HasPrefix(s.Name, prefixEndpoints) && strings.HasPrefix(s.TypeOf, "numgen random mod ")
 }
 
+// isMaglevMap reports whether s is a Maglev map (maglevMap): plain, one
+// element per slot, keyed like an endpoint map.
+func isMaglevMap(s *Set) bool {
+	return s != nil && s.Map && strings.HasPrefix(s.Name, prefixMaglev) && strings.HasPrefix(s.TypeOf, "numgen random mod ") &&
+		!isInterval(s)
+}
+
+// translateMaglevElement adds or deletes one slot of a Maglev map: the
+// key in host byte order (maglevKey) and no interval end.
+func translateMaglevElement(verb string, e *knftables.Element, fam dataplane.Family, t *gnft.Table, s *Set) (*nlStep, error) {
+	if len(e.Key) != 1 {
+		return nil, unsupported("maglev map key %q", e.Key)
+	}
+	slot, err := maglevSlot(e.Key[0])
+	if err != nil {
+		return nil, err
+	}
+	el := gnft.SetElement{Key: maglevKey(slot)}
+	set := &gnft.Set{Name: s.Name, Table: t, IsMap: true}
+	switch verb {
+	case "add":
+		if len(e.Value) != 1 {
+			return nil, unsupported("element value %q", e.Value)
+		}
+		if el.Val, err = addrPortData(fam, e.Value[0]); err != nil {
+			return nil, err
+		}
+		return elemStep(set, true, el), nil
+	case "delete":
+		return elemStep(set, false, el), nil
+	}
+	return nil, unsupported("%s element", verb)
+}
+
+// maglevKey is a slot as the kernel stores it in a Maglev map: in host
+// byte order, as jhash leaves it in its register. nft turns numgen's value
+// big-endian only for interval maps (their ranges are compared as byte
+// strings); a plain map's key is hashed as is (seen on a real kernel:
+// slot 0xb8f90000 listed back as 0x0000f9b8).
+func maglevKey(slot uint32) []byte {
+	return binary.NativeEndian.AppendUint32(nil, slot)
+}
+
+// maglevSlot parses a Maglev map key: one slot within the blocks.
+func maglevSlot(k string) (uint32, error) {
+	n, err := strconv.ParseUint(k, 10, 32)
+	if err != nil || n >= maxBlocks*slots || strconv.FormatUint(n, 10) != k {
+		return 0, unsupported("slot %q", k)
+	}
+	return uint32(n), nil
+}
+
 // translateEndpointElement adds or deletes one range of an endpoint map.
 // An interval is two kernel elements, as nft sends it: the start with the
 // data, and the first value past the range flagged as an interval end.

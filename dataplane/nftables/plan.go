@@ -255,13 +255,23 @@ func addRules(tx txWriter, c *Chain) {
 // walking the table's list of sets in creation order, once per rule that
 // names it and once per element message, so the few sets every service
 // touches (service-ips, cluster-ips, the hairpin set) go before the 96
-// endpoint maps each of which only its shard's services name. Measured on
-// a 10,000-service full load (120,000 elements): 5.6 s → 4.5 s.
+// endpoint maps each of which only its shard's services name, and the
+// Maglev maps, which only hashed services name, go last. Measured on a
+// 10,000-service full load (120,000 elements): 5.6 s → 4.5 s.
 func hotSetsFirst(names []string) []string {
+	tier := func(n string) int {
+		switch {
+		case strings.HasPrefix(n, prefixEndpoints):
+			return 1
+		case strings.HasPrefix(n, prefixMaglev):
+			return 2
+		}
+		return 0
+	}
 	out := make([]string, 0, len(names))
-	for _, shards := range []bool{false, true} {
+	for t := range 3 {
 		for _, n := range names {
-			if strings.HasPrefix(n, prefixEndpoints) == shards {
+			if tier(n) == t {
 				out = append(out, n)
 			}
 		}

@@ -159,6 +159,7 @@ func (r *renderer) fixed() {
 		for shard := range uint32(endpointShards) {
 			rs.set(&Set{Name: endpointMap(proto, shard), Map: true, Flags: []knftables.SetFlag{knftables.IntervalFlag},
 				TypeOf: endpointMapTypeOf(r.fam, proto)})
+			rs.set(&Set{Name: maglevMap(proto, shard), Map: true, TypeOf: endpointMapTypeOf(r.fam, proto)})
 		}
 	}
 	rs.addText(chainMasquerading, "mark and", masqMark, "!= 0 mark set mark xor", masqMark, "masquerade fully-random")

@@ -116,7 +116,7 @@ func (r *renderer) port(p *portPlan) {
 		if sp.Internal.Local {
 			r.clusterIPMasq(p, n.local)
 		}
-		r.balance(p, n.local, p.local)
+		r.balance(p, n.local, p.local, sp.LocalTable)
 	}
 	if sp.UsesExternal() {
 		r.extChain(p)
@@ -146,7 +146,7 @@ func (r *renderer) clusterChain(p *portPlan) {
 	if !p.sp.Internal.Local {
 		r.clusterIPMasq(p, c)
 	}
-	r.balance(p, c, p.cluster)
+	r.balance(p, c, p.cluster, p.sp.ClusterTable)
 }
 
 // clusterIPMasq writes into the chain internal traffic takes (svc-…, or
@@ -167,20 +167,32 @@ func (r *renderer) clusterIPMasq(p *portPlan, c string) {
 }
 
 // balance writes the choice over eps into chain. Without affinity the
-// chain holds one rule that never changes, "dnat to numgen random mod
-// 65536 offset <block> map @endpoints-<proto>-<shard>", and the endpoints are
-// elements of that map, each owning an equal range of the chain's block
-// (slots.go). An endpoint change is then data only: the kernel validates
-// every chain reachable through a verdict map when a commit adds a rule
-// or a jump, which cost ~60 ms at 5,000 services, and it does nothing of
-// the kind for elements of a data map. With affinity the chain keeps a
+// chain holds one rule that changes only with the algorithm's modulus,
+// and the endpoints are elements of a map in the chain's block of 65,536
+// keys (slots.go):
+//
+//   - random (and each mode's default): "dnat to numgen random mod 65536
+//     offset <block> map @endpoints-<proto>-<shard>", each endpoint an
+//     equal range of the block, so the rule never changes;
+//   - round-robin: "numgen inc mod <n>", endpoint i the key block+i;
+//   - maglev and source-hash: "jhash <client> mod <size> seed <seed>"
+//     into @maglev-<proto>-<shard>, slot i the key block+i, its endpoint
+//     the table's (serviceport.Table, computed by the control plane).
+//
+// An endpoint change is then data only: the kernel validates every
+// chain reachable through a verdict map when a commit adds a rule or a
+// jump, which cost ~60 ms at 5,000 services, and it does nothing of the
+// kind for elements of a data map. With affinity the chain keeps a
 // cascade to per-endpoint chains, which record the client in their own
 // set: rule i matches with probability 1/(n-i), so each endpoint gets
-// 1/n. Neither uses an anonymous set: "numgen random mod n vmap { … }"
-// per service costs the kernel O(sets) per set at load (214 s for
-// 10,000 services, kernel-facts.md).
-func (r *renderer) balance(p *portPlan, chain string, eps []endpoint) {
+// 1/n; a new client's first pick is then random whatever the algorithm
+// (reported), as the per-endpoint chains are what records it. Neither
+// uses an anonymous set: "numgen random mod n vmap { … }" per service
+// costs the kernel O(sets) per set at load (214 s for 10,000 services,
+// kernel-facts.md).
+func (r *renderer) balance(p *portPlan, chain string, eps []endpoint, tab *serviceport.Table) {
 	r.rs.chain(chain)
+	alg := p.sp.Algorithm
 	if p.sp.Affinity == 0 {
 		block, err := r.slots.block(p.sp.Protocol, chain)
 		if err != nil {
@@ -190,13 +202,29 @@ func (r *renderer) balance(p *portPlan, chain string, eps []endpoint) {
 		}
 		r.rs.blocks[chain] = true
 		off := block * slots
-		m := endpointMap(p.sp.Protocol, block)
-		for i, ep := range eps {
-			lo, hi := off+uint32(i*slots/len(eps)), off+uint32((i+1)*slots/len(eps))-1
-			r.rs.element(m, ep.addr.Addr().String()+" . "+fmt.Sprint(ep.addr.Port()), fmt.Sprintf("%d-%d", lo, hi))
+		switch {
+		case alg.Hashed() && tab != nil:
+			r.maglev(p, chain, eps, tab, block)
+		case alg == serviceport.RoundRobin:
+			m := endpointMap(p.sp.Protocol, block)
+			for i, ep := range eps {
+				k := fmt.Sprint(off + uint32(i))
+				r.rs.element(m, endpointValue(ep), k+"-"+k)
+			}
+			r.rs.addText(chain, "meta l4proto", p.sp.Protocol.String(), "dnat", ipKeyword(r.fam), "addr . port to numgen inc mod",
+				fmt.Sprint(len(eps)), "offset", fmt.Sprint(off), "map @"+m)
+		default:
+			m := endpointMap(p.sp.Protocol, block)
+			for i, ep := range eps {
+				lo, hi := off+uint32(i*slots/len(eps)), off+uint32((i+1)*slots/len(eps))-1
+				r.rs.element(m, endpointValue(ep), fmt.Sprintf("%d-%d", lo, hi))
+			}
+			r.rs.add(chain, l4proto(p.sp.Protocol.String()), dnatThrough(off, m))
 		}
-		r.rs.add(chain, l4proto(p.sp.Protocol.String()), dnatThrough(off, m))
 		return
+	}
+	if alg != serviceport.ModeDefault && alg != serviceport.Random {
+		r.skip(p.names.base, "%s with ClientIP affinity: a new client's first pick is random in the nftables mode", alg)
 	}
 	for _, ep := range eps {
 		r.rs.add(chain, addrIn(false, ep.affinity), gotoTo(ep.chain))
@@ -208,6 +236,32 @@ func (r *renderer) balance(p *portPlan, chain string, eps []endpoint) {
 			r.rs.add(chain, gotoTo(ep.chain))
 		}
 	}
+}
+
+// maglev writes a hashed choice: one element per slot of the table in
+// the chain's block of its Maglev map, and the rule that hashes the
+// client (address and port for maglev, address alone for source-hash)
+// with the table's seed. The rule states the seed even when it is 0:
+// without one the kernel draws a random seed per rule, and nodes would
+// disagree.
+func (r *renderer) maglev(p *portPlan, chain string, eps []endpoint, tab *serviceport.Table, block uint32) {
+	off := block * slots
+	m := maglevMap(p.sp.Protocol, block)
+	for slot, i := range tab.Slots {
+		r.rs.element(m, endpointValue(eps[i]), fmt.Sprint(off+uint32(slot)))
+	}
+	ip, proto := ipKeyword(r.fam), p.sp.Protocol.String()
+	key := ip + " saddr . " + proto + " sport"
+	if p.sp.Algorithm == serviceport.SourceHash {
+		key = ip + " saddr"
+	}
+	r.rs.addText(chain, "meta l4proto", proto, "dnat", ip, "addr . port to jhash", key, "mod", fmt.Sprint(len(tab.Slots)),
+		fmt.Sprintf("seed 0x%08x", tab.Seed), "offset", fmt.Sprint(off), "map @"+m)
+}
+
+// endpointValue is an endpoint map element's value: "ADDR . PORT".
+func endpointValue(ep endpoint) string {
+	return ep.addr.Addr().String() + " . " + fmt.Sprint(ep.addr.Port())
 }
 
 // extChain writes ext-…: masquerade and choose the policy chain.

@@ -132,6 +132,9 @@ func (r *planResult) service(key string, sv *switchyardv1.ServiceView, nodeIPs m
 				r.skip(key, fmt.Sprintf("port %q: protocol %s not proxied in userspace", p.Name, proto.Upper()))
 				continue
 			}
+			if p.Algorithm.Hashed() {
+				r.skip(key, fmt.Sprintf("port %q: %s is not available in the userspace mode: round robin", p.Name, p.Algorithm))
+			}
 			base := frontend{service: key, port: p.Name, label: p.Label, affinity: time.Duration(p.Affinity) * time.Second}
 			r.addAll(base, proto, KindClusterIP, p.ClusterIPs, p.Port, p.Internal)
 			r.addAll(base, proto, KindExternalIP, p.ExternalIPs, p.Port, p.External)

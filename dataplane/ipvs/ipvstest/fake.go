@@ -149,6 +149,9 @@ func (f *Fake) VirtualServers(context.Context) ([]ipvs.VirtualServer, error) {
 
 func vsDesc(vs ipvs.VirtualServer) string {
 	s := vs.Key.String() + " " + vs.Scheduler
+	if vs.HashPort {
+		s += "-port" // ipvsadm's sched-flag name: mh-port, sh-port
+	}
 	if vs.Timeout > 0 {
 		s += fmt.Sprintf(" persistent %d", vs.Timeout)
 	}

@@ -9,7 +9,10 @@ import (
 	"sigs.k8s.io/knftables"
 )
 
-// numgen is "numgen random mod N [offset O]": uniform over [O, O+N).
+// numgen is "numgen random|inc mod N [offset O]": uniform over [O,
+// O+N). For inc (round-robin) the counter's position is state the tracer
+// does not have, and over N connections every value comes once, so it
+// is read as uniform too.
 type numgen struct{ mod, offset uint64 }
 
 func (ng numgen) String() string {
@@ -28,10 +31,16 @@ func (ng numgen) share(lo, hi uint64) float64 {
 	return float64(last-first+1) / float64(ng.mod)
 }
 
-// numgen reads "numgen random mod N [offset O]" at i.
+// numgen reads "numgen random|inc mod N [offset O]" at i.
 func (r *ruleRun) numgen(i int) (numgen, int, error) {
-	i, err := r.expect(i, "numgen", "random", "mod")
+	i, err := r.expect(i, "numgen")
 	if err != nil {
+		return numgen{}, i, err
+	}
+	if t := r.tok(i); t != "random" && t != "inc" {
+		return numgen{}, i, fmt.Errorf("numgen %q", t)
+	}
+	if i, err = r.expect(i+1, "mod"); err != nil {
 		return numgen{}, i, err
 	}
 	var ng numgen

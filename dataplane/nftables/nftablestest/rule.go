@@ -367,7 +367,8 @@ func (r *ruleRun) update(i int, f flow) ([]branch, error) {
 }
 
 // dnat: "dnat [ip|ip6] to ADDR[:PORT]" or "dnat ip|ip6 addr . port to
-// numgen random mod N [offset O] map @M". A NAT statement accepts.
+// DRAW map @M", DRAW "numgen random|inc mod N [offset O]" or "jhash KEY
+// mod N seed S offset O". A NAT statement accepts.
 func (r *ruleRun) dnat(i int, f flow) ([]branch, error) {
 	i++
 	if t := r.tok(i); t == "ip" || t == "ip6" {
@@ -391,10 +392,15 @@ func (r *ruleRun) dnat(i int, f flow) ([]branch, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r.tok(i) != "numgen" {
+	var ng numgen
+	switch {
+	case r.tok(i) == "jhash":
+		ng, i, err = r.jhash(i, f)
+	case r.tok(i) == "numgen":
+		ng, i, err = r.numgen(i)
+	default:
 		return nil, fmt.Errorf("unsupported dnat map key %q", r.tok(i))
 	}
-	ng, i, err := r.numgen(i)
 	if err != nil {
 		return nil, err
 	}

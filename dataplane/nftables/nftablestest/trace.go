@@ -57,7 +57,7 @@ func (t Tracer) Trace(pkt explain.Packet) (explain.Verdict, error) {
 	if err != nil {
 		return explain.Verdict{}, fmt.Errorf("trace %s: %w", pkt, err)
 	}
-	start := flow{src: pkt.Src.Unmap(), dst: pkt.Dst.Unmap(), proto: pkt.Protocol.String(), dport: pkt.Port, weight: 1}
+	start := flow{src: pkt.Src.Unmap(), dst: pkt.Dst.Unmap(), proto: pkt.Protocol.String(), dport: pkt.Port, sport: pkt.SrcPort, weight: 1}
 	var final []flow
 	if w.isLocal(start.src) {
 		final, err = w.fromNode(start)
@@ -165,7 +165,9 @@ type flow struct {
 	src, dst netip.Addr
 	proto    string
 	dport    uint16
-	weight   float64
+	// sport is the client's port, 0 when the packet did not name one.
+	sport  uint16
+	weight float64
 
 	dnat bool // dst and dport were rewritten
 	mark uint32

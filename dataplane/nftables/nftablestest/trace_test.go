@@ -247,7 +247,7 @@ func TestTraceRefuses(t *testing.T) {
 		{"fib daddr . iif type local drop", `want "type"`},
 		{"fib daddr type unicast drop", "unsupported fib type"},
 		{"meta l4proto . th dport 80 drop", "concatenation compared"},
-		{"numgen inc mod 2 0 drop", `want "random"`},
+		{"numgen counter mod 2 0 drop", `numgen "counter"`},
 		{"snat to 10.0.0.1", `unsupported expression "snat"`},
 	} {
 		t.Run(tc.rule, func(t *testing.T) {

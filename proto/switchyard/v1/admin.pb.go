@@ -1060,7 +1060,12 @@ type ExplainRequest struct {
 	Desired bool `protobuf:"varint,6,opt,name=desired,proto3" json:"desired,omitempty"`
 	// The mode to explain for; UNSPECIFIED: the mode the agent reports,
 	// else the NodeConfig's, else iptables (the agent's default).
-	Mode          DataplaneMode `protobuf:"varint,7,opt,name=mode,proto3,enum=switchyard.v1.DataplaneMode" json:"mode,omitempty"`
+	Mode DataplaneMode `protobuf:"varint,7,opt,name=mode,proto3,enum=switchyard.v1.DataplaneMode" json:"mode,omitempty"`
+	// The packet's source port; 0 when unknown. A service balanced by
+	// maglev needs it to name the one endpoint every node sends the flow
+	// to (source-hash needs only source_ip); without it the answer gives
+	// each endpoint's share of the table.
+	SourcePort    uint32 `protobuf:"varint,8,opt,name=source_port,json=sourcePort,proto3" json:"source_port,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1142,6 +1147,13 @@ func (x *ExplainRequest) GetMode() DataplaneMode {
 		return x.Mode
 	}
 	return DataplaneMode_DATAPLANE_MODE_UNSPECIFIED
+}
+
+func (x *ExplainRequest) GetSourcePort() uint32 {
+	if x != nil {
+		return x.SourcePort
+	}
+	return 0
 }
 
 type ExplainResponse struct {
@@ -1774,7 +1786,7 @@ const file_switchyard_v1_admin_proto_rawDesc = "" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12'\n" +
 	"\x0fdesired_version\x18\x02 \x01(\tR\x0edesiredVersion\x12\x14\n" +
 	"\x05acked\x18\x03 \x01(\bR\x05acked\x12.\n" +
-	"\x04view\x18\x04 \x01(\v2\x1a.switchyard.v1.ServiceViewR\x04view\"\x84\x02\n" +
+	"\x04view\x18\x04 \x01(\v2\x1a.switchyard.v1.ServiceViewR\x04view\"\xa5\x02\n" +
 	"\x0eExplainRequest\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x1a\n" +
 	"\bprotocol\x18\x02 \x01(\tR\bprotocol\x12\x1b\n" +
@@ -1782,7 +1794,9 @@ const file_switchyard_v1_admin_proto_rawDesc = "" +
 	"\x0edestination_ip\x18\x04 \x01(\tR\rdestinationIp\x12)\n" +
 	"\x10destination_port\x18\x05 \x01(\rR\x0fdestinationPort\x12\x18\n" +
 	"\adesired\x18\x06 \x01(\bR\adesired\x120\n" +
-	"\x04mode\x18\a \x01(\x0e2\x1c.switchyard.v1.DataplaneModeR\x04mode\"\xeb\x03\n" +
+	"\x04mode\x18\a \x01(\x0e2\x1c.switchyard.v1.DataplaneModeR\x04mode\x12\x1f\n" +
+	"\vsource_port\x18\b \x01(\rR\n" +
+	"sourcePort\"\xeb\x03\n" +
 	"\x0fExplainResponse\x124\n" +
 	"\x06action\x18\x01 \x01(\x0e2\x1c.switchyard.v1.ExplainActionR\x06action\x12:\n" +
 	"\tendpoints\x18\x02 \x03(\v2\x1c.switchyard.v1.EndpointShareR\tendpoints\x12\x1e\n" +

@@ -92,7 +92,11 @@ func packetOf(req *switchyardv1.ExplainRequest) (explain.Packet, error) {
 			return explain.Packet{}, err
 		}
 	}
-	pkt := explain.Packet{Protocol: proto, Src: src.Unmap(), Dst: dst.Unmap(), Port: uint16(req.GetDestinationPort())}
+	if req.GetSourcePort() > 65535 {
+		return explain.Packet{}, fmt.Errorf("source_port %d: above 65535", req.GetSourcePort())
+	}
+	pkt := explain.Packet{Protocol: proto, Src: src.Unmap(), Dst: dst.Unmap(), Port: uint16(req.GetDestinationPort()),
+		SrcPort: uint16(req.GetSourcePort())}
 	return pkt, pkt.Validate()
 }
 
