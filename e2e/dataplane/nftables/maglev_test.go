@@ -1,0 +1,240 @@
+package nftables
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/maglev"
+	"github.com/switchyard-proxy/switchyard/dataplane/nftables"
+	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/echo"
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/probe"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
+)
+
+// maglevClient is the address both nodes' connections leave from: the
+// same client address and port through two nodes must reach one
+// endpoint. It is added to each node's loopback; the node masquerades
+// the connection (its source is off-cluster), so replies come back.
+var maglevClient = netip.MustParseAddr("10.200.0.99")
+
+// maglevNode is one node namespace with its own nftables Dataplane.
+type maglevNode struct {
+	node netns.Node
+	dp   *nftables.Dataplane
+}
+
+// maglevView is the ClusterIP service 10.96.0.77:80 over pods, balanced
+// by maglev with the table the control plane computes for them
+// (maglev.New over address:targetPort, maglev.Size, maglev.Seed).
+func maglevView(t *testing.T, pods []netns.Pod) (*switchyardv1.ServiceView, maglev.Table) {
+	t.Helper()
+	sv := dptest.Service("hashed", "10.96.0.77", 80, 0, pods...)
+	sv.Type = switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP
+	sv.LoadBalancing = switchyardv1.LoadBalancing_LOAD_BALANCING_MAGLEV
+	var ids []string
+	for _, p := range pods {
+		ids = append(ids, netip.AddrPortFrom(p.IP, dptest.TargetPort).String())
+	}
+	tab, err := maglev.New(ids, maglev.Size(len(ids)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt := &switchyardv1.MaglevTable{PortName: "http", Seed: maglev.Seed, Endpoints: tab.Backends}
+	for _, s := range tab.Slots {
+		mt.Slots = append(mt.Slots, uint32(s))
+	}
+	sv.MaglevTables = []*switchyardv1.MaglevTable{mt}
+	return sv, tab
+}
+
+// TestMaglevSameEndpointFromEveryNode programs one maglev service on two
+// nodes and checks, with real TCP connections, that:
+//   - each node's kernel map holds exactly the control plane's table
+//     (read back with nft: slot i of the rule's block is endpoint
+//     Slots[i]), for 10 endpoints and again after one is removed;
+//   - 100 client tuples (one address, 100 ports) reach the endpoint the
+//     table names, through either node: 100 of 100 agree;
+//   - after removing one of the 10 endpoints, the same tuples again
+//     reach what the new table names, and the tuples that moved are
+//     those the tables say moved (the kernel's answer for a sample of
+//     TestDisruption's simulation).
+func TestMaglevSameEndpointFromEveryNode(t *testing.T) {
+	topo := netns.New(t, netns.Spec{Nodes: 2, Pods: 10})
+	if _, err := echo.StartPods(t.Context(), echo.Launcher{Topo: topo}, topo.Pods(),
+		echo.Config{TCP: ":8080"}); err != nil {
+		t.Fatalf("echo servers: %v", err)
+	}
+	podByName := map[string]netns.Pod{}
+	for _, p := range topo.Pods() {
+		podByName[p.Name] = p
+	}
+	var nodes []maglevNode
+	for _, n := range topo.Nodes() {
+		if _, err := topo.Exec(t.Context(), n.NS, "ip", "addr", "add", maglevClient.String()+"/32", "dev", "lo"); err != nil {
+			t.Fatal(err)
+		}
+		dp, err := nftables.New(nftables.Config{Runner: dptest.NewRunner(topo, n.NS, runnerOptions),
+			Families: []dataplane.Family{dataplane.IPv4}, Logger: netns.TestLogger(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes = append(nodes, maglevNode{node: n, dp: dp})
+	}
+	vip := netip.MustParseAddrPort("10.96.0.77:80")
+	tuples := make([]uint16, 100)
+	for i := range tuples {
+		tuples[i] = uint16(41000 + i)
+	}
+
+	run := func(pods []netns.Pod) map[uint16]string {
+		sv, tab := maglevView(t, pods)
+		for _, n := range nodes {
+			dptest.MustApply(t, n.dp, dptest.State(n.node, sv))
+			checkKernelTable(t, topo, n.node, tab)
+		}
+		want := map[uint16]string{}
+		for _, port := range tuples {
+			want[port] = tab.Lookup(maglev.FlowKey(maglevClient, port), maglev.Seed)
+			for _, n := range nodes {
+				name := dialFrom(t, topo, n.node.NS, netip.AddrPortFrom(maglevClient, port), vip)
+				got := netip.AddrPortFrom(podByName[name].IP, dptest.TargetPort).String()
+				if got != want[port] {
+					t.Errorf("%s from %s:%d: reached %s (%s), the table names %s", n.node.Name, maglevClient, port, got, name, want[port])
+				}
+			}
+		}
+		return want
+	}
+	pods := topo.Pods()
+	before := run(pods)
+	after := run(pods[1:])
+	moved := 0
+	for _, port := range tuples {
+		if before[port] != after[port] {
+			moved++
+		}
+	}
+	t.Logf("removing %s: %d of %d tuples moved, each where the new table says, through both nodes", pods[0].IP, moved, len(tuples))
+}
+
+// dialFrom connects from ns, bound to src, to dst and returns the name
+// of the pod that answered (its echo server's first word).
+func dialFrom(t *testing.T, topo *netns.Topology, ns string, src, dst netip.AddrPort) string {
+	t.Helper()
+	var name string
+	err := topo.Do(ns, func() error {
+		d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(src), Timeout: 2 * time.Second}
+		c, err := d.DialContext(t.Context(), "tcp", dst.String())
+		if err != nil {
+			return err
+		}
+		// Closed with a reset, not a FIN: the tuple leaves no TIME_WAIT
+		// and can be dialed again after the endpoint change.
+		_ = c.(*net.TCPConn).SetLinger(0)
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
+		line, err := bufio.NewReader(c).ReadString('\n')
+		if err != nil {
+			return fmt.Errorf("read: %w", err)
+		}
+		name, _, _ = strings.Cut(strings.TrimSpace(line), " ")
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("%s: %s -> %s: %v", ns, src, dst, err)
+	}
+	return name
+}
+
+var (
+	jhashRule   = regexp.MustCompile(`jhash ip saddr \. tcp sport mod (\d+) seed (0x[0-9a-f]+) offset (\d+) map @(maglev-tcp-\d+)`)
+	maglevElems = regexp.MustCompile(`(\d+) : ([0-9.]+) \. (\d+)`)
+)
+
+// checkKernelTable reads the node's maglev rule and map back from the
+// kernel with nft and compares them with tab: the rule's modulus is the
+// table size and its seed maglev.Seed, and the element at the rule's
+// offset + i is the endpoint of slot i, for every slot, with no other
+// element in the block.
+func checkKernelTable(t *testing.T, topo *netns.Topology, node netns.Node, tab maglev.Table) {
+	t.Helper()
+	out, err := topo.Exec(t.Context(), node.NS, "nft", "list", "table", "ip", "switchyard")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := jhashRule.FindStringSubmatch(string(out))
+	if m == nil {
+		t.Fatalf("%s: no maglev rule in the table:\n%s", node.Name, out)
+	}
+	size, _ := strconv.Atoi(m[1])
+	seed, _ := strconv.ParseUint(m[2], 0, 32)
+	offset, _ := strconv.ParseUint(m[3], 10, 32)
+	if size != len(tab.Slots) || uint32(seed) != maglev.Seed {
+		t.Fatalf("%s: rule hashes mod %d seed %s, the table has %d slots and seed %#x", node.Name, size, m[2], len(tab.Slots), maglev.Seed)
+	}
+	list, err := topo.Exec(t.Context(), node.NS, "nft", "list", "map", "ip", "switchyard", m[4])
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[uint64]string{}
+	for _, e := range maglevElems.FindAllStringSubmatch(string(list), -1) {
+		k, _ := strconv.ParseUint(e[1], 10, 32)
+		if k >= offset && k < offset+65536 {
+			got[k-offset] = e[2] + ":" + e[3]
+		}
+	}
+	var wrong []string
+	for i := range tab.Slots {
+		if want := tab.Backend(uint32(i)); got[uint64(i)] != want {
+			wrong = append(wrong, fmt.Sprintf("slot %d: %q, want %s", i, got[uint64(i)], want))
+		}
+	}
+	if len(got) != len(tab.Slots) {
+		wrong = append(wrong, fmt.Sprintf("%d elements in the block, want %d", len(got), len(tab.Slots)))
+	}
+	if len(wrong) > 0 {
+		t.Fatalf("%s: the kernel's table differs from the control plane's (%d problems): %s", node.Name, len(wrong),
+			strings.Join(wrong[:min(len(wrong), 10)], "; "))
+	}
+	t.Logf("%s: kernel map %s holds the control plane's %d slots over %d endpoints", node.Name, m[4], len(tab.Slots), len(tab.Backends))
+}
+
+// TestRoundRobinInTurn: a round-robin service's new connections take its
+// endpoints in turn, "numgen inc" counting every connection the rule
+// sees. Sequential connections from one client make the counts exact
+// (100 each of 300 over 3 endpoints), far inside any ±4σ of a random
+// draw; parallel ones (8 in flight) still come out exact, as each
+// connection's first packet bumps the counter once.
+func TestRoundRobinInTurn(t *testing.T) {
+	b := newBed(t)
+	sv := dptest.Service("in-turn", "10.96.0.78", 80, 0, b.Pods...)
+	sv.Type = switchyardv1.ServiceType_SERVICE_TYPE_CLUSTER_IP
+	sv.LoadBalancing = switchyardv1.LoadBalancing_LOAD_BALANCING_ROUND_ROBIN
+	b.apply(t, dptest.State(b.Node, sv))
+	dst := netip.MustParseAddrPort("10.96.0.78:80")
+	for _, parallel := range []int{1, 8} {
+		res, err := probe.New(b.Topo, b.Topo.Client().NS).TCP(t.Context(), dst, probe.Options{Count: 300, Parallel: parallel})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(res.Failures) > 0 || len(res.Counts) != len(b.Pods) {
+			t.Fatalf("%d in flight: %d failures, counts %v", parallel, len(res.Failures), res.Counts)
+		}
+		for name, c := range res.Counts {
+			if c != 300/len(b.Pods) {
+				t.Errorf("%d in flight: %s answered %d of 300, want exactly %d", parallel, name, c, 300/len(b.Pods))
+			}
+		}
+		t.Logf("%d in flight: %v", parallel, res.Counts)
+	}
+}
