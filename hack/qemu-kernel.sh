@@ -28,9 +28,13 @@
 # kills qemu after the timeout plus a margin, so qemu always exits.
 #
 # Userland: busybox-static (downloaded), plus this machine's iproute2 `ip`,
-# iptables-legacy (xtables-legacy-multi and its extensions) and ipset, copied
-# with the shared libraries `ldd` reports. In the guest, iptables and
-# ip6tables (and -save/-restore) are the legacy flavour.
+# iptables-legacy (xtables-legacy-multi and its extensions), ipset, nft,
+# util-linux nsenter and curl, copied with the shared libraries `ldd`
+# reports. In the guest, iptables and ip6tables (and -save/-restore) are the
+# legacy flavour. nsenter, curl and nft serve the e2e/system scenarios run in
+# the guest (launch enters node namespaces with nsenter, the tests read the
+# agents' /healthz and /metrics with curl, and an agent's cleanup of the
+# nftables mode runs nft).
 #
 # Environment:
 #   SWITCHYARD_QEMU_CACHE    cache root (default ~/.cache/switchyard/qemu)
@@ -41,6 +45,9 @@
 #   SWITCHYARD_QEMU_SMP      guest CPUs (default 2)
 #   SWITCHYARD_QEMU_ACCEL    tcg | kvm | auto (default auto: kvm only with real vmx/svm)
 #   SWITCHYARD_QEMU_LOG      also write the console to this file as it comes
+#   SWITCHYARD_QEMU_ADD      a directory whose tree is added to the guest's root for this run
+#                            (symlinks followed), e.g. opt/testbed/etcd; it costs guest memory
+#   SWITCHYARD_QEMU_ENV      extra environment of the guest's test, one NAME=VALUE a line
 set -euo pipefail
 
 # Bump when the base initramfs layout or /init changes (part of its cache key).
@@ -55,7 +62,8 @@ ACCEL=${SWITCHYARD_QEMU_ACCEL:-auto}
 
 # Host userland copied into the guest: binary path and the Debian package
 # that provides it (for error messages).
-HOST_BINS=(/usr/sbin/ip:iproute2 /usr/sbin/xtables-legacy-multi:iptables /usr/sbin/ipset:ipset)
+HOST_BINS=(/usr/sbin/ip:iproute2 /usr/sbin/xtables-legacy-multi:iptables /usr/sbin/ipset:ipset
+  /usr/sbin/nft:nftables /usr/bin/nsenter:util-linux /usr/bin/curl:curl)
 XTABLES_DIR=/usr/lib/x86_64-linux-gnu/xtables
 
 # Modules shipped (plus everything they depend on, from modules.dep): whole
@@ -260,6 +268,8 @@ prepare_base() {
   for f in /etc/protocols /etc/services; do [ -f "$f" ] && cp "$f" "$r$f"; done
   [ -f "$r/etc/protocols" ] || printf '%s\n' 'ip 0 IP' 'icmp 1 ICMP' 'tcp 6 TCP' 'udp 17 UDP' \
     'ipv6-icmp 58 IPv6-ICMP' 'sctp 132 SCTP' > "$r/etc/protocols"
+  # Go resolves "localhost" through /etc/hosts (the apiserver's clients, TLS names).
+  printf '%s\n' '127.0.0.1 localhost' '::1 localhost' > "$r/etc/hosts"
   echo 'root:x:0:0:root:/tmp:/bin/sh' > "$r/etc/passwd"
   echo 'root:x:0:' > "$r/etc/group"
   write_init "$r/init"
@@ -285,7 +295,8 @@ prepare() {
 # ---- per-run archive and boot -----------------------------------------------
 
 # run_archive writes $WORK/run.cpio: the test binary and its arguments,
-# uncompressed (the kernel copies it; compressing 20 MB costs more than it saves).
+# uncompressed (the kernel copies it; compressing 20 MB costs more than it
+# saves), then SWITCHYARD_QEMU_ADD's tree as a second archive.
 run_archive() {
   local bin=$1; shift
   local r=$WORK/run
@@ -298,7 +309,21 @@ run_archive() {
     printf '%s\n' "$a" >> "$r/etc/guest/args"
   done
   echo "GUEST_TIMEOUT=$TIMEOUT" > "$r/etc/guest/env"
+  # /init sources this file: each extra variable is exported, quoted.
+  while IFS= read -r a; do
+    [ -n "$a" ] || continue
+    case $a in [A-Za-z_]*=*) ;; *) die 2 "SWITCHYARD_QEMU_ENV: want NAME=VALUE, got: $a";; esac
+    printf 'export %s=%q\n' "${a%%=*}" "${a#*=}" >> "$r/etc/guest/env"
+  done <<< "${SWITCHYARD_QEMU_ENV:-}"
   (cd "$r" && find . | sort | "$KDIR/busybox" cpio -o -H newc 2>/dev/null > "$WORK/run.cpio")
+  if [ -n "${SWITCHYARD_QEMU_ADD:-}" ]; then
+    [ -d "$SWITCHYARD_QEMU_ADD" ] || die 2 "SWITCHYARD_QEMU_ADD=$SWITCHYARD_QEMU_ADD is not a directory"
+    # Concatenated archives must each start 4-byte aligned.
+    truncate -s %512 "$WORK/run.cpio"
+    (cd "$SWITCHYARD_QEMU_ADD" && find . -mindepth 1 | sort | "$KDIR/busybox" cpio -o -H newc -L 2>/dev/null >> "$WORK/run.cpio") ||
+      die 2 "cannot archive SWITCHYARD_QEMU_ADD=$SWITCHYARD_QEMU_ADD"
+    log "added $SWITCHYARD_QEMU_ADD: $(du -m "$WORK/run.cpio" | cut -f1) MiB with the test binary"
+  fi
 }
 
 pick_accel() {

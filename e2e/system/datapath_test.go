@@ -38,24 +38,21 @@ type datapathBreak struct {
 // through the rules its agent programmed, turns 503 within seconds of a
 // foreign DROP in front of those rules and 200 again once it is gone;
 // after its table is flushed it is 503 until the agent's drift check
-// repairs it. The canary's address is reserved as an operator would,
+// repairs it (not in the ipvs mode, which has no drift check). The canary's address is reserved as an operator would,
 // by a selector-less Service of its name, which the agent's replaces.
 func testDatapathHealth(t *testing.T, e *env) {
 	ctx := t.Context()
 	vip := netip.MustParseAddrPort(system.DatapathCanary)
 	reserveCanary(t, e, vip)
 	n0 := e.c.Topo.Node(0)
-	mode := "iptables"
-	if e.nft {
-		mode = "nftables"
-	}
+	mode := e.dataplaneMode()
 	waitFor(ctx, t, "node-0's canary probed and healthy", func() (bool, string) {
 		code, body := e.healthz(ctx, n0)
 		return code == 200 && strings.Contains(body, `"datapathHealthy":true`), fmt.Sprint(code, " ", body)
 	})
 	_, body := e.healthz(ctx, n0)
 	t.Logf("node-0 /healthz: %s", body)
-	for _, b := range datapathBreaks(e.nft, vip.Addr().String()) {
+	for _, b := range datapathBreaks(mode, vip.Addr().String()) {
 		t.Run(b.name, func(t *testing.T) {
 			ctx := t.Context()
 			checks := e.agentMetric(ctx, t, n0, "switchyard_agent_drift_checks_total")
@@ -95,14 +92,21 @@ func testDatapathHealth(t *testing.T, e *env) {
 	}
 }
 
-func datapathBreaks(nft bool, vip string) []datapathBreak {
-	if !nft {
-		// raw OUTPUT runs before nat OUTPUT's DNAT, which rewrites the
-		// destination: a DROP of the cluster IP in filter OUTPUT would
-		// never see it.
-		drop := func(op string) []string {
-			return []string{"iptables", "-t", "raw", op, "OUTPUT", "-d", vip + "/32", "-p", "tcp", "-m", "comment", "--comment", "foreign", "-j", "DROP"}
-		}
+// datapathBreaks are mode's breaks. The ipvs mode has only the foreign
+// DROP: the others are repaired by the agent's drift check, which that
+// mode does not have (dataplane/ipvs implements no DriftChecker).
+func datapathBreaks(mode, vip string) []datapathBreak {
+	// raw OUTPUT runs before nat OUTPUT's DNAT, which rewrites the
+	// destination (and before IPVS, which takes the packet at LOCAL_OUT
+	// after nat): a DROP of the cluster IP in filter OUTPUT would never
+	// see it.
+	drop := func(op string) []string {
+		return []string{"iptables", "-t", "raw", op, "OUTPUT", "-d", vip + "/32", "-p", "tcp", "-m", "comment", "--comment", "foreign", "-j", "DROP"}
+	}
+	switch mode {
+	case modeIPVS:
+		return []datapathBreak{{name: "foreign-drop", brk: [][]string{drop("-I")}, fix: [][]string{drop("-D")}}}
+	case modeIPTables:
 		return []datapathBreak{
 			{name: "foreign-drop", brk: [][]string{drop("-I")}, fix: [][]string{drop("-D")}},
 			{name: "nat-flushed", brk: [][]string{{"iptables", "-t", "nat", "-F"}}},

@@ -35,7 +35,15 @@
 // strangers_test.go (130 streams for names that are not Nodes: 100 held,
 // 30 refused, the agents undisturbed) run
 // in one shared cluster (TestScenarios), each scenario with a Service and
-// namespace of its own; reliability_test.go starts its own clusters because
+// namespace of its own; TestScenariosNFTables runs the data-path rows in
+// the nftables mode, and TestScenariosIPVS (scenarios_ipvs_test.go) every
+// row in the ipvs mode, rows that read or break rules doing it the mode's
+// way and rows that cannot apply skipping with the reason; it needs a
+// kernel with IPVS and skips without one: `make ipvs-scenarios` runs it
+// inside the QEMU guest of e2e/dataplane/ipvs, where this package's test
+// binary finds etcd and kube-apiserver through SWITCHYARD_TESTBED_BIN and
+// Switchyard's commands through SWITCHYARD_PREBUILT_BIN (no Go toolchain
+// there); reliability_test.go starts its own clusters because
 // it kills processes (TestRestarts, TestControlPlaneFailover), and so do
 // restore_test.go (TestRestoreNeverRegresses: node-0's agent restarted
 // with an empty state file, another node's, and after a kill between its

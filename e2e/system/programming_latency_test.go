@@ -94,7 +94,7 @@ var latencyCases = []latencyCase{
 func TestProgrammingLatency(t *testing.T) {
 	for _, mode := range []struct{ name, controlPlane string }{{"iptables", ""}, {"nftables", "nftables"}} {
 		t.Run(mode.name, func(t *testing.T) {
-			e := &env{c: startCluster(t, system.Config{Nodes: 2, Pods: 4, Mode: mode.controlPlane}), nft: mode.name == "nftables"}
+			e := &env{c: startCluster(t, system.Config{Nodes: 2, Pods: 4, Mode: mode.controlPlane}), mode: mode.name}
 			for _, n := range e.c.Topo.Nodes() {
 				waitFor(t.Context(), t, n.Name+" runs "+mode.name, func() (bool, string) {
 					m, desc := e.agentMode(t.Context(), n.Name)

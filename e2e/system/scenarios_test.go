@@ -76,7 +76,7 @@ func TestScenarios(t *testing.T) {
 // every agent starts with --mode iptables: the whole stack with the
 // endpoint-map structure, and mode selection by NodeConfig.
 func TestScenariosNFTables(t *testing.T) {
-	e := &env{c: startCluster(t, system.Config{Nodes: 2, Pods: 4, Mode: "nftables"}), nft: true}
+	e := &env{c: startCluster(t, system.Config{Nodes: 2, Pods: 4, Mode: modeNFTables}), mode: modeNFTables}
 	// The agents report their mode when a stream starts (here: the
 	// iptables flag); the kernel shows the one NodeConfig chose.
 	for _, n := range e.c.Topo.Nodes() {
@@ -323,7 +323,7 @@ func testDelete(t *testing.T, e *env) {
 			return e.c.API.Client().CoreV1().Services(s.Namespace).Delete(ctx, s.Name, metav1.DeleteOptions{})
 		},
 		reached: func(ctx context.Context, n netns.Node) (bool, string) {
-			rules, err := e.rulesFor(ctx, n, s.Namespace)
+			rules, err := e.serviceLeft(ctx, n, s)
 			if err != nil || len(rules) > 0 {
 				return false, fmt.Sprintf("rules left: %q %v", rules, err)
 			}

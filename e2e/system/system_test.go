@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
@@ -33,7 +34,22 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// prebuiltEnv names a directory holding switchyard-controlplane and
+// switchyard-agent, built already: where this binary runs without the Go
+// toolchain or the checkout (inside the QEMU guest of `make
+// ipvs-scenarios`).
+const prebuiltEnv = "SWITCHYARD_PREBUILT_BIN"
+
 var build = sync.OnceValues(func() (launch.Binaries, error) {
+	if dir := os.Getenv(prebuiltEnv); dir != "" {
+		bin := launch.Binaries{ControlPlane: filepath.Join(dir, "switchyard-controlplane"), Agent: filepath.Join(dir, "switchyard-agent")}
+		for _, p := range []string{bin.ControlPlane, bin.Agent} {
+			if _, err := os.Stat(p); err != nil {
+				return launch.Binaries{}, fmt.Errorf("%s=%s: %w", prebuiltEnv, dir, err)
+			}
+		}
+		return bin, nil
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	return launch.BuildSwitchyard(ctx, binDir, nil)

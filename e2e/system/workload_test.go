@@ -28,8 +28,26 @@ import (
 type env struct {
 	c       *system.Cluster
 	replica int
-	// nft: the agents run the nftables mode (rulesFor reads nft).
-	nft bool
+	// mode is the dataplane mode the agents run, as NodeConfig chose it:
+	// "iptables" (also when empty), "nftables" or "ipvs". Rows that read
+	// or break the kernel's rules do it the mode's way (rulesFor,
+	// driftCases, datapathBreaks).
+	mode string
+}
+
+// Dataplane modes env.mode names.
+const (
+	modeIPTables = "iptables"
+	modeNFTables = "nftables"
+	modeIPVS     = "ipvs"
+)
+
+// dataplaneMode is e.mode, "iptables" when empty.
+func (e *env) dataplaneMode() string {
+	if e.mode == "" {
+		return modeIPTables
+	}
+	return e.mode
 }
 
 // svc is one scenario's Service as the API server returned it (node ports
@@ -316,7 +334,7 @@ func short(v string) string {
 // ("ns/name/proto/port") do.
 func (e *env) rulesFor(ctx context.Context, n netns.Node, ns string) ([]string, error) {
 	argv := []string{"iptables-save"}
-	if e.nft {
+	if e.mode == modeNFTables {
 		argv = []string{"nft", "list", "table", "ip", "switchyard"}
 	}
 	out, err := e.c.Topo.Exec(ctx, n.NS, argv...)

@@ -13,12 +13,23 @@
 // kernel. BenchmarkIPVSInGuest runs the guest's benchmarks and reports
 // their numbers.
 //
+// TestSystemScenariosInGuest (opt-in: SWITCHYARD_GUEST_SCENARIOS=1, make
+// ipvs-scenarios) boots the same guest with e2e/system's test binary
+// instead, plus etcd, kube-apiserver and Switchyard's two commands added
+// to its root (SWITCHYARD_QEMU_ADD, 4 GiB of guest memory), and runs
+// TestScenariosIPVS there: the scenario table of TestScenarios with the
+// ipvs mode, API server, control plane, agents, namespaces and traffic all
+// in the guest. Each row is reported as a subtest: PASS, skip (a row that
+// does not apply to the mode, with the reason the guest gave) or FAIL.
+//
 // Without qemu-system-x86_64, or without a cached kernel and the root and
 // apt-get needed to fetch one, the tests skip with the command that fixes
 // it; with CI set they fail instead. The kernel, busybox and the base
 // initramfs are cached in ~/.cache/switchyard/qemu (SWITCHYARD_QEMU_CACHE).
 //
 // Environment: SWITCHYARD_GUEST_RUN (a -test.run pattern for the guest),
+// SWITCHYARD_GUEST_SCENARIOS=1 and SWITCHYARD_GUEST_ROWS (a -test.run
+// pattern for the scenario rows),
 // SWITCHYARD_QEMU_SKIP=1 (skip locally; ignored when CI is set), and the
 // SWITCHYARD_QEMU_* settings of hack/qemu-kernel.sh.
 package ipvs

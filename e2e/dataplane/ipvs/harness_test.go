@@ -21,8 +21,8 @@ const (
 	guestPkg = "./dataplane/ipvs/guest"
 	// script boots the guest, relative to the repository root.
 	script = "hack/qemu-kernel.sh"
-	// maxGuestTime bounds one guest run (watchdog) however long the test
-	// binary's own deadline is.
+	// maxGuestTime bounds one guest run of the guest package (watchdog)
+	// however long the test binary's own deadline is.
 	maxGuestTime = 20 * time.Minute
 	// hostMargin is what the host keeps for itself after the guest's
 	// watchdog: the script kills qemu 60 s after it, plus reporting.
@@ -89,20 +89,20 @@ func repoRoot(tb testing.TB) string {
 	}
 }
 
-// buildGuest compiles the guest package into a static test binary. The
-// flags match the Makefile's binaries (CGO_ENABLED=0 -trimpath) so the
-// build cache is shared.
-func buildGuest(tb testing.TB, root string) string {
+// buildGuest compiles pkg (relative to the e2e module: guestPkg, or
+// e2e/system's) into a static test binary. The flags match the Makefile's
+// binaries (CGO_ENABLED=0 -trimpath) so the build cache is shared.
+func buildGuest(tb testing.TB, root, pkg string) string {
 	tb.Helper()
 	out := filepath.Join(tb.TempDir(), "guest.test")
 	start := time.Now()
-	cmd := exec.CommandContext(tb.Context(), "go", "test", "-c", "-trimpath", "-o", out, guestPkg)
+	cmd := exec.CommandContext(tb.Context(), "go", "test", "-c", "-trimpath", "-o", out, pkg)
 	cmd.Dir = filepath.Join(root, "e2e")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if b, err := cmd.CombinedOutput(); err != nil {
 		tb.Fatalf("build the guest test binary (%s): %v\n%s", strings.Join(cmd.Args, " "), err, b)
 	}
-	tb.Logf("built %s in %v", guestPkg, time.Since(start).Round(time.Millisecond))
+	tb.Logf("built %s in %v", pkg, time.Since(start).Round(time.Millisecond))
 	return out
 }
 
@@ -115,10 +115,10 @@ type guestRun struct {
 }
 
 // guestBudget returns the guest's watchdog: what remains of the test
-// binary's deadline minus hostMargin, at most maxGuestTime.
-func guestBudget(tb testing.TB) time.Duration {
+// binary's deadline minus hostMargin, at most limit.
+func guestBudget(tb testing.TB, limit time.Duration) time.Duration {
 	tb.Helper()
-	budget := maxGuestTime
+	budget := limit
 	if dl, ok := deadline(tb); ok {
 		budget = min(budget, time.Until(dl)-hostMargin)
 	}
@@ -146,17 +146,18 @@ func deadline(tb testing.TB) (time.Time, bool) {
 	return time.Time{}, false
 }
 
-// runGuest boots the guest with bin as its test and args as its arguments.
-// It skips (or fails in CI) when prerequisites are missing and fails the
-// test when the guest gave no verdict; otherwise the caller reads the
-// verdict from the console.
-func runGuest(tb testing.TB, root, bin string, budget time.Duration, args ...string) guestRun {
+// runGuest boots the guest with bin as its test and args as its arguments;
+// env is added to the script's environment (SWITCHYARD_QEMU_*). It skips
+// (or fails in CI) when prerequisites are missing and fails the test when
+// the guest gave no verdict; otherwise the caller reads the verdict from
+// the console.
+func runGuest(tb testing.TB, root, bin string, budget time.Duration, env []string, args ...string) guestRun {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(tb.Context(), budget+hostMargin)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(root, script), append([]string{"run", bin}, args...)...)
 	cmd.Dir = root
-	cmd.Env = append(os.Environ(), fmt.Sprintf("SWITCHYARD_QEMU_TIMEOUT=%d", int(budget.Seconds())))
+	cmd.Env = append(append(os.Environ(), env...), fmt.Sprintf("SWITCHYARD_QEMU_TIMEOUT=%d", int(budget.Seconds())))
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	cmd.WaitDelay = 10 * time.Second

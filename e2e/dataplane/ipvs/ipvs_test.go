@@ -25,13 +25,13 @@ const fullBenchBudget = 15 * time.Minute
 // that skipped) skip, which fails in CI like every skip of a kernel test.
 func TestIPVSInGuest(t *testing.T) {
 	root := requireGuestHost(t)
-	bin := buildGuest(t, root)
-	budget := guestBudget(t)
+	bin := buildGuest(t, root, guestPkg)
+	budget := guestBudget(t, maxGuestTime)
 	args := []string{"-test.v", "-test.count=1", "-test.timeout=" + (budget - guestTimeoutSlack).String()}
 	if re := os.Getenv("SWITCHYARD_GUEST_RUN"); re != "" {
 		args = append(args, "-test.run="+re)
 	}
-	run := runGuest(t, root, bin, budget, args...)
+	run := runGuest(t, root, bin, budget, nil, args...)
 	rep := parseGuest(run.Console)
 	if len(rep.Tests) == 0 {
 		t.Fatalf("the guest ran no test (exit %d); console (last 60 lines):\n%s", rep.Exit, tail(run.Console, 60))
@@ -67,8 +67,8 @@ func TestIPVSInGuest(t *testing.T) {
 // pattern, default all).
 func BenchmarkIPVSInGuest(b *testing.B) {
 	root := requireGuestHost(b)
-	bin := buildGuest(b, root)
-	budget := guestBudget(b)
+	bin := buildGuest(b, root, guestPkg)
+	budget := guestBudget(b, maxGuestTime)
 	pattern := "."
 	switch p := os.Getenv("SWITCHYARD_GUEST_BENCH"); {
 	case p != "":
@@ -79,7 +79,7 @@ func BenchmarkIPVSInGuest(b *testing.B) {
 	}
 	var rep guestReport
 	for b.Loop() { // one boot: it takes far longer than -benchtime
-		run := runGuest(b, root, bin, budget, "-test.run=^$", "-test.bench="+pattern, "-test.v",
+		run := runGuest(b, root, bin, budget, nil, "-test.run=^$", "-test.bench="+pattern, "-test.v",
 			"-test.timeout="+(budget-guestTimeoutSlack).String())
 		rep = parseGuest(run.Console)
 		if rep.Exit != 0 || len(rep.Benchmarks) == 0 {
