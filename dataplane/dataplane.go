@@ -52,6 +52,26 @@ type Dataplane interface {
 	Cleanup(ctx context.Context) error
 }
 
+// Drainer is a Dataplane whose kernel carries connections no other mode
+// can take over: an IPVS connection is IPVS's own state, not a netfilter
+// NAT binding, so removing the mode's virtual servers (or the addresses
+// they answer on) breaks it, while a netfilter mode's established
+// connections keep their conntrack entries whatever rules replace it.
+// Whoever removes such a mode (a mode switch, a leftover cleanup) waits
+// until Connections is 0, or a bound, before Cleanup; new connections
+// meanwhile take the new mode's rules, which see them first.
+type Drainer interface {
+	// Connections counts the connections the mode's kernel objects still
+	// carry (IPVS: active and inactive ones of its virtual servers); 0
+	// when the mode has nothing in the kernel.
+	Connections(ctx context.Context) (int, error)
+}
+
+// ErrDraining marks a cleanup postponed while a Drainer's connections
+// drain: nothing failed, and the caller should try again shortly rather
+// than at its next full sync. Test with errors.Is.
+var ErrDraining = errors.New("connections still draining")
+
 // DriftChecker is a Dataplane that can tell whether the kernel still
 // holds what its last successful Apply programmed: someone flushed a
 // table, deleted a chain or an element, or changed a rule of its own.

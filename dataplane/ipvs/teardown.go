@@ -105,3 +105,43 @@ func (d *Dataplane) deleteVirtualServers(ctx context.Context, bound map[netip.Ad
 	}
 	return errors.Join(errs...)
 }
+
+// Connections implements dataplane.Drainer: the active and inactive
+// connections of every virtual server of this mode (on an address of
+// kube-ipvs0, or one of its node ports), whatever process programmed
+// them. Leftovers of kube-proxy's IPVS mode count too when they use the
+// same interface: they break the same way.
+func (d *Dataplane) Connections(ctx context.Context) (int, error) {
+	k := d.cfg.Kernel
+	addrs, err := k.Addresses(ctx, DummyInterface)
+	if err != nil {
+		return 0, fmt.Errorf("ipvs connections: %w", err)
+	}
+	sets, err := d.readSets(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("ipvs connections: %w", err)
+	}
+	bound := map[netip.Addr]bool{}
+	for _, a := range addrs {
+		bound[a] = true
+	}
+	nodePorts := ownedNodePorts(sets)
+	vss, err := k.VirtualServers(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("ipvs connections: %w", err)
+	}
+	n := 0
+	for _, vs := range vss {
+		if !bound[vs.Key.Addr] && !nodePorts[vs.Key.Protocol][vs.Key.Port] {
+			continue
+		}
+		rss, err := k.RealServers(ctx, vs.Key)
+		if err != nil {
+			return 0, fmt.Errorf("ipvs connections of %s: %w", vs.Key, err)
+		}
+		for _, rs := range rss {
+			n += rs.ActiveConns + rs.InactiveConns
+		}
+	}
+	return n, nil
+}

@@ -141,3 +141,44 @@ func TestNoIPVSIsUnavailable(t *testing.T) {
 		t.Errorf("%v: not dataplane.ErrUnavailable", err)
 	}
 }
+
+// TestConnections counts what a mode switch must let drain: the
+// connections of this mode's virtual servers (service addresses on
+// kube-ipvs0 and its node ports), not those of foreign ones, from a
+// fresh Dataplane as a switch or a restarted agent has.
+func TestConnections(t *testing.T) {
+	ctx := context.Background()
+	f := ipvstest.New()
+	foreign(t, f)
+	cfg := &switchyardv1.NodeConfig{NodeName: "n", NodeIps: []string{"10.0.0.5"}}
+	if err := newDataplane(t, f, ipvs.Config{}).Apply(ctx, state(cfg, nodePortState()), dataplane.ApplyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	fresh := newDataplane(t, f, ipvs.Config{})
+	if n, err := fresh.Connections(ctx); err != nil || n != 0 {
+		t.Fatalf("no traffic yet: %d connections, %v", n, err)
+	}
+	ep := netip.MustParseAddrPort("10.244.0.1:8080")
+	for _, c := range []struct {
+		vs               ipvs.VSKey
+		ep               netip.AddrPort
+		active, inactive int
+	}{
+		{ipvs.VSKey{Addr: netip.MustParseAddr("10.96.0.1"), Port: 80, Protocol: dataplane.TCP}, ep, 3, 1},
+		{ipvs.VSKey{Addr: netip.MustParseAddr("10.0.0.5"), Port: 30080, Protocol: dataplane.TCP}, ep, 2, 0},
+		{ipvs.VSKey{Addr: netip.MustParseAddr("192.0.2.1"), Port: 443, Protocol: dataplane.TCP}, netip.MustParseAddrPort("192.0.2.10:443"), 50, 0},
+	} {
+		if err := f.SetConns(c.vs, c.ep, c.active, c.inactive); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := fresh.Connections(ctx); err != nil || n != 6 {
+		t.Errorf("Connections = %d, %v; want 6 (service address and node port, not the foreign 50)", n, err)
+	}
+	if err := fresh.Cleanup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := fresh.Connections(ctx); err != nil || n != 0 {
+		t.Errorf("after Cleanup: %d connections, %v", n, err)
+	}
+}

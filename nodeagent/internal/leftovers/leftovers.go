@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
+	"time"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
@@ -26,12 +28,29 @@ type Config struct {
 	Build func(mode switchyardv1.DataplaneMode) (dataplane.Dataplane, error)
 	// Logger gets one line per mode; nil discards.
 	Logger *slog.Logger
+	// MaxDrain bounds how long a mode whose kernel still carries
+	// connections of its own (dataplane.Drainer: IPVS) is kept for them
+	// before it is removed anyway; 0 means DefaultMaxDrain.
+	MaxDrain time.Duration
+	// Now reads the clock; time.Now when nil.
+	Now func() time.Time
 }
 
-// Cleaner removes the objects of modes not in use.
+// DefaultMaxDrain is IPVS's default TCP established timeout (900 s): a
+// connection idle that long has gone from IPVS's table anyway, so
+// waiting longer would only wait for connections still in use.
+const DefaultMaxDrain = 15 * time.Minute
+
+// Cleaner removes the objects of modes not in use. It is safe for
+// concurrent use.
 type Cleaner struct {
 	cfg Config
 	log *slog.Logger
+
+	mu sync.Mutex
+	// drainSince is when each mode was first found with connections to
+	// drain; a mode is removed once they are gone or MaxDrain passed.
+	drainSince map[switchyardv1.DataplaneMode]time.Time
 }
 
 // New returns a Cleaner.
@@ -43,7 +62,13 @@ func New(cfg Config) (*Cleaner, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Cleaner{cfg: cfg, log: log}, nil
+	if cfg.MaxDrain <= 0 {
+		cfg.MaxDrain = DefaultMaxDrain
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Cleaner{cfg: cfg, log: log, drainSince: map[switchyardv1.DataplaneMode]time.Time{}}, nil
 }
 
 // Outcome is what Clean did with one mode.
@@ -51,13 +76,19 @@ type Outcome struct {
 	Mode switchyardv1.DataplaneMode
 	// Skipped says why the mode was not cleaned; empty when it was.
 	Skipped string
+	// Draining is how many connections of the mode's own the kernel
+	// still carries: the mode is kept for them (not cleaned, no error).
+	Draining int
 	// Err is the mode's failure; nil when clean or skipped.
 	Err error
 }
 
 // Clean removes the objects of every mode in Modes but keep; keep
 // UNSPECIFIED cleans them all (uninstall). With keep DRY_RUN it touches
-// nothing. The error joins every mode's failure.
+// nothing. A mode whose kernel still carries connections of its own
+// (IPVS) is kept until they drain or MaxDrain passes: the error then
+// wraps dataplane.ErrDraining, so the caller retries soon. The error
+// joins every mode's failure.
 func (c *Cleaner) Clean(ctx context.Context, keep switchyardv1.DataplaneMode) ([]Outcome, error) {
 	if keep == switchyardv1.DataplaneMode_DATAPLANE_MODE_DRY_RUN {
 		c.log.Info("dry-run mode: other modes' rules left untouched")
@@ -73,6 +104,9 @@ func (c *Cleaner) Clean(ctx context.Context, keep switchyardv1.DataplaneMode) ([
 		out = append(out, o)
 		if o.Err != nil {
 			errs = append(errs, o.Err)
+		}
+		if o.Draining > 0 {
+			errs = append(errs, fmt.Errorf("%s mode kept for %d connections: %w", m, o.Draining, dataplane.ErrDraining))
 		}
 	}
 	return out, errors.Join(errs...)
@@ -90,10 +124,50 @@ func (c *Cleaner) clean(ctx context.Context, m switchyardv1.DataplaneMode) Outco
 		o.Err = fmt.Errorf("clean up %s: %w", m, err)
 		return o
 	}
+	if dr, ok := dp.(dataplane.Drainer); ok {
+		n, err := dr.Connections(ctx)
+		if err != nil {
+			o.Err = fmt.Errorf("connections of %s mode: %w", dp.Mode(), err)
+			return o
+		}
+		if o.Draining = c.draining(m, n); o.Draining > 0 {
+			return o
+		}
+	}
 	if err := dp.Cleanup(ctx); err != nil {
 		o.Err = fmt.Errorf("clean up %s mode: %w", dp.Mode(), err)
 		return o
 	}
 	c.log.Debug("mode cleaned up", "mode", dp.Mode())
 	return o
+}
+
+// draining decides whether mode m, whose kernel carries n connections of
+// its own, is kept for them: it returns n while they last and MaxDrain
+// has not passed since they were first seen, else 0 (remove it now).
+func (c *Cleaner) draining(m switchyardv1.DataplaneMode, n int) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if n == 0 {
+		if _, was := c.drainSince[m]; was {
+			c.log.Info("connections drained: removing the mode", "mode", m.String())
+		}
+		delete(c.drainSince, m)
+		return 0
+	}
+	now := c.cfg.Now()
+	since, seen := c.drainSince[m]
+	if !seen {
+		c.drainSince[m] = now
+		c.log.Info("keeping the mode until its connections drain: new connections take the mode in use",
+			"mode", m.String(), "connections", n, "maxDrain", c.cfg.MaxDrain)
+		return n
+	}
+	if now.Sub(since) < c.cfg.MaxDrain {
+		return n
+	}
+	c.log.Warn("drain bound reached: removing the mode breaks its remaining connections",
+		"mode", m.String(), "connections", n, "drainedFor", now.Sub(since).Round(time.Second))
+	delete(c.drainSince, m)
+	return 0
 }

@@ -1,12 +1,14 @@
 package leftovers_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -138,5 +140,67 @@ func TestClean(t *testing.T) {
 				t.Errorf("no outcome: %v", out)
 			}
 		})
+	}
+}
+
+// draining is a Dataplane whose kernel carries connections of its own
+// (dataplane.Drainer), as the ipvs mode's.
+type draining struct {
+	*dataplanetest.Fake
+	conns int
+}
+
+func (d *draining) Connections(context.Context) (int, error) { return d.conns, nil }
+
+// TestCleanWaitsForDrain: a mode with connections of its own is kept
+// (ErrDraining, no failure) until they are gone or MaxDrain passed since
+// they were first seen; the other modes are cleaned meanwhile.
+func TestCleanWaitsForDrain(t *testing.T) {
+	k := &kernel{dps: map[switchyardv1.DataplaneMode]*dataplanetest.Fake{}}
+	ipvsDP := &draining{Fake: dataplanetest.New("ipvs"), conns: 3}
+	now := time.Unix(1000, 0)
+	c, err := leftovers.New(leftovers.Config{MaxDrain: time.Minute, Now: func() time.Time { return now },
+		Build: func(m switchyardv1.DataplaneMode) (dataplane.Dataplane, error) {
+			if m == ipvs {
+				return ipvsDP, nil
+			}
+			return k.build(m)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		name      string
+		advance   time.Duration
+		conns     int
+		wantDrain bool
+		cleanups  int
+	}{
+		{name: "connections: kept", conns: 3, wantDrain: true},
+		{name: "fewer, within the bound: kept", advance: 30 * time.Second, conns: 1, wantDrain: true},
+		{name: "drained: removed", advance: time.Second, conns: 0, cleanups: 1},
+		{name: "new connections: kept again", conns: 2, wantDrain: true, cleanups: 1},
+		{name: "bound reached: removed anyway", advance: time.Minute, conns: 2, cleanups: 2},
+	} {
+		now = now.Add(step.advance)
+		ipvsDP.conns = step.conns
+		outs, err := c.Clean(t.Context(), nftables)
+		if got := errors.Is(err, dataplane.ErrDraining); got != step.wantDrain {
+			t.Fatalf("%s: ErrDraining %v, want %v (err %v)", step.name, got, step.wantDrain, err)
+		}
+		for _, o := range outs {
+			if o.Err != nil {
+				t.Fatalf("%s: %s failed: %v", step.name, o.Mode, o.Err)
+			}
+			if want := map[bool]int{true: step.conns}[step.wantDrain]; o.Mode == ipvs && o.Draining != want {
+				t.Errorf("%s: Draining %d, want %d", step.name, o.Draining, want)
+			}
+		}
+		if got := ipvsDP.Cleanups(); got != step.cleanups {
+			t.Errorf("%s: ipvs cleaned up %d times, want %d", step.name, got, step.cleanups)
+		}
+		if k.dps[iptables].Cleanups() == 0 {
+			t.Errorf("%s: iptables not cleaned while ipvs drains", step.name)
+		}
 	}
 }

@@ -3,6 +3,8 @@ package syncer
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -141,4 +143,78 @@ func (h *harness) applyStepping(u *view.Update) error {
 			h.clk.Step(100 * time.Millisecond)
 		}
 	}
+}
+
+// drainingDP is a dataplane whose kernel carries connections of its own
+// (dataplane.Drainer), as the ipvs mode's.
+type drainingDP struct {
+	dataplane.Dataplane
+	conns *atomic.Int64
+}
+
+func (d drainingDP) Connections(context.Context) (int, error) { return int(d.conns.Load()), nil }
+
+// TestModeSwitchDrainsTheOldMode: switching away from a mode with
+// connections of its own (IPVS) applies the new mode and leaves the old
+// one in place (no Cleanup) for the leftover cleanup, which keeps it
+// while they last (ErrDraining) and is retried every
+// drainRetryInterval, not at the next full sync, until it can go.
+func TestModeSwitchDrainsTheOldMode(t *testing.T) {
+	ipvs := switchyardv1.DataplaneMode_DATAPLANE_MODE_IPVS
+	nft := switchyardv1.DataplaneMode_DATAPLANE_MODE_NFTABLES
+	var conns atomic.Int64
+	conns.Store(20)
+	h := newHarness(t, nil, false, func(h *harness, c *Config) {
+		c.Mode = ipvs
+		c.SyncPeriod = time.Hour // no full resync cleans up meanwhile
+		build := c.NewDataplane
+		c.NewDataplane = func(m switchyardv1.DataplaneMode) (dataplane.Dataplane, error) {
+			dp, err := build(m)
+			if m == ipvs && err == nil {
+				return drainingDP{Dataplane: dp, conns: &conns}, nil
+			}
+			return dp, err
+		}
+		c.CleanOthers = func(_ context.Context, keep switchyardv1.DataplaneMode) error {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if keep != ipvs && conns.Load() > 0 {
+				h.log = append(h.log, "clean others, keep "+keep.String()+" (ipvs draining)")
+				return fmt.Errorf("ipvs mode kept for %d connections: %w", conns.Load(), dataplane.ErrDraining)
+			}
+			h.log = append(h.log, "clean others, keep "+keep.String())
+			return nil
+		}
+	})
+	if err := h.applyStepping(update("s1", svc("ns/a", "1"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.applyStepping(update("s2", nodeConfig(nft))); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"DATAPLANE_MODE_IPVS apply full=true", "clean others, keep DATAPLANE_MODE_IPVS",
+		"DATAPLANE_MODE_NFTABLES apply full=true", "clean others, keep DATAPLANE_MODE_NFTABLES (ipvs draining)",
+	}
+	h.waitFor("the first cleanup", func() bool { return len(h.calls()) >= len(want) })
+	h.wantCalls(t, want)
+	// The retry timer is armed after the sync returns: step the clock
+	// by one interval at a time until the retry shows.
+	stepUntil := func(n int) {
+		for len(h.calls()) < n {
+			h.clk.Step(drainRetryInterval)
+			time.Sleep(time.Millisecond)
+		}
+	}
+	want = append(want, "clean others, keep DATAPLANE_MODE_NFTABLES (ipvs draining)")
+	stepUntil(len(want))
+	h.wantCalls(t, want)
+	conns.Store(0)
+	want = append(want, "clean others, keep DATAPLANE_MODE_NFTABLES")
+	stepUntil(len(want))
+	h.wantCalls(t, want)
+	// Done: no more retries.
+	h.clk.Step(10 * drainRetryInterval)
+	time.Sleep(50 * time.Millisecond)
+	h.wantCalls(t, want)
 }

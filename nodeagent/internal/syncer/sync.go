@@ -2,6 +2,7 @@ package syncer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"runtime/debug"
@@ -154,8 +155,14 @@ func (s *Syncer) cleanOthers(ctx context.Context) {
 	if !s.othersLeft || s.cfg.CleanOthers == nil {
 		return
 	}
-	if err := s.cfg.CleanOthers(ctx, s.mode); err != nil {
-		s.cfg.Logger.Error("removing other modes' rules failed; retried after the next full sync", "mode", s.dp.Mode(), "err", err)
+	err := s.cfg.CleanOthers(ctx, s.mode)
+	// A mode kept for its connections (IPVS) is retried soon, not at the
+	// next full sync: it must go once they drain.
+	s.drainRetry = errors.Is(err, dataplane.ErrDraining)
+	if err != nil {
+		if !onlyDraining(err) {
+			s.cfg.Logger.Error("removing other modes' rules failed; retried after the next full sync", "mode", s.dp.Mode(), "err", err)
+		}
 		return
 	}
 	s.othersLeft = false
@@ -268,6 +275,14 @@ func (s *Syncer) program(ctx context.Context, st *dataplane.State, full bool, ch
 	}
 	s.cfg.Metrics.ModeSwitched()
 	s.cfg.Logger.Info("dataplane mode switched", "from", old.Mode(), "to", dp.Mode())
+	if dr, ok := old.(dataplane.Drainer); ok && s.cfg.CleanOthers != nil {
+		// Its connections are its own (IPVS): they would break with it.
+		// The new mode already takes new connections; the leftover
+		// cleanup after this sync removes the old one once they drain.
+		if n, err := dr.Connections(ctx); err != nil || n > 0 {
+			return true, nil
+		}
+	}
 	if err := old.Cleanup(ctx); err != nil {
 		// The new mode forwards; leftovers of the old one are logged, not
 		// a failure of this sync.
@@ -282,3 +297,23 @@ func (s *Syncer) program(ctx context.Context, st *dataplane.State, full bool, ch
 // would keep those pages resident for minutes, and a node agent's
 // resident memory is what every node pays.
 func releaseMemory() { debug.FreeOSMemory() }
+
+// drainRetryInterval is how often a mode kept for its connections is
+// checked again: IPVS counts a closed connection for its TIME_WAIT (two
+// minutes by default), so a few seconds add nothing noticeable.
+const drainRetryInterval = 5 * time.Second
+
+// onlyDraining reports whether every error joined in err is a mode kept
+// for its connections (dataplane.ErrDraining), which the cleaner logs
+// itself, and no failure.
+func onlyDraining(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !onlyDraining(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return errors.Is(err, dataplane.ErrDraining)
+}

@@ -133,6 +133,9 @@ type Syncer struct {
 	// the last switch (or start), or a switch failed and may have left
 	// part of the new mode.
 	othersLeft bool
+	// drainRetry: the last cleanup kept a mode for its connections
+	// (dataplane.ErrDraining); Run retries every drainRetryInterval.
+	drainRetry bool
 	// repair: the last sync failed. The kernel may hold part of it (a
 	// commit that got half-way) and the journal a record of it, so the
 	// next sync is full, as kube-proxy's needFullSync, and its view is
@@ -287,7 +290,14 @@ func (s *Syncer) Run(ctx context.Context) error {
 		driftC <-chan time.Time
 		peerT  clock.Timer
 		peerC  <-chan time.Time
+		drainT clock.Timer
+		drainC <-chan time.Time
 	)
+	defer func() {
+		if drainT != nil {
+			drainT.Stop()
+		}
+	}()
 	if s.cfg.Peer != nil {
 		peerT = s.cfg.Clock.NewTimer(s.peerInterval())
 		defer peerT.Stop()
@@ -317,6 +327,10 @@ func (s *Syncer) Run(ctx context.Context) error {
 			minT = s.cfg.Clock.NewTimer(wait)
 			minC = minT.C()
 		}
+		if s.drainRetry && drainC == nil {
+			drainT = s.cfg.Clock.NewTimer(drainRetryInterval)
+			drainC = drainT.C()
+		}
 		select {
 		case <-ctx.Done():
 			for _, p := range pending {
@@ -342,6 +356,11 @@ func (s *Syncer) Run(ctx context.Context) error {
 		case <-peerC:
 			s.checkPeer(ctx)
 			peerT.Reset(s.peerInterval())
+		case <-drainC:
+			drainT, drainC = nil, nil
+			if !s.holding.Load() {
+				s.cleanOthers(ctx)
+			}
 		case <-full.C():
 			stopMin()
 			s.sync(ctx, pending, true)
