@@ -18,6 +18,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/apistatus"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/rollout"
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 )
 
 // Label selectors as kube-proxy uses them: services owned by another proxy
@@ -150,40 +151,44 @@ func (s *informerSet) serviceCIDRStore() cache.Store {
 
 // stripObject drops what the control plane never reads before the object is
 // cached: managedFields (often most of an object's bytes), annotations
-// other than the trigger time, the parts of Node that dominate its size
+// other than the ones it reads (a slice's trigger time, a Service's
+// load-balancing algorithm), the parts of Node that dominate its size
 // (images, conditions, volumes) and a ServiceCIDR's status. Informers
 // keep tombstones as they are.
 func stripObject(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Service:
-		stripMeta(&o.ObjectMeta, false)
+		stripMeta(&o.ObjectMeta, serviceport.AnnotationLoadBalancing)
 	case *discoveryv1.EndpointSlice:
-		stripMeta(&o.ObjectMeta, true)
+		stripMeta(&o.ObjectMeta, triggerTimeAnnotation)
 	case *corev1.Node:
-		stripMeta(&o.ObjectMeta, false)
+		stripMeta(&o.ObjectMeta)
 		o.Spec = corev1.NodeSpec{}
 		o.Status = corev1.NodeStatus{Addresses: o.Status.Addresses}
 	case *corev1.ConfigMap:
-		progress, ok := o.Annotations[rollout.ProgressAnnotation]
-		stripMeta(&o.ObjectMeta, false)
-		if ok {
-			o.Annotations = map[string]string{rollout.ProgressAnnotation: progress}
-		}
+		stripMeta(&o.ObjectMeta, rollout.ProgressAnnotation)
 		o.BinaryData = nil
 	case *networkingv1.ServiceCIDR:
-		stripMeta(&o.ObjectMeta, false)
+		stripMeta(&o.ObjectMeta)
 		o.Status = networkingv1.ServiceCIDRStatus{}
 	}
 	return obj, nil
 }
 
-func stripMeta(m *metav1.ObjectMeta, keepTrigger bool) {
+// stripMeta drops the metadata the control plane never reads, keeping
+// the named annotations.
+func stripMeta(m *metav1.ObjectMeta, keep ...string) {
 	m.ManagedFields = nil
 	m.OwnerReferences = nil
 	m.Finalizers = nil
-	var keep map[string]string
-	if t, ok := m.Annotations[triggerTimeAnnotation]; ok && keepTrigger {
-		keep = map[string]string{triggerTimeAnnotation: t}
+	var kept map[string]string
+	for _, k := range keep {
+		if v, ok := m.Annotations[k]; ok {
+			if kept == nil {
+				kept = map[string]string{}
+			}
+			kept[k] = v
+		}
 	}
-	m.Annotations = keep
+	m.Annotations = kept
 }
