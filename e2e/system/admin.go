@@ -106,3 +106,11 @@ func (c *Cluster) ExplainAt(ctx context.Context, i int, req *switchyardv1.Explai
 		return a.Explain(ctx, req)
 	})
 }
+
+// NodeViewAt returns the view replica i wants node to program
+// (GetNodeView).
+func (c *Cluster) NodeViewAt(ctx context.Context, i int, node string) (*switchyardv1.GetNodeViewResponse, error) {
+	return adminAt(c, i, "GetNodeView "+node, func(a switchyardv1.AdminServiceClient) (*switchyardv1.GetNodeViewResponse, error) {
+		return a.GetNodeView(ctx, &switchyardv1.GetNodeViewRequest{NodeName: node})
+	})
+}

@@ -46,6 +46,7 @@ var scenarios = []scenario{
 	{"ExplainAgreesWithTraffic", testExplainAgreesWithTraffic, true},
 	{"DriftRepaired", testDriftRepaired, true},
 	{"DatapathHealth", testDatapathHealth, true},
+	{"MaglevSameEndpointFromEveryNode", testMaglev, true},
 }
 
 // runScenarios runs the scenarios on e in order, as subtests (only the

@@ -1,12 +1,9 @@
 package nftables
 
 import (
-	"bufio"
+	"context"
 	"fmt"
-	"net"
 	"net/netip"
-	"regexp"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -45,16 +42,30 @@ func maglevView(t *testing.T, pods []netns.Pod) (*switchyardv1.ServiceView, magl
 	for _, p := range pods {
 		ids = append(ids, netip.AddrPortFrom(p.IP, dptest.TargetPort).String())
 	}
+	tab := controlPlaneTable(t, ids)
+	sv.MaglevTables = []*switchyardv1.MaglevTable{tableMessage(tab, "http")}
+	return sv, tab
+}
+
+// controlPlaneTable is the table the control plane computes for
+// endpoints ids (address:targetPort): maglev.New at maglev.Size.
+func controlPlaneTable(t testing.TB, ids []string) maglev.Table {
+	t.Helper()
 	tab, err := maglev.New(ids, maglev.Size(len(ids)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	mt := &switchyardv1.MaglevTable{PortName: "http", Seed: maglev.Seed, Endpoints: tab.Backends}
+	return tab
+}
+
+// tableMessage is tab as a view carries it for a service port, with
+// maglev.Seed.
+func tableMessage(tab maglev.Table, port string) *switchyardv1.MaglevTable {
+	mt := &switchyardv1.MaglevTable{PortName: port, Seed: maglev.Seed, Endpoints: tab.Backends}
 	for _, s := range tab.Slots {
 		mt.Slots = append(mt.Slots, uint32(s))
 	}
-	sv.MaglevTables = []*switchyardv1.MaglevTable{mt}
-	return sv, tab
+	return mt
 }
 
 // TestMaglevSameEndpointFromEveryNode programs one maglev service on two
@@ -128,85 +139,43 @@ func TestMaglevSameEndpointFromEveryNode(t *testing.T) {
 }
 
 // dialFrom connects from ns, bound to src, to dst and returns the name
-// of the pod that answered (its echo server's first word).
+// of the pod that answered.
 func dialFrom(t *testing.T, topo *netns.Topology, ns string, src, dst netip.AddrPort) string {
 	t.Helper()
-	var name string
-	err := topo.Do(ns, func() error {
-		d := net.Dialer{LocalAddr: net.TCPAddrFromAddrPort(src), Timeout: 2 * time.Second}
-		c, err := d.DialContext(t.Context(), "tcp", dst.String())
-		if err != nil {
-			return err
-		}
-		// Closed with a reset, not a FIN: the tuple leaves no TIME_WAIT
-		// and can be dialed again after the endpoint change.
-		_ = c.(*net.TCPConn).SetLinger(0)
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(2 * time.Second))
-		line, err := bufio.NewReader(c).ReadString('\n')
-		if err != nil {
-			return fmt.Errorf("read: %w", err)
-		}
-		name, _, _ = strings.Cut(strings.TrimSpace(line), " ")
-		return nil
-	})
-	if err != nil {
-		t.Fatalf("%s: %s -> %s: %v", ns, src, dst, err)
+	res, err := probe.New(topo, ns).TCP(t.Context(), dst, probe.Options{Source: src, Timeout: 2 * time.Second})
+	if err != nil || len(res.Failures) > 0 || len(res.Counts) != 1 {
+		t.Fatalf("%s: %s -> %s: %v %v", ns, src, dst, res, err)
 	}
-	return name
+	for name := range res.Counts {
+		return name
+	}
+	return ""
 }
 
-var (
-	jhashRule   = regexp.MustCompile(`jhash ip saddr \. tcp sport mod (\d+) seed (0x[0-9a-f]+) offset (\d+) map @(maglev-tcp-\d+)`)
-	maglevElems = regexp.MustCompile(`(\d+) : ([0-9.]+) \. (\d+)`)
-)
-
-// checkKernelTable reads the node's maglev rule and map back from the
-// kernel with nft and compares them with tab: the rule's modulus is the
-// table size and its seed maglev.Seed, and the element at the rule's
-// offset + i is the endpoint of slot i, for every slot, with no other
-// element in the block.
+// checkKernelTable reads the node's maglev table back from the kernel
+// (dptest.ReadKernelMaglev) and compares it with tab: the same seed, and
+// slot i held by the endpoint of the table's slot i, for every slot.
 func checkKernelTable(t *testing.T, topo *netns.Topology, node netns.Node, tab maglev.Table) {
 	t.Helper()
-	out, err := topo.Exec(t.Context(), node.NS, "nft", "list", "table", "ip", "switchyard")
+	exec := func(ctx context.Context, argv ...string) ([]byte, error) { return topo.Exec(ctx, node.NS, argv...) }
+	km, err := dptest.ReadKernelMaglev(t.Context(), exec, "default/hashed/tcp/http")
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%s: %v", node.Name, err)
 	}
-	m := jhashRule.FindStringSubmatch(string(out))
-	if m == nil {
-		t.Fatalf("%s: no maglev rule in the table:\n%s", node.Name, out)
-	}
-	size, _ := strconv.Atoi(m[1])
-	seed, _ := strconv.ParseUint(m[2], 0, 32)
-	offset, _ := strconv.ParseUint(m[3], 10, 32)
-	if size != len(tab.Slots) || uint32(seed) != maglev.Seed {
-		t.Fatalf("%s: rule hashes mod %d seed %s, the table has %d slots and seed %#x", node.Name, size, m[2], len(tab.Slots), maglev.Seed)
-	}
-	list, err := topo.Exec(t.Context(), node.NS, "nft", "list", "map", "ip", "switchyard", m[4])
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := map[uint64]string{}
-	for _, e := range maglevElems.FindAllStringSubmatch(string(list), -1) {
-		k, _ := strconv.ParseUint(e[1], 10, 32)
-		if k >= offset && k < offset+65536 {
-			got[k-offset] = e[2] + ":" + e[3]
-		}
+	if km.Seed != maglev.Seed || len(km.Slots) != len(tab.Slots) {
+		t.Fatalf("%s: rule hashes mod %d seed %#x, the table has %d slots and seed %#x", node.Name, len(km.Slots), km.Seed, len(tab.Slots), maglev.Seed)
 	}
 	var wrong []string
-	for i := range tab.Slots {
-		if want := tab.Backend(uint32(i)); got[uint64(i)] != want {
-			wrong = append(wrong, fmt.Sprintf("slot %d: %q, want %s", i, got[uint64(i)], want))
+	for i, got := range km.Slots {
+		if want := tab.Backend(uint32(i)); got != want {
+			wrong = append(wrong, fmt.Sprintf("slot %d: %q, want %s", i, got, want))
 		}
 	}
-	if len(got) != len(tab.Slots) {
-		wrong = append(wrong, fmt.Sprintf("%d elements in the block, want %d", len(got), len(tab.Slots)))
-	}
 	if len(wrong) > 0 {
-		t.Fatalf("%s: the kernel's table differs from the control plane's (%d problems): %s", node.Name, len(wrong),
+		t.Fatalf("%s: the kernel's table differs from the control plane's (%d slots): %s", node.Name, len(wrong),
 			strings.Join(wrong[:min(len(wrong), 10)], "; "))
 	}
-	t.Logf("%s: kernel map %s holds the control plane's %d slots over %d endpoints", node.Name, m[4], len(tab.Slots), len(tab.Backends))
+	t.Logf("%s: kernel map %s holds the control plane's %d slots over %d endpoints", node.Name, km.Map, len(km.Slots), len(tab.Backends))
 }
 
 // TestRoundRobinInTurn: a round-robin service's new connections take its

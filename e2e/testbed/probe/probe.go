@@ -53,6 +53,11 @@ type Options struct {
 	// (the userspace mode's exact round-robin test over 30 sockets failed
 	// that way in CI).
 	DistinctSources bool
+	// Source binds every TCP attempt to this address and port (one
+	// client tuple, as a hashing balancer sees it). Forces Parallel to
+	// 1; each connection ends with a reset instead of a FIN, so the tuple
+	// leaves no TIME_WAIT and the next attempt can use it at once.
+	Source netip.AddrPort
 }
 
 func (o Options) withDefaults() Options {
@@ -62,7 +67,7 @@ func (o Options) withDefaults() Options {
 	if o.Timeout == 0 {
 		o.Timeout = DefaultTimeout
 	}
-	if o.Parallel == 0 || o.ReuseSocket {
+	if o.Parallel == 0 || o.ReuseSocket || o.Source.IsValid() {
 		o.Parallel = 1
 	}
 	if o.Payload == nil {
@@ -93,7 +98,7 @@ func (p *Prober) TCP(ctx context.Context, addr netip.AddrPort, opts Options) (Re
 	if err := opts.validate(); err != nil {
 		return Result{}, err
 	}
-	return p.run(ctx, opts, p.tcpAttempt(addr, opts.Timeout))
+	return p.run(ctx, opts, p.tcpAttempt(addr, opts.Source, opts.Timeout))
 }
 
 // UDP makes opts.Count request/reply exchanges with addr.
@@ -110,7 +115,7 @@ func (p *Prober) UDP(ctx context.Context, addr netip.AddrPort, opts Options) (Re
 		}
 		return p.run(ctx, opts, p.udpAttempt(addr, opts.Timeout, opts.Payload, &held))
 	}
-	conn, err := p.dial(ctx, "udp", addr)
+	conn, err := p.dial(ctx, "udp", addr, netip.AddrPort{})
 	if err != nil {
 		var re *runnerError
 		if errors.As(err, &re) {
@@ -163,11 +168,14 @@ loop:
 
 // dial connects a socket created inside the namespace. Runner failures are
 // returned as *runnerError.
-func (p *Prober) dial(ctx context.Context, network string, addr netip.AddrPort) (net.Conn, error) {
+func (p *Prober) dial(ctx context.Context, network string, addr, source netip.AddrPort) (net.Conn, error) {
 	var conn net.Conn
 	var dialErr error
 	err := p.runner.Do(p.ns, func() error {
 		var d net.Dialer
+		if source.IsValid() {
+			d.LocalAddr = net.TCPAddrFromAddrPort(source)
+		}
 		conn, dialErr = d.DialContext(ctx, network, addr.String())
 		return nil
 	})
@@ -177,14 +185,17 @@ func (p *Prober) dial(ctx context.Context, network string, addr netip.AddrPort) 
 	return conn, dialErr
 }
 
-func (p *Prober) tcpAttempt(addr netip.AddrPort, timeout time.Duration) attemptFunc {
+func (p *Prober) tcpAttempt(addr, source netip.AddrPort, timeout time.Duration) attemptFunc {
 	return func(ctx context.Context) ([]byte, error) {
 		deadline := time.Now().Add(timeout)
 		ctx, cancel := context.WithDeadline(ctx, deadline)
 		defer cancel()
-		conn, err := p.dial(ctx, "tcp", addr)
+		conn, err := p.dial(ctx, "tcp", addr, source)
 		if err != nil {
 			return nil, err
+		}
+		if source.IsValid() {
+			_ = conn.(*net.TCPConn).SetLinger(0)
 		}
 		defer conn.Close()
 		if err := conn.SetDeadline(deadline); err != nil {
@@ -205,7 +216,7 @@ func (p *Prober) udpAttempt(addr netip.AddrPort, timeout time.Duration, payload 
 		deadline := time.Now().Add(timeout)
 		ctx, cancel := context.WithDeadline(ctx, deadline)
 		defer cancel()
-		conn, err := p.dial(ctx, "udp", addr)
+		conn, err := p.dial(ctx, "udp", addr, netip.AddrPort{})
 		if err != nil {
 			return nil, err
 		}

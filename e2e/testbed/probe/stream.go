@@ -65,7 +65,7 @@ func (p *Prober) Stream(ctx context.Context, addr netip.AddrPort, opts StreamOpt
 	if err := opts.validate(); err != nil {
 		return Result{}, err
 	}
-	once := p.tcpAttempt(addr, opts.Timeout)
+	once := p.tcpAttempt(addr, netip.AddrPort{}, opts.Timeout)
 	if opts.Network == "udp" {
 		once = p.udpAttempt(addr, opts.Timeout, opts.Payload, nil)
 	}
