@@ -36,7 +36,7 @@ func TestErrors(t *testing.T) {
 		{"two problems, one line", []string{"--insecure", "--token", "t", "--timeout", "0s", "status"}, 2, `needs TLS.*; --timeout 0s: must be positive`},
 		{"bad output", append(slices.Clone(plain), "-o", "yaml", "status"), 2, `-o "yaml": want table or json`},
 		{"bad protocol", explain("node-a", "icmp", "10.0.0.1", "10.96.0.10:80"), 2, `PROTO "icmp": want tcp, udp or sctp`},
-		{"bad source", explain("node-a", "tcp", "pod", "10.96.0.10:80"), 2, `SRC "pod": not an IP address`},
+		{"bad source", explain("node-a", "tcp", "pod", "10.96.0.10:80"), 2, `SRC "pod": want an IP address, or address:port`},
 		{"no port", explain("node-a", "tcp", "10.0.0.1", "10.96.0.10"), 2, `DST:PORT "10.96.0.10": want address:port`},
 		{"IPv6 without brackets", explain("node-a", "tcp", "fd00::1", "fd00::10:80"), 2, `DST:PORT "fd00::10:80"`},
 		{"port 0", explain("node-a", "tcp", "10.0.0.1", "10.96.0.10:0"), 2, `port "0": want 1-65535`},

@@ -27,7 +27,8 @@ func explainCommand() command {
 		name: "explain", args: "NODE PROTO SRC DST:PORT", nargs: 4,
 		summary: "what NODE does with one packet: forward to which endpoints, reject, drop or pass (Explain)",
 		detail: "PROTO is tcp, udp or sctp; SRC an address (one of the node's own is the node itself, any other\n" +
-			"arrives from the network, a pod on the node included); DST:PORT the destination, [v6]:port for IPv6.\n" +
+			"arrives from the network, a pod on the node included), or ADDR:PORT with the client's port, which a\n" +
+			"maglev service needs to name its one endpoint; DST:PORT the destination, [v6]:port for IPv6.\n" +
 			"Prints the one-line answer, the endpoints with their share of new connections, whether the endpoint\n" +
 			"sees the node's address (masquerade), the rule that decided and notes, and which view was explained:\n" +
 			"the one the node acknowledged unless --desired (or the node acknowledged none).\n" +
@@ -57,7 +58,11 @@ func explainRequest(args []string, desired bool, mode string) (*switchyardv1.Exp
 	}
 	src, err := netip.ParseAddr(args[2])
 	if err != nil {
-		return nil, usagef("SRC %q: not an IP address", args[2])
+		ap, err2 := netip.ParseAddrPort(args[2])
+		if err2 != nil || ap.Port() == 0 {
+			return nil, usagef("SRC %q: want an IP address, or address:port ([v6]:port)", args[2])
+		}
+		src, req.SourcePort = ap.Addr(), uint32(ap.Port())
 	}
 	host, port, err := net.SplitHostPort(args[3])
 	if err != nil {
