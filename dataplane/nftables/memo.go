@@ -181,7 +181,7 @@ func validateIn(f *fragment, a, b *Ruleset) error {
 			errs = append(errs, fmt.Errorf("elements of missing set %s", set))
 		}
 		for _, e := range elems {
-			errs = append(errs, checkRefs("element "+set+" { "+e.key+" }", e.value, hasChain, hasSet)...)
+			errs = append(errs, checkRefs(func() string { return "element " + set + " { " + e.key + " }" }, e.value, hasChain, hasSet)...)
 		}
 	}
 	return errors.Join(errs...)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"time"
 
 	"sigs.k8s.io/knftables"
@@ -247,8 +248,17 @@ func (r *renderer) balance(p *portPlan, chain string, eps []endpoint, tab *servi
 func (r *renderer) maglev(p *portPlan, chain string, eps []endpoint, tab *serviceport.Table, block uint32) {
 	off := block * slots
 	m := maglevMap(p.sp.Protocol, block)
+	if r.rs.Elements[m] == nil {
+		// Sized once: growing a map slot by slot was half this loop.
+		r.rs.Elements[m] = make(map[string]string, len(tab.Slots))
+	}
+	// One value string per endpoint, shared by its hundreds of slots.
+	values := make([]string, len(eps))
+	for i, ep := range eps {
+		values[i] = endpointValue(ep)
+	}
 	for slot, i := range tab.Slots {
-		r.rs.element(m, endpointValue(eps[i]), fmt.Sprint(off+uint32(slot)))
+		r.rs.element(m, values[i], strconv.FormatUint(uint64(off)+uint64(slot), 10))
 	}
 	ip, proto := ipKeyword(r.fam), p.sp.Protocol.String()
 	key := ip + " saddr . " + proto + " sport"
