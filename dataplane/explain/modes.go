@@ -62,8 +62,9 @@ type traits struct {
 	nodePortsEverywhereWithoutNodeIPs bool
 	// maglevTables: hashed algorithms (maglev, source-hash) pick
 	// through the control plane's table, the same on every node
-	// (nftables, userspace); without ClientIP affinity in nftables,
-	// whose per-endpoint affinity chains make the first pick random.
+	// (nftables, userspace); in nftables not with ClientIP affinity,
+	// whose per-endpoint affinity chains make the first pick random
+	// (userspace's affinity remembers the table's pick).
 	maglevTables bool
 	// affinityPicksAtRandom: with ClientIP affinity a new client's first
 	// pick is random whatever the algorithm (nftables).
@@ -86,7 +87,7 @@ var modeTraits = map[string]traits{
 	ModeIPVS: {sourceRanges: true, externalRefusedFromNode: true, serviceAddrsLocal: true, sctp: true, drainMeetsNodeFirst: true,
 		roundRobin: true, kernelHash: true},
 	ModeUserspace: {refusesInsteadOfDrop: true, externalRefusedFromNode: true, proxies: true, nodePortsEverywhereWithoutNodeIPs: true,
-		roundRobin: true, inTurn: true},
+		maglevTables: true, roundRobin: true, inTurn: true},
 }
 
 // traitsOf is a mode's traits; an unknown mode is read as iptables.

@@ -5,18 +5,25 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 )
 
-// balancer picks backends for one frontend: strict round robin, and with
-// ClientIP affinity the backend a client last used while the entry is
-// younger than the timeout (measured from the client's last use, as
-// kube-proxy's userspace proxier did). It is safe for concurrent use.
+// balancer picks backends for one frontend: strict round robin, or with
+// a hashed algorithm (maglev, source-hash) the backend the control
+// plane's table names for the client, the same one every node's table
+// names; and with ClientIP affinity the backend a client last used while
+// the entry is younger than the timeout (measured from the client's last
+// use, as kube-proxy's userspace proxier did). It is safe for concurrent
+// use.
 type balancer struct {
 	now func() time.Time
 
-	mu        sync.Mutex
-	backends  []netip.AddrPort
-	next      int
+	mu       sync.Mutex
+	backends []netip.AddrPort
+	next     int
+	// hash, when set, picks by client through a table indexing backends.
+	hash      hashing
 	affinity  time.Duration
 	sticky    map[netip.Addr]stickyEntry
 	lastSweep time.Time
@@ -27,19 +34,28 @@ type stickyEntry struct {
 	lastUsed time.Time
 }
 
-func newBalancer(now func() time.Time, backends []netip.AddrPort, affinity time.Duration) *balancer {
+// hashing is a frontend's hashed algorithm and the table of its
+// backends (serviceport.Table: slots index the backends in order); the
+// zero value is none.
+type hashing struct {
+	alg   serviceport.Algorithm
+	table *serviceport.Table
+}
+
+func newBalancer(now func() time.Time, backends []netip.AddrPort, affinity time.Duration, h hashing) *balancer {
 	b := &balancer{now: now, sticky: map[netip.Addr]stickyEntry{}}
-	b.update(backends, affinity)
+	b.update(backends, affinity, h)
 	return b
 }
 
 // update swaps the backend list. The round-robin position is kept (modulo
 // the new length), so an update does not restart the rotation at the first
 // backend; affinity entries to removed backends are dropped.
-func (b *balancer) update(backends []netip.AddrPort, affinity time.Duration) {
+func (b *balancer) update(backends []netip.AddrPort, affinity time.Duration, h hashing) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.backends = slices.Clone(backends)
+	b.hash = h
 	if len(b.backends) > 0 {
 		b.next %= len(b.backends)
 	} else {
@@ -57,10 +73,12 @@ func (b *balancer) update(backends []netip.AddrPort, affinity time.Duration) {
 }
 
 // pick returns the order in which to try backends for client: the sticky
-// backend or the next in rotation first, then every other backend once, in
-// rotation order, for retries. The rotation advances by one per pick, so
-// the first choices of successive picks are exactly round robin.
-func (b *balancer) pick(client netip.Addr) []netip.AddrPort {
+// backend, the table's (hashed), or the next in rotation first, then every
+// other backend once, in rotation order, for retries. The rotation
+// advances by one per round-robin pick, so the first choices of
+// successive picks are exactly round robin.
+func (b *balancer) pick(clientPort netip.AddrPort) []netip.AddrPort {
+	client := clientPort.Addr()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := len(b.backends)
@@ -78,8 +96,13 @@ func (b *balancer) pick(client netip.Addr) []netip.AddrPort {
 			}
 		}
 	}
-	i := b.next
-	b.next = (b.next + 1) % n
+	var i int
+	if b.hash.table != nil {
+		i = b.hash.table.Pick(b.hash.alg, clientPort)
+	} else {
+		i = b.next
+		b.next = (b.next + 1) % n
+	}
 	if b.affinity > 0 {
 		// Recorded now, not after the connect, so that concurrent
 		// connections of one client land together; used and failed

@@ -14,6 +14,7 @@ import (
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 )
 
 // Dataplane proxies a node's services in this process. It implements
@@ -222,6 +223,10 @@ type Listener struct {
 	// RedirectRules steer Frontend to.
 	Bound    netip.AddrPort
 	Backends []netip.AddrPort
+	// Algorithm is maglev or source-hash when Table picks the backend
+	// (its slots index Backends); else round robin.
+	Algorithm serviceport.Algorithm
+	Table     *serviceport.Table
 	// Affinity is the ClientIP affinity timeout; 0 without affinity.
 	Affinity time.Duration
 	// Active counts open TCP connections or UDP sessions.

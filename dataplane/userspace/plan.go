@@ -48,6 +48,9 @@ type frontend struct {
 	kind     Kind
 	backends []netip.AddrPort // sorted, deduplicated
 	affinity time.Duration    // ClientIP timeout; 0 without affinity
+	// hash is the hashed algorithm's table over backends, when the
+	// port's algorithm is maglev or source-hash.
+	hash hashing
 }
 
 // planResult is the desired set of listeners.
@@ -132,29 +135,35 @@ func (r *planResult) service(key string, sv *switchyardv1.ServiceView, nodeIPs m
 				r.skip(key, fmt.Sprintf("port %q: protocol %s not proxied in userspace", p.Name, proto.Upper()))
 				continue
 			}
-			if p.Algorithm.Hashed() {
-				r.skip(key, fmt.Sprintf("port %q: %s is not available in the userspace mode: round robin", p.Name, p.Algorithm))
-			}
 			base := frontend{service: key, port: p.Name, label: p.Label, affinity: time.Duration(p.Affinity) * time.Second}
-			r.addAll(base, proto, KindClusterIP, p.ClusterIPs, p.Port, p.Internal)
-			r.addAll(base, proto, KindExternalIP, p.ExternalIPs, p.Port, p.External)
-			r.addAll(base, proto, KindLoadBalancerIP, p.LBIPs, p.Port, p.External)
+			r.addAll(base, proto, KindClusterIP, p.ClusterIPs, p.Port, p.Internal, p)
+			r.addAll(base, proto, KindExternalIP, p.ExternalIPs, p.Port, p.External, p)
+			r.addAll(base, proto, KindLoadBalancerIP, p.LBIPs, p.Port, p.External, p)
 			if p.NodePort > 0 {
-				r.addAll(base, proto, KindNodePort, nodeIPs[f], p.NodePort, p.External)
+				r.addAll(base, proto, KindNodePort, nodeIPs[f], p.NodePort, p.External, p)
 			}
 		}
 	}
 }
 
 // addAll adds base's frontend on each of ips, forwarding to t's endpoints.
-func (r *planResult) addAll(base frontend, proto dataplane.Protocol, kind Kind, ips []netip.Addr, port uint32, t serviceport.Traffic) {
+func (r *planResult) addAll(base frontend, proto dataplane.Protocol, kind Kind, ips []netip.Addr, port uint32, t serviceport.Traffic, p *serviceport.Port) {
 	var backends []netip.AddrPort
 	for _, ep := range t.Endpoints {
 		backends = append(backends, ep.Addr)
 	}
+	// The table of the set t uses; its slots index that set, which is
+	// backends in the same order.
+	var h hashing
+	if p.Algorithm.Hashed() {
+		h = hashing{alg: p.Algorithm, table: p.ClusterTable}
+		if t.Local {
+			h.table = p.LocalTable
+		}
+	}
 	for _, ip := range ips {
 		f := base
-		f.kind, f.backends = kind, backends
+		f.kind, f.backends, f.hash = kind, backends, h
 		f.key = frontendKey{proto: proto, addr: netip.AddrPortFrom(ip, uint16(port))}
 		r.add(f)
 	}

@@ -50,7 +50,7 @@ type deps struct {
 func newBase(parent context.Context, d *deps, f frontend, bound netip.AddrPort, log *slog.Logger) proxyBase {
 	ctx, stop := context.WithCancel(parent)
 	return proxyBase{
-		deps: d, bound: bound, bal: newBalancer(d.cfg.Now, f.backends, f.affinity),
+		deps: d, bound: bound, bal: newBalancer(d.cfg.Now, f.backends, f.affinity, f.hash),
 		ctx: ctx, stop: stop, front: f,
 		log: log.With("frontend", f.key.String(), "service", f.label, "kind", string(f.kind)),
 	}
@@ -73,6 +73,7 @@ func (p *proxyBase) listener(active int) Listener {
 	return Listener{
 		Service: f.service, Port: f.port, Kind: f.kind, Protocol: f.key.proto,
 		Frontend: f.key.addr, Bound: p.bound, Backends: slices.Clone(f.backends), Affinity: f.affinity, Active: active,
+		Algorithm: f.hash.alg, Table: f.hash.table,
 	}
 }
 

@@ -54,9 +54,10 @@ func (p *tcpProxy) serve() {
 // handle connects c to a backend, retrying the others in rotation order,
 // and relays. With no backend reachable the client gets a reset.
 func (p *tcpProxy) handle(c *net.TCPConn) {
-	client := unmapPort(c.RemoteAddr().(*net.TCPAddr).AddrPort()).Addr()
+	clientPort := unmapPort(c.RemoteAddr().(*net.TCPAddr).AddrPort())
+	client := clientPort.Addr()
 	var tc *tcpConn
-	order := p.bal.pick(client)
+	order := p.bal.pick(clientPort)
 	for i, ep := range order {
 		if p.ctx.Err() != nil {
 			break
@@ -138,7 +139,7 @@ func (p *tcpProxy) update(f frontend) {
 	// other (lock order: mu, then the balancer's).
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.bal.update(f.backends, f.affinity)
+	p.bal.update(f.backends, f.affinity, f.hash)
 	p.front = f
 	for tc := range p.conns {
 		if !p.allowedLocked(tc.ep) {

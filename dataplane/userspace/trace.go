@@ -9,6 +9,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/explain"
 	"github.com/switchyard-proxy/switchyard/dataplane/internal/sorted"
+	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 )
 
 // Frontends is what the mode programs for a State, as Trace reads it:
@@ -43,6 +44,7 @@ func Planned(st *dataplane.State) Frontends {
 		fs.Listeners = append(fs.Listeners, Listener{
 			Service: f.service, Port: f.port, Kind: f.kind, Protocol: k.proto,
 			Frontend: k.addr, Bound: k.addr, Backends: slices.Clone(f.backends), Affinity: f.affinity,
+			Algorithm: f.hash.alg, Table: f.hash.table,
 		})
 	}
 	for _, k := range p.empty {
@@ -69,7 +71,10 @@ var addressOf = map[Kind]string{
 //
 //   - A listener forwards to its backends in even shares (strict round
 //     robin, doc.go), always masqueraded: the proxy connects from the
-//     node, whatever the client's address.
+//     node, whatever the client's address. With a hashed algorithm it
+//     forwards to the one backend its table names for the client (the
+//     packet's source port too, for maglev), or, without the port, to
+//     each backend with its share of the table's slots.
 //   - An unserved frontend is rejected: nothing listens there.
 //   - Anything else is passed: the mode has no socket for it (SCTP, a
 //     port or address no service has).
@@ -94,7 +99,7 @@ func Trace(fs Frontends, pkt explain.Packet) explain.Verdict {
 	for _, at := range []netip.AddrPort{dst, wildcard} {
 		i := slices.IndexFunc(fs.Listeners, func(l Listener) bool { return l.Protocol == proto && unmapPort(l.Frontend) == at })
 		if i >= 0 {
-			return forward(fs.Listeners[i])
+			return forward(fs.Listeners[i], pkt)
 		}
 	}
 	for _, at := range []netip.AddrPort{dst, wildcard} {
@@ -107,7 +112,7 @@ func Trace(fs Frontends, pkt explain.Packet) explain.Verdict {
 }
 
 // forward is the verdict of a packet accepted by l.
-func forward(l Listener) explain.Verdict {
+func forward(l Listener, pkt explain.Packet) explain.Verdict {
 	path := []string{fmt.Sprintf("%s listener %s (%s %s)", l.Protocol, l.Frontend, l.Kind, l.Service)}
 	if l.Bound != l.Frontend {
 		path = append(path, "bound "+l.Bound.String())
@@ -122,7 +127,27 @@ func forward(l Listener) explain.Verdict {
 	}
 	v.Action, v.Endpoints, v.Masquerade = explain.Forward, explain.Even(l.Backends...), true
 	v.AffinitySeconds = uint32(l.Affinity / time.Second)
-	v.Path = append(v.Path, fmt.Sprintf("round robin over %d backends", len(l.Backends)))
+	switch {
+	case l.Table != nil && (pkt.SrcPort != 0 || l.Algorithm == serviceport.SourceHash):
+		i := l.Table.Pick(l.Algorithm, netip.AddrPortFrom(pkt.Src, pkt.SrcPort))
+		v.Endpoints = []explain.Share{{Endpoint: l.Backends[i], Share: 1}}
+		v.Path = append(v.Path, fmt.Sprintf("%s table of %d slots: %s", l.Algorithm, len(l.Table.Slots), l.Backends[i]))
+	case l.Table != nil:
+		counts := make([]int, len(l.Backends))
+		for _, s := range l.Table.Slots {
+			counts[s]++
+		}
+		v.Endpoints = v.Endpoints[:0]
+		for i, b := range l.Backends {
+			if counts[i] > 0 {
+				v.Endpoints = append(v.Endpoints, explain.Share{Endpoint: b, Share: float64(counts[i]) / float64(len(l.Table.Slots))})
+			}
+		}
+		v.Endpoints = explain.SortShares(v.Endpoints)
+		v.Path = append(v.Path, fmt.Sprintf("%s table of %d slots over %d backends", l.Algorithm, len(l.Table.Slots), len(l.Backends)))
+	default:
+		v.Path = append(v.Path, fmt.Sprintf("round robin over %d backends", len(l.Backends)))
+	}
 	v.Notes = []string{"userspace mode: the proxy connects to the backend from the node, so the client's address never reaches it"}
 	return v
 }

@@ -84,7 +84,7 @@ func (p *udpProxy) forward(client netip.AddrPort, b []byte) {
 	s.last = append(s.last[:0], b...)
 	s.active = time.Now()
 	if s.conn == nil {
-		s.order = p.bal.pick(client.Addr())
+		s.order = p.bal.pick(client)
 		if !p.connectLocked(s, 0) {
 			p.endLocked(s)
 			return
@@ -216,7 +216,7 @@ func (p *udpProxy) endLocked(s *udpSession) {
 
 func (p *udpProxy) update(f frontend) {
 	p.mu.Lock()
-	p.bal.update(f.backends, f.affinity)
+	p.bal.update(f.backends, f.affinity, f.hash)
 	p.front = f
 	var gone []*udpSession
 	for _, s := range p.sessions {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/switchyard-proxy/switchyard/dataplane/maglev"
 	"github.com/switchyard-proxy/switchyard/dataplane/userspace"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/probe"
@@ -358,5 +359,51 @@ func TestDocumentedRedirectRule(t *testing.T) {
 		if diff := cmp.Diff(shares(30, b.pods...), res.Counts); diff != "" {
 			t.Errorf("from %s (-want +got):\n%s\n%s", ns, diff, res)
 		}
+	}
+}
+
+// TestMaglevPicksTheTablesEndpoint: a maglev service's connections go to
+// the backend the control plane's table names for the client's address
+// and port (the proxy sees both, unchanged by the node's routing), the
+// same answer every node's table gives, and every endpoint takes some.
+func TestMaglevPicksTheTablesEndpoint(t *testing.T) {
+	b := newBed(t, bedOptions{})
+	sv := b.svc("hashed", vip, 0, tcp, b.pods...)
+	sv.LoadBalancing = switchyardv1.LoadBalancing_LOAD_BALANCING_MAGLEV
+	var ids []string
+	byAddr := map[string]string{}
+	for _, p := range b.pods {
+		ap := netip.AddrPortFrom(p.IP, 8080).String()
+		ids = append(ids, ap)
+		byAddr[p.Name] = ap
+	}
+	tab, err := maglev.New(ids, maglev.Size(len(ids)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt := &switchyardv1.MaglevTable{PortName: "p", Seed: maglev.Seed, Endpoints: tab.Backends}
+	for _, s := range tab.Slots {
+		mt.Slots = append(mt.Slots, uint32(s))
+	}
+	sv.MaglevTables = []*switchyardv1.MaglevTable{mt}
+	b.apply(t, b.state(sv))
+	client := b.topo.Client()
+	reached := map[string]int{}
+	for i := range 60 {
+		src := netip.AddrPortFrom(client.IP, uint16(43000+i))
+		res, err := probe.New(b.topo, client.NS).TCP(t.Context(), vip, probe.Options{Source: src, Timeout: 2 * time.Second})
+		if err != nil || len(res.Failures) > 0 || len(res.Counts) != 1 {
+			t.Fatalf("from %s: %v %v", src, res, err)
+		}
+		want := tab.Lookup(maglev.FlowKey(src.Addr(), src.Port()), maglev.Seed)
+		for name := range res.Counts {
+			if byAddr[name] != want {
+				t.Errorf("from %s: reached %s (%s), the table names %s", src, byAddr[name], name, want)
+			}
+			reached[name]++
+		}
+	}
+	if len(reached) != len(b.pods) {
+		t.Errorf("60 client ports reached %v, want every one of %d pods", reached, len(b.pods))
 	}
 }
