@@ -116,3 +116,18 @@ func retainedBytes(st *model.State, n int) uint64 {
 	}
 	return after.HeapAlloc - before.HeapAlloc
 }
+
+// BenchmarkComputeLoadBalancing prices maglev tables in the control
+// plane: a full recompute of 1,000 services of 10 endpoints on 1,000
+// nodes (benchSpec's mix otherwise), all random, then all maglev (one
+// 4,093-slot table per port, set and family, in every variant).
+func BenchmarkComputeLoadBalancing(b *testing.B) {
+	spec := benchSpec
+	spec.services = 1000
+	st := genState(spec)
+	for _, lb := range []string{"random", "maglev"} {
+		b.Run(lb, func(b *testing.B) {
+			loopCPU(b, func() { sink = NewIndex(st, Options{Defaults: Defaults{LoadBalancing: lb}}) })
+		})
+	}
+}
