@@ -10,6 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/maglev"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -18,8 +19,10 @@ import (
 // the table and the applied ruleset are exactly what a fresh full sync
 // of the same state gives. The changes include services that share
 // endpoints and service IPs (shared elements with several owners),
-// affinity, no endpoints and a bad service. Every other sync carries the
-// hint of the one service it changes.
+// affinity, no endpoints, a bad service, and the other algorithms
+// (round-robin; maglev with a small table of its own, whose slots move
+// between the endpoint and maglev maps as a service changes algorithm).
+// Every other sync carries the hint of the one service it changes.
 func TestIncrementalSyncsMatchFreshTables(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	const n = 24
@@ -41,7 +44,7 @@ func TestIncrementalSyncsMatchFreshTables(t *testing.T) {
 		i := rng.IntN(n + 4)
 		name := fmt.Sprintf("s%d", i)
 		var what string
-		switch k := rng.IntN(7); k {
+		switch k := rng.IntN(9); k {
 		case 0:
 			what = "endpoint moves"
 			svcs[name] = benchService(i, 3, rng.IntN(2) == 0)
@@ -79,6 +82,16 @@ func TestIncrementalSyncsMatchFreshTables(t *testing.T) {
 				Address: fmt.Sprintf("fd00:244::%x", i+1), Ready: true, Serving: true,
 				Ports: []*switchyardv1.EndpointPort{{Name: "http", Port: 8080}}})
 			svcs[name] = sv
+		case 7:
+			what = "round-robin"
+			sv := benchService(i, 1+rng.IntN(4), rng.IntN(2) == 0)
+			sv.LoadBalancing = switchyardv1.LoadBalancing_LOAD_BALANCING_ROUND_ROBIN
+			svcs[name] = sv
+		case 8:
+			what = "maglev"
+			sv := benchService(i, 1+rng.IntN(4), rng.IntN(2) == 0)
+			withTable(t, sv, []int{13, 17}[rng.IntN(2)])
+			svcs[name] = sv
 		}
 		st := stateOf(state()...)
 		// Every 25th sync is a full resync, which rebuilds the owners
@@ -108,4 +121,25 @@ func TestIncrementalSyncsMatchFreshTables(t *testing.T) {
 			}
 		}
 	}
+}
+
+// withTable makes sv maglev with a table of size slots over its
+// endpoints, as the control plane computes one (smaller, so the test
+// stays fast: agents take any size).
+func withTable(t *testing.T, sv *switchyardv1.ServiceView, size int) {
+	t.Helper()
+	var ids []string
+	for _, ep := range sv.ClusterEndpoints {
+		ids = append(ids, netip.AddrPortFrom(netip.MustParseAddr(ep.Address), uint16(ep.Ports[0].Port)).String())
+	}
+	tab, err := maglev.New(ids, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt := &switchyardv1.MaglevTable{PortName: sv.Ports[0].Name, Seed: maglev.Seed, Endpoints: tab.Backends}
+	for _, slot := range tab.Slots {
+		mt.Slots = append(mt.Slots, uint32(slot))
+	}
+	sv.LoadBalancing = switchyardv1.LoadBalancing_LOAD_BALANCING_MAGLEV
+	sv.MaglevTables = []*switchyardv1.MaglevTable{mt}
 }
