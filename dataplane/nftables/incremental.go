@@ -35,11 +35,24 @@ type owners struct {
 	many map[elemKey][]owner
 }
 
-// buildOwners records the shared elements of every fragment.
+// blockMap reports whether set is an endpoint or maglev map, whose keys
+// lie in the block of one balancing chain (slots.go): each key has one
+// owner by construction, the fragment holding it, so the owners index
+// leaves them out (a maglev service's thousands of slots made it the
+// largest thing the agent kept) and moveBlockElements diffs them.
+func blockMap(set string) bool {
+	return strings.HasPrefix(set, prefixEndpoints) || strings.HasPrefix(set, prefixMaglev)
+}
+
+// buildOwners records the shared elements of every fragment, but those of
+// block maps.
 func buildOwners(m *Memo) *owners {
 	o := &owners{one: map[string]map[string]string{}, many: map[elemKey][]owner{}}
 	for name, f := range m.All() {
 		for set, elems := range f.sharedBySet() {
+			if blockMap(set) {
+				continue
+			}
 			keys := o.keys(set)
 			for _, e := range elems {
 				o.add(m, keys, name, e)
@@ -128,6 +141,9 @@ func (r *renderer) changes(st *dataplane.State, m *Memo, hint map[string]struct{
 type incPlan struct {
 	changes []change
 	shared  map[elemKey][]owner // owners after the change, for touched keys
+	// blocks are the block-map elements the changes touched: the value
+	// after, or absent for one removed.
+	blocks map[elemKey]*string
 	stats   planStats
 	// udpOld, udpNew are the changed services' UDP ports, for conntrack.
 	udpOld, udpNew map[string]conntrack.UDPPort
@@ -141,6 +157,7 @@ func planIncremental(tx txWriter, rs *Ruleset, own *owners, changes []change) *i
 	p := &incPlan{changes: changes}
 	d := diffFragments(rs, changes)
 	p.shared = moveOwners(d, rs, own, changes)
+	p.blocks = moveBlockElements(d, rs, changes)
 	p.udpOld, p.udpNew = udpPorts(changes)
 	p.stats = emit(tx, d)
 	return p
@@ -230,10 +247,16 @@ func moveOwners(d *delta, rs *Ruleset, own *owners, changes []change) map[elemKe
 	}
 	for _, c := range changes {
 		for _, e := range sharedElems(c.Old) {
+			if blockMap(e.set) {
+				continue
+			}
 			ek := elemKey{e.set, e.key}
 			shared[ek] = slices.DeleteFunc(touch(ek), func(w owner) bool { return w.svc == c.Name })
 		}
 		for _, e := range sharedElems(c.New) {
+			if blockMap(e.set) {
+				continue
+			}
 			ek := elemKey{e.set, e.key}
 			cur := touch(ek)
 			i, _ := slices.BinarySearchFunc(cur, c.Name, func(w owner, name string) int { return strings.Compare(w.svc, name) })
@@ -252,6 +275,41 @@ func moveOwners(d *delta, rs *Ruleset, own *owners, changes []change) map[elemKe
 		}
 	}
 	return shared
+}
+
+// moveBlockElements adds to d the changes of the changed services'
+// block-map elements (blockMap: one owner per key, the fragment holding
+// it): a key gone or whose value changed is deleted, a new or changed one
+// added. It returns each touched key's value after the change (nil:
+// removed), for commit.
+func moveBlockElements(d *delta, rs *Ruleset, changes []change) map[elemKey]*string {
+	before, after := map[elemKey]string{}, map[elemKey]string{}
+	for _, c := range changes {
+		for _, e := range sharedElems(c.Old) {
+			if blockMap(e.set) {
+				before[elemKey{e.set, e.key}] = e.value
+			}
+		}
+		for _, e := range sharedElems(c.New) {
+			if blockMap(e.set) {
+				after[elemKey{e.set, e.key}] = e.value
+			}
+		}
+	}
+	out := make(map[elemKey]*string, len(before)+len(after))
+	for ek, b := range before {
+		if a, ok := after[ek]; !ok || a != b {
+			d.dels = append(d.dels, elemOp{set: rs.Sets[ek.set], key: ek.key})
+		}
+		out[ek] = nil
+	}
+	for ek, a := range after {
+		if b, ok := before[ek]; !ok || a != b {
+			d.adds = append(d.adds, elemOp{set: rs.Sets[ek.set], key: ek.key, value: a})
+		}
+		out[ek] = &a
+	}
+	return out
 }
 
 // udpPorts returns the changed services' UDP ports before and after the
@@ -323,6 +381,16 @@ func (p *incPlan) commit(rs *Ruleset, own *owners, m *Memo, nodeSkips []dataplan
 		}
 		rebuildSkips = rebuildSkips || len(f.Skips) > 0
 		m.Put(c.Name, c.View, c.New)
+	}
+	for ek, v := range p.blocks {
+		if v == nil {
+			delete(rs.Elements[ek.set], ek.key)
+			continue
+		}
+		if rs.Elements[ek.set] == nil {
+			rs.Elements[ek.set] = map[string]string{}
+		}
+		rs.Elements[ek.set][ek.key] = *v
 	}
 	for ek, cur := range p.shared {
 		own.put(ek, cur)
