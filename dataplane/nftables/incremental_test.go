@@ -10,7 +10,7 @@ import (
 	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
-	"github.com/switchyard-proxy/switchyard/dataplane/maglev"
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -132,14 +132,7 @@ func withTable(t *testing.T, sv *switchyardv1.ServiceView, size int) {
 	for _, ep := range sv.ClusterEndpoints {
 		ids = append(ids, netip.AddrPortFrom(netip.MustParseAddr(ep.Address), uint16(ep.Ports[0].Port)).String())
 	}
-	tab, err := maglev.New(ids, size)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mt := &switchyardv1.MaglevTable{PortName: sv.Ports[0].Name, Seed: maglev.Seed, Endpoints: tab.Backends}
-	for _, slot := range tab.Slots {
-		mt.Slots = append(mt.Slots, uint32(slot))
-	}
+	mt, _ := dataplanetest.MaglevTable(t, sv.Ports[0].Name, size, ids...)
 	sv.LoadBalancing = switchyardv1.LoadBalancing_LOAD_BALANCING_MAGLEV
 	sv.MaglevTables = []*switchyardv1.MaglevTable{mt}
 }

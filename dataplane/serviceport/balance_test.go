@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"github.com/switchyard-proxy/switchyard/dataplane/maglev"
 	"github.com/switchyard-proxy/switchyard/dataplane/serviceport"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
@@ -15,14 +16,8 @@ import (
 // maglevTable is the table the control plane would send for eps.
 func maglevTable(t *testing.T, port string, ipv6 bool, eps ...string) *switchyardv1.MaglevTable {
 	t.Helper()
-	tab, err := maglev.New(eps, maglev.Size(len(eps)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mt := &switchyardv1.MaglevTable{PortName: port, Ipv6: ipv6, Seed: maglev.Seed, Endpoints: tab.Backends}
-	for _, s := range tab.Slots {
-		mt.Slots = append(mt.Slots, uint32(s))
-	}
+	mt, _ := dataplanetest.MaglevTable(t, port, 0, eps...)
+	mt.Ipv6 = ipv6
 	return mt
 }
 

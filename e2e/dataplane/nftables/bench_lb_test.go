@@ -39,7 +39,8 @@ func lbService(t testing.TB, i int, alt bool, lb switchyardv1.LoadBalancing) *sw
 	if lb != switchyardv1.LoadBalancing_LOAD_BALANCING_MAGLEV {
 		return sv
 	}
-	sv.MaglevTables = []*switchyardv1.MaglevTable{tableMessage(controlPlaneTable(t, ids), "http")}
+	mt, _ := dataplanetest.MaglevTable(t, "http", 0, ids...)
+	sv.MaglevTables = []*switchyardv1.MaglevTable{mt}
 	return sv
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"github.com/switchyard-proxy/switchyard/dataplane/maglev"
 	"github.com/switchyard-proxy/switchyard/dataplane/nftables"
 	"github.com/switchyard-proxy/switchyard/e2e/dataplane/dptest"
@@ -42,30 +43,9 @@ func maglevView(t *testing.T, pods []netns.Pod) (*switchyardv1.ServiceView, magl
 	for _, p := range pods {
 		ids = append(ids, netip.AddrPortFrom(p.IP, dptest.TargetPort).String())
 	}
-	tab := controlPlaneTable(t, ids)
-	sv.MaglevTables = []*switchyardv1.MaglevTable{tableMessage(tab, "http")}
+	mt, tab := dataplanetest.MaglevTable(t, "http", 0, ids...)
+	sv.MaglevTables = []*switchyardv1.MaglevTable{mt}
 	return sv, tab
-}
-
-// controlPlaneTable is the table the control plane computes for
-// endpoints ids (address:targetPort): maglev.New at maglev.Size.
-func controlPlaneTable(t testing.TB, ids []string) maglev.Table {
-	t.Helper()
-	tab, err := maglev.New(ids, maglev.Size(len(ids)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tab
-}
-
-// tableMessage is tab as a view carries it for a service port, with
-// maglev.Seed.
-func tableMessage(tab maglev.Table, port string) *switchyardv1.MaglevTable {
-	mt := &switchyardv1.MaglevTable{PortName: port, Seed: maglev.Seed, Endpoints: tab.Backends}
-	for _, s := range tab.Slots {
-		mt.Slots = append(mt.Slots, uint32(s))
-	}
-	return mt
 }
 
 // TestMaglevSameEndpointFromEveryNode programs one maglev service on two

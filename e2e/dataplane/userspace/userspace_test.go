@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"github.com/switchyard-proxy/switchyard/dataplane/maglev"
 	"github.com/switchyard-proxy/switchyard/dataplane/userspace"
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
@@ -377,14 +378,7 @@ func TestMaglevPicksTheTablesEndpoint(t *testing.T) {
 		ids = append(ids, ap)
 		byAddr[p.Name] = ap
 	}
-	tab, err := maglev.New(ids, maglev.Size(len(ids)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mt := &switchyardv1.MaglevTable{PortName: "p", Seed: maglev.Seed, Endpoints: tab.Backends}
-	for _, s := range tab.Slots {
-		mt.Slots = append(mt.Slots, uint32(s))
-	}
+	mt, tab := dataplanetest.MaglevTable(t, "p", 0, ids...)
 	sv.MaglevTables = []*switchyardv1.MaglevTable{mt}
 	b.apply(t, b.state(sv))
 	client := b.topo.Client()
