@@ -144,7 +144,7 @@ type incPlan struct {
 	// blocks are the block-map elements the changes touched: the value
 	// after, or absent for one removed.
 	blocks map[elemKey]*string
-	stats   planStats
+	stats  planStats
 	// udpOld, udpNew are the changed services' UDP ports, for conntrack.
 	udpOld, udpNew map[string]conntrack.UDPPort
 }
