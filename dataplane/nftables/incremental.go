@@ -142,7 +142,7 @@ type incPlan struct {
 	changes []change
 	shared  map[elemKey][]owner // owners after the change, for touched keys
 	// blocks are the block-map elements the changes touched: the value
-	// after, or absent for one removed.
+	// after, nil for one removed.
 	blocks map[elemKey]*string
 	stats  planStats
 	// udpOld, udpNew are the changed services' UDP ports, for conntrack.
