@@ -19,34 +19,15 @@ import (
 // every e2e test does), and skips without the kube-proxy binary, which
 // only `BUILD_KUBE_PROXY=1 hack/testbed-build.sh` builds.
 func TestCompareSmoke(t *testing.T) {
-	netns.RequireRoot(t)
-	apiserver.Require(t)
-	if _, err := KubeProxyPath(); errors.Is(err, ErrNoKubeProxy) {
-		t.Skipf("%v; %s", err, KubeProxyHint)
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
-	defer cancel()
-	start := time.Now()
-	rep, err := Run(ctx, Config{
+	requireBed(t)
+	rep := runSmoke(t, Config{
 		Sizes: []int{10}, Changes: 2,
 		// Three runs keep it short and still cover every dumper: upstream's
 		// nftables table, and both of the agent's modes.
 		KubeProxyModes: []string{"nftables"}, SwitchyardModes: []string{"iptables", "nftables"},
 		MinSyncPeriod: 100 * time.Millisecond, ChangeGap: 300 * time.Millisecond,
 		CoalesceWindow: 20 * time.Millisecond,
-		Logger:         netns.TestLogger(t),
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("harness took %v", time.Since(start).Round(time.Millisecond))
-	var md bytes.Buffer
-	if err := rep.WriteMarkdown(&md); err != nil {
-		t.Fatal(err)
-	}
-	t.Log("\n" + md.String())
 	if len(rep.Records) != 3 {
 		t.Fatalf("got %d records, want kube-proxy nftables + switchyard iptables + nftables", len(rep.Records))
 	}
@@ -72,6 +53,40 @@ func TestCompareSmoke(t *testing.T) {
 	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Records) != 3 {
 		t.Errorf("JSON round trip: %v, %d records", err, len(back.Records))
 	}
+}
+
+// requireBed skips (fails in CI) without root or the test bed, and skips
+// without the upstream kube-proxy binary.
+func requireBed(t *testing.T) {
+	t.Helper()
+	netns.RequireRoot(t)
+	apiserver.Require(t)
+	if _, err := KubeProxyPath(); errors.Is(err, ErrNoKubeProxy) {
+		t.Skipf("%v; %s", err, KubeProxyHint)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// runSmoke runs cfg within three minutes, logging through t, and logs
+// the time it took and the markdown report.
+func runSmoke(t *testing.T, cfg Config) *Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cfg.Logger = netns.TestLogger(t)
+	start := time.Now()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("harness took %v", time.Since(start).Round(time.Millisecond))
+	var md bytes.Buffer
+	if err := rep.WriteMarkdown(&md); err != nil {
+		t.Fatal(err)
+	}
+	t.Log("\n" + md.String())
+	return rep
 }
 
 func checkSane(t *testing.T, r Record) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/e2e/testbed/apiserver"
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 )
 
 // Defaults of Config.
@@ -109,9 +110,21 @@ type Config struct {
 	Command string
 	// Logger receives progress (default: discard).
 	Logger *slog.Logger
+	// DataPath, when set, measures traffic through every proxy instead of
+	// EndpointSlice changes (datapath.go); it adds the no-proxy baseline
+	// and allows Switchyard's userspace mode.
+	DataPath *DataPath
 }
 
 func (c Config) withDefaults() Config {
+	if c.DataPath != nil {
+		dp := c.DataPath.withDefaults()
+		c.DataPath = &dp
+		c.EndpointsPerService = cmp.Or(c.EndpointsPerService, DefaultDataPathEndpoints)
+		if c.SwitchyardModes == nil {
+			c.SwitchyardModes = []string{"iptables", "nftables", "userspace"}
+		}
+	}
 	c.EndpointsPerService = cmp.Or(c.EndpointsPerService, DefaultEndpointsPerService)
 	c.Changes = cmp.Or(c.Changes, DefaultChanges)
 	if c.KubeProxyModes == nil {
@@ -134,11 +147,17 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// validModes checks that proxy's modes are ones both proxies have.
-func validModes(proxy string, modes []string) error {
+// validModes checks that proxy's modes are ones both proxies have, or,
+// with userspace, also Switchyard's userspace mode (which has no rules to
+// compare, only a data path).
+func validModes(proxy string, modes []string, userspace bool) error {
 	for _, m := range modes {
-		if m != "iptables" && m != "nftables" {
-			return fmt.Errorf("compare: %s mode %q: want iptables or nftables", proxy, m)
+		if m != "iptables" && m != "nftables" && (m != "userspace" || !userspace) {
+			want := "iptables or nftables"
+			if userspace {
+				want += " or userspace"
+			}
+			return fmt.Errorf("compare: %s mode %q: want %s", proxy, m, want)
 		}
 	}
 	return nil
@@ -148,10 +167,10 @@ func (c Config) validate() error {
 	if len(c.Sizes) == 0 {
 		return errors.New("compare: no sizes")
 	}
-	if err := validModes("kube-proxy", c.KubeProxyModes); err != nil {
+	if err := validModes("kube-proxy", c.KubeProxyModes, false); err != nil {
 		return err
 	}
-	if err := validModes("switchyard", c.SwitchyardModes); err != nil {
+	if err := validModes("switchyard", c.SwitchyardModes, c.DataPath != nil); err != nil {
 		return err
 	}
 	if c.Runs < 0 || c.BurnCPUs < 0 {
@@ -167,5 +186,17 @@ func (c Config) settings() Settings {
 	return Settings{Sizes: c.Sizes, EndpointsPerService: c.EndpointsPerService, Changes: c.Changes,
 		KubeProxyModes: c.KubeProxyModes, SwitchyardModes: c.SwitchyardModes, MinSyncPeriodSeconds: c.MinSyncPeriod.Seconds(),
 		CoalesceWindowSeconds: c.CoalesceWindow.Seconds(), ChangeGapSeconds: c.ChangeGap.Seconds(),
-		Runs: c.Runs, BurnCPUs: c.BurnCPUs}
+		Runs: c.Runs, BurnCPUs: c.BurnCPUs, DataPath: c.DataPath}
+}
+
+// topologySpec is each proxy's throwaway node: one node namespace (plus
+// the topology's network, client, control and pod namespaces). The data
+// path needs a pod per endpoint, each serving a sink; otherwise one pod
+// is enough (the endpoints are addresses no packet is sent to).
+func (c Config) topologySpec() netns.Spec {
+	s := netns.Spec{Nodes: 1, Prefix: "syc-"}
+	if c.DataPath != nil {
+		s.PodsPerNode = c.EndpointsPerService
+	}
+	return s
 }

@@ -60,6 +60,8 @@ type Record struct {
 	// serves every node (kube-proxy has no equivalent; it is per node).
 	ControlPlaneRSSBytes uint64 `json:"controlPlaneRssBytes,omitempty"`
 	ControlPlaneHWMBytes uint64 `json:"controlPlaneHwmBytes,omitempty"`
+	// DataPath is the traffic measured through the proxy (Config.DataPath).
+	DataPath *DataPathResult `json:"dataPath,omitempty"`
 }
 
 // Name is "proxy/mode".
@@ -114,20 +116,27 @@ type Report struct {
 	// compare their medians.
 	Summaries []Summary `json:"summaries"`
 	Ratios    []Ratio   `json:"ratios"`
+	// DataPath summarises and compares the data-path records
+	// (Config.DataPath).
+	DataPath *DataPathReport `json:"dataPath,omitempty"`
+	// LoadAverage is /proc/loadavg's 1, 5 and 15 minute figures at the
+	// start and at the end of the run.
+	LoadAverage []string `json:"loadAverage,omitempty"`
 }
 
 // Settings are the knobs a Report was measured with.
 type Settings struct {
-	Sizes                 []int    `json:"sizes"`
-	EndpointsPerService   int      `json:"endpointsPerService"`
-	Changes               int      `json:"changes"`
-	KubeProxyModes        []string `json:"kubeProxyModes"`
-	SwitchyardModes       []string `json:"switchyardModes"`
-	MinSyncPeriodSeconds  float64  `json:"minSyncPeriodSeconds"`
-	CoalesceWindowSeconds float64  `json:"coalesceWindowSeconds"`
-	ChangeGapSeconds      float64  `json:"changeGapSeconds"`
-	Runs                  int      `json:"runs"`
-	BurnCPUs              int      `json:"burnCpus,omitempty"`
+	Sizes                 []int     `json:"sizes"`
+	EndpointsPerService   int       `json:"endpointsPerService"`
+	Changes               int       `json:"changes"`
+	KubeProxyModes        []string  `json:"kubeProxyModes"`
+	SwitchyardModes       []string  `json:"switchyardModes"`
+	MinSyncPeriodSeconds  float64   `json:"minSyncPeriodSeconds"`
+	CoalesceWindowSeconds float64   `json:"coalesceWindowSeconds"`
+	ChangeGapSeconds      float64   `json:"changeGapSeconds"`
+	Runs                  int       `json:"runs"`
+	BurnCPUs              int       `json:"burnCpus,omitempty"`
+	DataPath              *DataPath `json:"dataPath,omitempty"`
 }
 
 // WriteJSON writes the report, indented.
@@ -140,9 +149,14 @@ func (r *Report) WriteJSON(w io.Writer) error {
 // WriteMarkdown writes the measurements and the ratios as two tables.
 func (r *Report) WriteMarkdown(w io.Writer) error {
 	var b strings.Builder
+	changes := fmt.Sprintf("%d EndpointSlice changes per run (min / median)", r.Settings.Changes)
+	if dp := r.Settings.DataPath; dp != nil {
+		changes = fmt.Sprintf("no changes: the data path instead, %d sampled services (also NodePort), %d connects per kind, "+
+			"%d workers × %v of short connections, %v of bulk", dp.Samples, dp.Connects, dp.RateWorkers, dp.RateDuration, dp.BulkDuration)
+	}
 	fmt.Fprintf(&b, "Upstream kube-proxy %s vs Switchyard, one node namespace each, same kube-apiserver, "+
-		"%d endpoints per service, %d EndpointSlice changes per run (min / median). Host: %s. Total %.0f s.\n\n",
-		r.KubeProxyVersion, r.Settings.EndpointsPerService, r.Settings.Changes, r.Host, r.ElapsedSeconds)
+		"%d endpoints per service, %s. Host: %s. Total %.0f s.\n\n",
+		r.KubeProxyVersion, r.Settings.EndpointsPerService, changes, r.Host, r.ElapsedSeconds)
 	if r.Command != "" {
 		fmt.Fprintf(&b, "Command: `%s`\n\n", r.Command)
 	}
@@ -184,6 +198,10 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 		for _, x := range r.Ratios {
 			fmt.Fprintf(&b, "| %d | %s | %s | %s | %.3g | %.3g | %.2f× |\n", x.Services, x.Baseline, x.Candidate, x.Metric, x.KubeProxy, x.Switchyard, x.Ratio)
 		}
+	}
+	writeDataPath(&b, r.DataPath)
+	if len(r.LoadAverage) > 0 {
+		fmt.Fprintf(&b, "\nLoad average (1, 5, 15 min) at the start and the end: %s.\n", strings.Join(r.LoadAverage, " → "))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

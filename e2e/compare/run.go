@@ -23,10 +23,6 @@ import (
 // nodeName is the Node every proxy runs as (one at a time).
 const nodeName = "compare-node"
 
-// topologySpec is each proxy's throwaway node: one node namespace (plus
-// the topology's network, client, control and one pod namespace).
-var topologySpec = netns.Spec{Nodes: 1, Prefix: "syc-"}
-
 // Run measures every size in cfg.Sizes: per size a fresh API server and
 // workload, then each kube-proxy mode and Switchyard in turn, each in its
 // own node namespace. Everything it starts is stopped before it returns.
@@ -41,7 +37,8 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 			return nil, err
 		}
 	}
-	rep := &Report{Started: time.Now(), Command: cfg.Command, Settings: cfg.settings(), Host: hostInfo()}
+	rep := &Report{Started: time.Now(), Command: cfg.Command, Settings: cfg.settings(), Host: hostInfo(),
+		LoadAverage: []string{loadAverage()}}
 	if rep.KubeProxyVersion, err = kubeProxyVersion(ctx, cfg.KubeProxyBinary); err != nil {
 		return nil, err
 	}
@@ -72,6 +69,10 @@ func Run(ctx context.Context, cfg Config) (_ *Report, err error) {
 	}
 	rep.Summaries = summarizeRuns(rep.Records)
 	rep.Ratios = computeRatios(rep.Summaries)
+	if cfg.DataPath != nil {
+		rep.DataPath = summarizeDataPath(rep.Records)
+	}
+	rep.LoadAverage = append(rep.LoadAverage, loadAverage())
 	rep.ElapsedSeconds = seconds(time.Since(rep.Started))
 	return rep, nil
 }
@@ -99,13 +100,16 @@ func runSize(ctx context.Context, cfg Config, dir string, size int, bins *binari
 	if err != nil {
 		return nil, err
 	}
-	plan, err := netns.NewPlan(topologySpec, "plan")
+	plan, err := netns.NewPlan(cfg.topologySpec(), "plan")
 	if err != nil {
 		return nil, err
 	}
 	w, err := newWorkload(api.Client(), size, cfg.EndpointsPerService, log)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.DataPath != nil {
+		w.carryTraffic(plan, cfg.DataPath.Samples)
 	}
 	if err := w.create(ctx, nodeName, plan.Nodes[0].IP, cfg.Parallel); err != nil {
 		return nil, err
@@ -168,6 +172,9 @@ type proxyNode struct {
 // proxies lists the configured kube-proxy modes, then Switchyard's.
 func (e *env) proxies() []proxyRun {
 	var out []proxyRun
+	if e.cfg.DataPath != nil {
+		out = append(out, proxyRun{ProxyNone, ModeDirect, e.runNoProxy})
+	}
 	for _, mode := range e.cfg.KubeProxyModes {
 		out = append(out, proxyRun{ProxyKubeProxy, mode, e.runKubeProxy})
 	}
@@ -186,6 +193,13 @@ func (e *env) measure(ctx context.Context, p proxyRun) (rec Record, err error) {
 		return rec, err
 	}
 	defer func() { err = errors.Join(err, closeTopo()) }()
+	if e.cfg.DataPath != nil {
+		closeSinks, err := startSinks(topo)
+		if err != nil {
+			return rec, err
+		}
+		defer func() { err = errors.Join(err, closeSinks()) }()
+	}
 	err = p.run(ctx, proxyNode{topo: topo, ns: topo.Node(0).NS, rec: &rec, log: e.log.With("proxy", p.proxy, "mode", p.mode)})
 	return rec, err
 }
@@ -221,7 +235,7 @@ var burnSink atomic.Uint64
 // iptables mode, records its iptables flavour in rec; the returned func
 // tears it down (stopping every process in it first) and must be called.
 func (e *env) newTopology(ctx context.Context, rec *Record) (*netns.Topology, func() error, error) {
-	topo, err := netns.Create(ctx, topologySpec, netns.Options{Logger: e.log})
+	topo, err := netns.Create(ctx, e.cfg.topologySpec(), netns.Options{Logger: e.log})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -247,6 +261,9 @@ const (
 	SourceMetric = "metric"
 	// SourceDump: the return of the first dump holding every service.
 	SourceDump = "dump"
+	// SourceTraffic: every sampled service connected (the userspace
+	// mode, which has no rules to dump; Config.DataPath only).
+	SourceTraffic = "traffic"
 )
 
 // metricPollPause is the pause between two scrapes while waiting for the
@@ -381,6 +398,15 @@ func (e *env) measureProxy(ctx context.Context, n proxyNode, p started, synced f
 	scrapeFn := func(ctx context.Context) (metrics, error) {
 		return scrape(ctx, client, "http://"+p.metrics+"/metrics")
 	}
+	if rec.Mode == "userspace" {
+		// No rules to read: synced once every sampled service connects.
+		if err := e.waitReachable(ctx, n.topo, e.targets(n.topo, false), p.alive); err != nil {
+			return client, err
+		}
+		rec.FirstSyncSeconds, rec.FirstSyncSource = seconds(time.Since(p.start)), SourceTraffic
+		synced(time.Now())
+		return client, e.measureDataPath(ctx, n, false, p.alive)
+	}
 	at, source, err := e.waitFirstSync(ctx, dumper, p.alive, scrapeFn)
 	if err != nil {
 		return client, err
@@ -388,6 +414,10 @@ func (e *env) measureProxy(ctx context.Context, n proxyNode, p started, synced f
 	rec.FirstSyncSeconds, rec.FirstSyncSource = seconds(at.Sub(p.start)), source
 	rec.FirstSyncMetricSeconds = firstSyncMetric(ctx, scrapeFn, p.start, n.log)
 	synced(at)
+	if e.cfg.DataPath != nil {
+		rec.PollMedianSeconds = dumper.pollMedian()
+		return client, e.measureDataPath(ctx, n, false, p.alive)
+	}
 	if rec.Changes, rec.ReadMedianSeconds, err = e.measureChanges(ctx, dumper, p.alive, scrapeFn); err != nil {
 		return client, err
 	}

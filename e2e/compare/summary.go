@@ -104,6 +104,9 @@ func computeRatios(sums []Summary) []Ratio {
 				continue
 			}
 			add := func(metric string, a, b float64) {
+				if a == 0 && b == 0 {
+					return // not measured (no changes in a data-path run)
+				}
 				r := Ratio{Services: sy.Services, Baseline: kp.Name(), Candidate: sy.Name(), Metric: metric, KubeProxy: a, Switchyard: b}
 				if b > 0 {
 					r.Ratio = a / b

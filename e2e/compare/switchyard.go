@@ -111,6 +111,14 @@ func (e *env) runSwitchyard(ctx context.Context, n proxyNode) (err error) {
 	rec.ControlPlaneReadySeconds = seconds(time.Since(start))
 	log.Info("control plane ready", "seconds", rec.ControlPlaneReadySeconds, "pid", cp.Pid())
 
+	if mode == "userspace" {
+		// The userspace proxy binds the service addresses themselves,
+		// which reach it only where they are local: the service range as
+		// a local route, as deploy/components/userspace sets on a node.
+		if _, err := topo.Exec(ctx, ns, "ip", "route", "add", "local", topo.Plan().ServiceCIDR.String(), "dev", "lo"); err != nil {
+			return fmt.Errorf("local route for the userspace mode: %w", err)
+		}
+	}
 	logPath := filepath.Join(e.dir, fmt.Sprintf("agent-%s-%d.log", mode, rec.Services))
 	agentStart := time.Now()
 	p, err := e.startAgent(topo, ns, mode, bins.Agent, socket, filepath.Join(runDir, "agent"), logPath)

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/switchyard-proxy/switchyard/e2e/testbed/netns"
 	eps "github.com/switchyard-proxy/switchyard/e2e/testbed/slices"
 )
 
@@ -42,6 +43,26 @@ type workload struct {
 	endpoints int
 	vips      map[netip.Addr]bool // every service's cluster IP
 	changes   atomic.Int64        // changes made so far (addresses stay unique)
+	// podAddrs, when set (carryTraffic), are the endpoints of every
+	// service instead of addresses no packet is sent to.
+	podAddrs []netip.Addr
+	// sample are the services the data path dials, ascending; sampled
+	// service k is also a NodePort service on firstNodePort+k.
+	sample    []int
+	nodePorts map[int]int32
+}
+
+// carryTraffic makes the workload's services reach the plan's pods, and
+// the sampled ones NodePort services (Config.DataPath).
+func (w *workload) carryTraffic(plan netns.Plan, samples int) {
+	for _, p := range plan.Pods() {
+		w.podAddrs = append(w.podAddrs, p.IP)
+	}
+	w.sample = sampleServices(w.services, samples)
+	w.nodePorts = make(map[int]int32, len(w.sample))
+	for k, i := range w.sample {
+		w.nodePorts[i] = int32(firstNodePort + k)
+	}
 }
 
 func newWorkload(cs kubernetes.Interface, services, endpoints int, log *slog.Logger) (*workload, error) {
@@ -76,6 +97,11 @@ func (w *workload) slice(i int, node string, moved netip.Addr) eps.Slice {
 		Ports: []eps.Port{eps.TCP("http", targetPort)}}
 	for e := range w.endpoints {
 		addr := endpointIP(i*w.endpoints + e)
+		if len(w.podAddrs) > 0 {
+			// Rotated by service, so the first endpoint in rule order
+			// is not always the same pod.
+			addr = w.podAddrs[(i+e)%len(w.podAddrs)].String()
+		}
 		if moved.IsValid() && e == w.endpoints-1 {
 			addr = moved.String()
 		}
@@ -142,6 +168,10 @@ func (w *workload) createService(ctx context.Context, i int, node string) error 
 		Spec: corev1.ServiceSpec{ClusterIP: serviceIP(i), Ports: []corev1.ServicePort{{
 			Name: "http", Protocol: corev1.ProtocolTCP, Port: servicePort, TargetPort: intstr.FromInt32(targetPort),
 		}}},
+	}
+	if np, ok := w.nodePorts[i]; ok {
+		svc.Spec.Type = corev1.ServiceTypeNodePort
+		svc.Spec.Ports[0].NodePort = np
 	}
 	created, err := w.cs.CoreV1().Services(workloadNS).Create(ctx, svc, metav1.CreateOptions{})
 	if err != nil {

@@ -6,7 +6,10 @@
 //
 //	go run ./e2e/cmd/switchyard-compare -sizes 1000,5000,10000 -runs 3 -out bench/compare.json
 //
-// writes bench/compare.json and bench/compare.md.
+// writes bench/compare.json and bench/compare.md. With -datapath it
+// measures traffic through every proxy instead (and a no-proxy floor):
+//
+//	go run ./e2e/cmd/switchyard-compare -datapath -sizes 1000 -runs 3 -out bench/datapath.json
 package main
 
 import (
@@ -31,10 +34,10 @@ func main() {
 func run() error {
 	fs := flag.NewFlagSet("switchyard-compare", flag.ContinueOnError)
 	sizes := fs.String("sizes", "1000,5000", "comma-separated numbers of services, one fresh API server each")
-	endpoints := fs.Int("endpoints", compare.DefaultEndpointsPerService, "endpoints per service")
+	endpoints := fs.Int("endpoints", 0, fmt.Sprintf("endpoints per service (default %d; with -datapath %d)", compare.DefaultEndpointsPerService, compare.DefaultDataPathEndpoints))
 	changes := fs.Int("changes", compare.DefaultChanges, "EndpointSlice changes measured per proxy and size")
 	modes := fs.String("kube-proxy-modes", "iptables,nftables", "upstream kube-proxy modes to run (none: no kube-proxy)")
-	syModes := fs.String("switchyard-modes", "iptables,nftables", "switchyard-agent modes to run (none: no Switchyard)")
+	syModes := fs.String("switchyard-modes", "", "switchyard-agent modes to run (default iptables,nftables; with -datapath also userspace; none: no Switchyard)")
 	minSync := fs.Duration("min-sync-period", compare.DefaultMinSyncPeriod, "min sync period of both proxies")
 	coalesce := fs.Duration("coalesce-window", compare.DefaultCoalesceWindow, "control plane --coalesce-window")
 	gap := fs.Duration("change-gap", compare.DefaultChangeGap, "pause before each change (must exceed -min-sync-period)")
@@ -48,6 +51,12 @@ func run() error {
 	level := fs.String("log-level", "info", "debug|info|warn|error")
 	heapDir := fs.String("agent-heap-profiles", "", "directory for a heap profile of every switchyard-agent, taken after its changes, next to its RSS (runs the agent with --profiling; read with go tool pprof)")
 	agentLevel := fs.String("agent-log-level", "info", "switchyard-agent --log-level (debug logs every sync; keep the logs with -work-dir)")
+	datapath := fs.Bool("datapath", false, "measure the data path (connect latency to ClusterIP and NodePort, new connections/s, bulk throughput) through every proxy and a no-proxy floor, instead of EndpointSlice changes; -endpoints defaults to 3 (one pod each)")
+	samples := fs.Int("samples", compare.DefaultSamples, "-datapath: services dialled (first, last, random; also the NodePort ones)")
+	connects := fs.Int("connects", compare.DefaultConnects, "-datapath: connects timed per target kind (ClusterIP, NodePort)")
+	rateWorkers := fs.Int("rate-workers", compare.DefaultRateWorkers, "-datapath: closed-loop workers of the new-connection run")
+	rateDur := fs.Duration("rate-duration", compare.DefaultRateDuration, "-datapath: length of the new-connection run")
+	bulkDur := fs.Duration("bulk-duration", compare.DefaultBulkDuration, "-datapath: length of the one-connection bulk transfer")
 	if err := fs.Parse(os.Args[1:]); err != nil {
 		return cmdshell.Usage(err)
 	}
@@ -56,12 +65,22 @@ func run() error {
 		return cmdshell.Usage(err)
 	}
 	log := cmdshell.Logger(lv)
+	if !*datapath && *endpoints == 0 {
+		*endpoints = compare.DefaultEndpointsPerService
+	}
 	cfg := compare.Config{
 		EndpointsPerService: *endpoints, Changes: *changes, KubeProxyModes: splitList(*modes),
 		SwitchyardModes: splitList(*syModes),
 		MinSyncPeriod:   *minSync, CoalesceWindow: *coalesce, ChangeGap: *gap, Parallel: *parallel,
 		Runs: *runs, BurnCPUs: *burn, AgentLogLevel: *agentLevel, AgentHeapProfiles: *heapDir, SyncTimeout: *syncTimeout,
 		WorkDir: *workDir, Logger: log, Command: strings.Join(os.Args, " "),
+	}
+	if *syModes == "" {
+		cfg.SwitchyardModes = nil // the default of the chosen measurement
+	}
+	if *datapath {
+		cfg.DataPath = &compare.DataPath{Samples: *samples, Connects: *connects, RateWorkers: *rateWorkers,
+			RateDuration: *rateDur, BulkDuration: *bulkDur}
 	}
 	for _, s := range splitList(*sizes) {
 		n, err := strconv.Atoi(s)
