@@ -14,7 +14,7 @@ GOTEST_FLAGS ?= -count=1
 FUZZTIME ?= 10s
 
 .PHONY: all deps apt-deps tools testbed proto proto-check buf-breaking build \
-        lint fmt-check imports-check vet test unit-test fuzz bench bench-harness compare qemu-guest ipvs-scenarios demo demo-netns \
+        lint fmt-check imports-check vet test unit-test fuzz bench bench-harness compare datapath qemu-guest ipvs-scenarios demo demo-netns \
         cluster cluster-deps cluster-shell cluster-down images conformance latency soak day-two clean help
 
 all: build
@@ -132,6 +132,12 @@ COMPARE_ARGS ?=
 compare: ## upstream kube-proxy vs Switchyard side by side in namespaces, 1k/5k/10k services, 3 runs; a first sync over 5 min is recorded as timed out (root; ~20 min)
 	mkdir -p bench
 	go run ./e2e/cmd/switchyard-compare -sizes 1000,5000,10000 -runs 3 -sync-timeout 5m -out bench/compare.json -markdown bench/compare.md $(COMPARE_ARGS)
+
+DATAPATH_ARGS ?=
+datapath: ## the data path side by side: connect latency to ClusterIP and NodePort, short connections/s, bulk throughput; kube-proxy iptables/nftables, Switchyard iptables/nftables/userspace, a no-proxy floor; 1k and 10k services, 3 interleaved runs (root; ~30 min)
+	@$(ROOT_CHECK)
+	mkdir -p bench
+	go run ./e2e/cmd/switchyard-compare -datapath -sizes 1000,10000 -runs 3 -sync-timeout 10m -out bench/datapath.json -markdown bench/datapath.md $(DATAPATH_ARGS)
 
 DEMO_ARGS ?=
 CLUSTER_ARGS ?=
