@@ -45,6 +45,20 @@
 // runs (summary.go); Config.BurnCPUs spins threads beside every proxy
 // while it is measured, a repeatable "under load".
 //
+// Config.DataPath turns the comparison into a data-path benchmark
+// (datapath.go, make datapath): the node gets one pod per endpoint, each
+// serving a sink (e2e/testbed/traffic), every service's endpoints are
+// those pods, and a sample of services (the first, the last and random
+// ones by creation order, the same in every run) are also NodePort
+// services. Instead of changes, once a proxy has synced and every sampled
+// target connects from the client namespace (behind the node, so packets
+// take PREROUTING), it times connects to the sampled cluster IPs and node
+// ports, runs short connections in a closed loop (with the machine's CPU
+// per connection) and one bulk transfer. A no-proxy baseline (none/direct)
+// dials the pods themselves: the floor. Switchyard's userspace mode runs
+// too (the service range made local on the node, as on a real one); its
+// first sync is when every target connects (no rules to read).
+//
 // Switchyard's commands are built and started by e2e/testbed/launch
 // (switchyard.go): the control plane as a Loopback process, the agent with
 // nsenter into the node namespace after the topology's host guard.
