@@ -26,7 +26,7 @@ deps: apt-deps tools testbed qemu-guest ## install everything the tests need (co
 
 apt-deps: ## Debian packages for dataplane tests (root only; skipped otherwise)
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	  missing=""; for c in iptables:iptables nft:nftables conntrack:conntrack socat:socat ip:iproute2 ipset:ipset openssl:openssl curl:curl jq:jq qemu-system-x86_64:qemu-system-x86 \
+	  missing=""; for c in iptables:iptables nft:nftables conntrack:conntrack socat:socat ip:iproute2 ipset:ipset ipvsadm:ipvsadm openssl:openssl curl:curl jq:jq qemu-system-x86_64:qemu-system-x86 \
 	           containerd:containerd runc:runc /usr/lib/cni/bridge:containernetworking-plugins mmdebstrap:mmdebstrap /bin/busybox:busybox-static nsenter:util-linux gdb:gdb; do \
 	    command -v $${c%%:*} >/dev/null || missing="$$missing $${c#*:}"; done; \
 	  if [ -n "$$missing" ]; then echo "apt-get install$$missing"; \
