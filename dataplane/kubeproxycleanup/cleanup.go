@@ -67,6 +67,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		log.Info("no kube-proxy state found; nothing removed")
 		return res, errors.Join(s.errs...)
 	}
+	// Read only where kube-proxy ran: kube-ipvs0 is this agent's too
+	// in its ipvs mode.
+	c.surveyIPVS(ctx, &s)
 	log.Info("kube-proxy state found; removing it", "evidence", res.Evidence)
 	errs := s.errs
 	// iptables first: its rules reference the ipsets, and ipsets in use
@@ -116,6 +119,7 @@ type survey struct {
 	ipvsLink  bool
 	ipvsAddrs map[string]bool // addresses bound to kube-ipvs0
 	ipsets    []string        // kube-proxy's ipsets present
+	ipvs      []virtualServer // kube-proxy's (surveyIPVS)
 	errs      []error
 }
 

@@ -108,6 +108,36 @@ const switchyardNAT = `*nat
 COMMIT
 `
 
+// kubeProxyIPVS is `ipvsadm -L -n` on a node of kube-proxy's ipvs mode:
+// a cluster IP and an IPv6 one on kube-ipvs0, a node port on the node's
+// address (its port in KUBE-NODE-PORT-TCP), and two services of the
+// node's own (keepalived's, a firewall mark) that are not kube-proxy's.
+const kubeProxyIPVS = `IP Virtual Server version 1.2.1 (size=4096)
+Prot LocalAddress:Port Scheduler Flags
+  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn
+TCP  10.96.0.1:443 rr
+  -> 172.18.0.2:6443              Masq    1      2          5
+UDP  [fd00::a]:53 rr
+TCP  192.168.1.10:8443 wlc
+  -> 192.168.1.11:8443            Route   1      40         0
+TCP  192.168.1.10:30080 rr
+  -> 10.244.0.5:8080              Masq    1      1          0
+  -> 10.244.1.5:8080              Masq    1      0          3
+FWM  7 rr
+`
+
+// kubeProxyNodePorts is `ipset list KUBE-NODE-PORT-TCP` (bitmap:port).
+const kubeProxyNodePorts = `Name: KUBE-NODE-PORT-TCP
+Type: bitmap:port
+Revision: 3
+Header: range 0-65535
+Size in memory: 8300
+References: 1
+Number of entries: 1
+Members:
+30080
+`
+
 func writes(s *kubeproxycleanuptest.Script) []kubeproxycleanuptest.Call {
 	return s.Writes()
 }
@@ -140,18 +170,21 @@ func TestRemovesEverythingOfKubeProxy(t *testing.T) {
 		"nft delete table ip kube-proxy":        {},
 		"nft delete table ip6 kube-proxy":       {},
 		"ip -o addr show dev kube-ipvs0":        {Out: "9: kube-ipvs0    inet 10.96.0.1/32 scope global kube-ipvs0\\       valid_lft forever preferred_lft forever\n9: kube-ipvs0    inet6 fd00::a/128 scope global \\       valid_lft forever preferred_lft forever\n"},
-		"ipvsadm -S -n":                         {Out: "-A -t 10.96.0.1:443 -s rr\n-a -t 10.96.0.1:443 -r 172.18.0.2:6443 -m -w 1\n-A -u [fd00::a]:53 -s rr\n-A -t 192.168.1.10:30080 -s rr\n-A -f 7 -s rr\n"},
+		"ipvsadm -L -n":                         {Out: kubeProxyIPVS},
 		"ipvsadm -D -t 10.96.0.1:443":           {},
 		"ipvsadm -D -u [fd00::a]:53":            {},
+		"ipvsadm -D -t 192.168.1.10:30080":      {},
 		"ip link del kube-ipvs0":                {},
-		"ipset list -n":                         {Out: "KUBE-CLUSTER-IP\nKUBE-6-CLUSTER-IP\nKUBE-DST-FOREIGN\nfoo\n"},
+		"ipset list -n":                         {Out: "KUBE-CLUSTER-IP\nKUBE-6-CLUSTER-IP\nKUBE-NODE-PORT-TCP\nKUBE-DST-FOREIGN\nfoo\n"},
+		"ipset list KUBE-NODE-PORT-TCP":         {Out: kubeProxyNodePorts},
 		"ipset destroy KUBE-CLUSTER-IP":         {},
 		"ipset destroy KUBE-6-CLUSTER-IP":       {},
+		"ipset destroy KUBE-NODE-PORT-TCP":      {},
 		"iptables-legacy-restore -w --noflush":  {Err: errors.New("must not run: no kube-proxy chains in legacy")},
 		"ip6tables-nft-restore -w --noflush":    {Err: errors.New("must not run: ip6tables-nft-save is missing")},
 		"ip6tables-legacy-restore -w --noflush": {Err: errors.New("must not run")},
 		"nft delete table inet foreign":         {Err: errors.New("must not run")},
-		"ipvsadm -D -t 192.168.1.10:30080":      {Err: errors.New("must not run: not on kube-ipvs0")},
+		"ipvsadm -D -t 192.168.1.10:8443":       {Err: errors.New("must not run: not on kube-ipvs0, not a node port of kube-proxy's")},
 		"ipset destroy KUBE-DST-FOREIGN":        {Err: errors.New("must not run: kube-router's")},
 	}}
 	res, err := kubeproxycleanup.Run(t.Context(), kubeproxycleanup.Config{Runner: s, Logger: dataplanetest.Logger(t)})
@@ -164,9 +197,11 @@ func TestRemovesEverythingOfKubeProxy(t *testing.T) {
 		{Argv: "nft delete table ip6 kube-proxy"},
 		{Argv: "ipvsadm -D -t 10.96.0.1:443"},
 		{Argv: "ipvsadm -D -u [fd00::a]:53"},
+		{Argv: "ipvsadm -D -t 192.168.1.10:30080"},
 		{Argv: "ip link del kube-ipvs0"},
 		{Argv: "ipset destroy KUBE-CLUSTER-IP"},
 		{Argv: "ipset destroy KUBE-6-CLUSTER-IP"},
+		{Argv: "ipset destroy KUBE-NODE-PORT-TCP"},
 	}
 	if d := cmp.Diff(want, writes(s)); d != "" {
 		t.Errorf("writes (-want +got):\n%s", d)

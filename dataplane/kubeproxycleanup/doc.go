@@ -4,7 +4,7 @@
 // nft back ends), its nftables tables (ip and ip6 "kube-proxy"), the IPVS
 // virtual servers on its kube-ipvs0 link, that link, and its ipsets.
 //
-//	Run ─▶ survey (iptables-*-save, nft list tables, ip link, ipvsadm -S, ipset list -n)
+//	Run ─▶ survey (iptables-*-save, nft list tables, ip link, ipset list, ipvsadm -L -n)
 //	    ─▶ evidence of kube-proxy? no ─▶ nothing touched
 //	                               yes ─▶ iptables-*-restore --noflush (one per back end and family)
 //	                                      nft delete table, ipvsadm -D, ip link del, ipset destroy
@@ -40,9 +40,10 @@
 // tables and sets. A kube-proxy chain that a foreign chain still jumps to
 // (a CNI plugin using KUBE-MARK-MASQ, say) is flushed but kept, so the
 // foreign rule stays valid. IPVS virtual servers are deleted only when
-// their address is bound to kube-ipvs0: a node's own LVS services (say,
-// keepalived) survive, and so do kube-proxy's NodePort virtual servers on
-// node addresses, which Switchyard's DNAT in PREROUTING/OUTPUT shadows.
+// their address is bound to kube-ipvs0 or their port is in one of
+// kube-proxy's node-port sets (KUBE-NODE-PORT-TCP, …: its NodePort
+// virtual servers on the node's addresses): a node's own LVS services
+// (say, keepalived) survive.
 //
 // # The kernel seam
 //
