@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"github.com/switchyard-proxy/switchyard/dataplane/kubeproxycleanup"
 	"github.com/switchyard-proxy/switchyard/dataplane/kubeproxycleanup/kubeproxycleanuptest"
@@ -358,5 +359,59 @@ func TestPresent(t *testing.T) {
 				t.Errorf("Present (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+// TestKeepsKubeProxyWhileIPVSDrains: kube-proxy's IPVS virtual servers
+// (on kube-ipvs0, and its node port) carry 11 connections; the
+// keepalived service's 40 are not kube-proxy's. While KeepDraining wants
+// to wait, Run touches nothing, evidence included, and says
+// ErrDraining; once it does not (the connections gone, or its bound
+// reached), everything goes; without KeepDraining (--cleanup) at once.
+func TestKeepsKubeProxyWhileIPVSDrains(t *testing.T) {
+	script := func() *kubeproxycleanuptest.Script {
+		return &kubeproxycleanuptest.Script{Responses: map[string]kubeproxycleanuptest.Response{
+			"iptables-legacy-save":                 {Out: kubeProxyNAT},
+			"iptables-legacy-restore -w --noflush": {},
+			"ip -o addr show dev kube-ipvs0":       {Out: "9: kube-ipvs0    inet 10.96.0.1/32 scope global kube-ipvs0\n"},
+			"ipvsadm -L -n":                        {Out: kubeProxyIPVS},
+			"ipvsadm -D -t 10.96.0.1:443":          {},
+			"ipvsadm -D -t 192.168.1.10:30080":     {},
+			"ip link del kube-ipvs0":               {},
+			"ipset list -n":                        {Out: "KUBE-NODE-PORT-TCP\n"},
+			"ipset list KUBE-NODE-PORT-TCP":        {Out: kubeProxyNodePorts},
+			"ipset destroy KUBE-NODE-PORT-TCP":     {},
+		}}
+	}
+	var asked []int
+	for _, tc := range []struct {
+		name      string
+		keep      func(int) bool
+		wantDrain bool
+		writes    int
+	}{
+		{name: "kept while draining", keep: func(n int) bool { asked = append(asked, n); return true }, wantDrain: true},
+		{name: "removed once the caller stops waiting", keep: func(int) bool { return false }, writes: 5},
+		{name: "removed at once without KeepDraining", writes: 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := script()
+			res, err := kubeproxycleanup.Run(t.Context(), kubeproxycleanup.Config{Runner: s, Logger: dataplanetest.Logger(t), KeepDraining: tc.keep})
+			if got := errors.Is(err, dataplane.ErrDraining); got != tc.wantDrain {
+				t.Fatalf("ErrDraining %v, want %v (err %v)", got, tc.wantDrain, err)
+			}
+			if !tc.wantDrain && err != nil {
+				t.Fatal(err)
+			}
+			if want := map[bool]int{true: 11}[tc.wantDrain]; res.Draining != want {
+				t.Errorf("Draining %d, want %d", res.Draining, want)
+			}
+			if w := writes(s); len(w) != tc.writes {
+				t.Errorf("%d writes, want %d: %v", len(w), tc.writes, w)
+			}
+		})
+	}
+	if d := cmp.Diff([]int{11}, asked); d != "" {
+		t.Errorf("KeepDraining asked with (-want +got):\n%s", d)
 	}
 }

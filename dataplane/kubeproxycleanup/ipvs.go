@@ -130,6 +130,15 @@ func (c *cleaner) surveyIPVS(ctx context.Context, s *survey) {
 	}
 }
 
+// ipvsConns is what kube-proxy's virtual servers carry.
+func (s *survey) ipvsConns() int {
+	n := 0
+	for _, v := range s.ipvs {
+		n += v.conns
+	}
+	return n
+}
+
 // cleanIPVS deletes kube-proxy's virtual servers (surveyIPVS).
 func (c *cleaner) cleanIPVS(ctx context.Context, s survey) ([]string, error) {
 	var done []string
