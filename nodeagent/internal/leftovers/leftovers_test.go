@@ -204,3 +204,32 @@ func TestCleanWaitsForDrain(t *testing.T) {
 		}
 	}
 }
+
+// TestCleanAtOnce: an uninstall (switchyard-agent --cleanup) removes a
+// mode with connections of its own at once and says how many it cut.
+func TestCleanAtOnce(t *testing.T) {
+	k := &kernel{dps: map[switchyardv1.DataplaneMode]*dataplanetest.Fake{}}
+	ipvsDP := &draining{Fake: dataplanetest.New("ipvs"), conns: 3}
+	c, err := leftovers.New(leftovers.Config{AtOnce: true,
+		Build: func(m switchyardv1.DataplaneMode) (dataplane.Dataplane, error) {
+			if m == ipvs {
+				return ipvsDP, nil
+			}
+			return k.build(m)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs, err := c.Clean(t.Context(), switchyardv1.DataplaneMode_DATAPLANE_MODE_UNSPECIFIED)
+	if err != nil {
+		t.Fatalf("Clean: %v (want no ErrDraining at once)", err)
+	}
+	for _, o := range outs {
+		if o.Mode == ipvs && (o.Cut != 3 || o.Draining != 0) {
+			t.Errorf("ipvs outcome %+v, want 3 cut and nothing draining", o)
+		}
+	}
+	if got := ipvsDP.Cleanups(); got != 1 {
+		t.Errorf("ipvs cleaned up %d times, want 1", got)
+	}
+}
