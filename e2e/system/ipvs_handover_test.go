@@ -42,6 +42,12 @@ const (
 	// in 2 s: the client's SYN retransmissions are counted apart
 	// (tcpRetrans), so a drop still shows.
 	handOverConnTimeout = 2 * time.Second
+	// handOverReplyTimeout is what each answer on a long-lived
+	// connection is given: stalls of several seconds were seen beside
+	// another engineer's benchmark (and the UDP flow's answers as late,
+	// in phases where nothing changed); a connection the hand-over breaks
+	// is reset, or stays silent for longer.
+	handOverReplyTimeout = 5 * time.Second
 )
 
 // TestIPVSHandOver moves the nodes out of IPVS and back under traffic,
@@ -85,7 +91,8 @@ func newHandOverBed(t *testing.T, e *env, bin string) *handOverBed {
 	nodes := e.c.Topo.Nodes()
 	b := &handOverBed{&takeoverBed{e: e, bin: bin, node: nodes[0], udp: s.vip(2),
 		conns: []loadTarget{{name: "ClusterIP", addr: s.vip(0), rate: handOverClusterIPRate, timeout: handOverConnTimeout}},
-		long:  []loadTarget{{name: "ClusterIP", addr: s.vip(1)}, {name: "NodePort@" + nodes[0].Name, addr: s.nodePort(nodes[0], 1)}},
+		long: []loadTarget{{name: "ClusterIP", addr: s.vip(1), timeout: handOverReplyTimeout},
+			{name: "NodePort@" + nodes[0].Name, addr: s.nodePort(nodes[0], 1), timeout: handOverReplyTimeout}},
 	}}
 	for _, n := range nodes {
 		b.conns = append(b.conns, loadTarget{name: "NodePort@" + n.Name, addr: s.nodePort(n, 0),

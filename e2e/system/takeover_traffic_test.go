@@ -40,7 +40,8 @@ const (
 
 // loadTarget is an address the load reaches, named for reports; rate is
 // its new connections a second (0: takeoverRate), timeout what each is
-// given (0: takeoverConnTimeout).
+// given (0: takeoverConnTimeout) or, for a target of long-lived
+// connections, what each answer is given (0: takeoverReplyTimeout).
 type loadTarget struct {
 	name    string
 	addr    netip.AddrPort
@@ -53,6 +54,9 @@ func (tg loadTarget) connRate() int { return cmp.Or(tg.rate, takeoverRate) }
 
 // connTimeout is what each of tg's new connections is given.
 func (tg loadTarget) connTimeout() time.Duration { return cmp.Or(tg.timeout, takeoverConnTimeout) }
+
+// replyTimeout is what each answer on tg's long-lived connections is given.
+func (tg loadTarget) replyTimeout() time.Duration { return cmp.Or(tg.timeout, takeoverReplyTimeout) }
 
 // load is the running traffic; after stop its fields say what happened.
 type load struct {
@@ -175,7 +179,7 @@ func (e *env) openLong(tg loadTarget) (*longConn, error) {
 		return nil, err
 	}
 	c := &longConn{loadTarget: tg, conn: conn, rd: bufio.NewReader(conn)}
-	_ = conn.SetDeadline(time.Now().Add(takeoverReplyTimeout))
+	_ = conn.SetDeadline(time.Now().Add(tg.replyTimeout()))
 	line, err := c.rd.ReadString('\n')
 	if err == nil {
 		c.pod, _, err = echo.ParseReply([]byte(line))
@@ -200,7 +204,7 @@ func (c *longConn) run(ctx context.Context, start time.Time) {
 		}
 		msg := fmt.Sprintf("request-%d\n", i)
 		t0 := time.Now()
-		err := c.conn.SetDeadline(t0.Add(takeoverReplyTimeout))
+		err := c.conn.SetDeadline(t0.Add(c.replyTimeout()))
 		if err == nil {
 			_, err = io.WriteString(c.conn, msg)
 		}
