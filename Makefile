@@ -39,7 +39,7 @@ ipvs-scenarios: ## e2e/system's scenario table in the ipvs mode inside the QEMU 
 	SWITCHYARD_GUEST_SCENARIOS=1 nice -n 10 go test -count=1 -timeout 75m -run '^TestSystemScenariosInGuest$$' -v ./e2e/dataplane/ipvs/ $(IPVS_SCENARIOS_ARGS)
 
 IPVS_HANDOVER_ARGS ?=
-ipvs-handover: ## IPVS → nftables/iptables and back, kube-proxy ipvs → Switchyard, under traffic, inside the QEMU guest (root; opt-in: ~20 min under TCG)
+ipvs-handover: ## IPVS → nftables/iptables and back, kube-proxy ipvs → Switchyard, under traffic, inside the QEMU guest (root; opt-in: ~10 min under TCG)
 	@$(ROOT_CHECK)
 	SWITCHYARD_GUEST_HANDOVER=1 nice -n 10 go test -count=1 -timeout 60m -run '^TestIPVSHandOverInGuest$$' -v ./e2e/dataplane/ipvs/ $(IPVS_HANDOVER_ARGS)
 
