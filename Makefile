@@ -14,7 +14,7 @@ GOTEST_FLAGS ?= -count=1
 FUZZTIME ?= 10s
 
 .PHONY: all deps apt-deps tools testbed proto proto-check buf-breaking build \
-        lint fmt-check imports-check vet test unit-test fuzz bench bench-harness compare datapath qemu-guest ipvs-scenarios demo demo-netns \
+        lint fmt-check imports-check vet test unit-test fuzz bench bench-harness compare datapath qemu-guest ipvs-scenarios ipvs-handover demo demo-netns \
         cluster cluster-deps cluster-shell cluster-down images conformance latency soak day-two clean help
 
 all: build
@@ -26,7 +26,7 @@ deps: apt-deps tools testbed qemu-guest ## install everything the tests need (co
 
 apt-deps: ## Debian packages for dataplane tests (root only; skipped otherwise)
 	@if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	  missing=""; for c in iptables:iptables nft:nftables conntrack:conntrack socat:socat ip:iproute2 ipset:ipset openssl:openssl curl:curl jq:jq qemu-system-x86_64:qemu-system-x86 \
+	  missing=""; for c in iptables:iptables nft:nftables conntrack:conntrack socat:socat ip:iproute2 ipset:ipset ipvsadm:ipvsadm openssl:openssl curl:curl jq:jq qemu-system-x86_64:qemu-system-x86 \
 	           containerd:containerd runc:runc /usr/lib/cni/bridge:containernetworking-plugins mmdebstrap:mmdebstrap /bin/busybox:busybox-static nsenter:util-linux gdb:gdb; do \
 	    command -v $${c%%:*} >/dev/null || missing="$$missing $${c#*:}"; done; \
 	  if [ -n "$$missing" ]; then echo "apt-get install$$missing"; \
@@ -37,6 +37,11 @@ IPVS_SCENARIOS_ARGS ?=
 ipvs-scenarios: ## e2e/system's scenario table in the ipvs mode inside the QEMU guest (root; opt-in, not part of make test: ~25 min under TCG)
 	@$(ROOT_CHECK)
 	SWITCHYARD_GUEST_SCENARIOS=1 nice -n 10 go test -count=1 -timeout 75m -run '^TestSystemScenariosInGuest$$' -v ./e2e/dataplane/ipvs/ $(IPVS_SCENARIOS_ARGS)
+
+IPVS_HANDOVER_ARGS ?=
+ipvs-handover: ## IPVS → nftables/iptables and back, kube-proxy ipvs → Switchyard, under traffic, inside the QEMU guest (root; opt-in: ~10 min under TCG)
+	@$(ROOT_CHECK)
+	SWITCHYARD_GUEST_HANDOVER=1 nice -n 10 go test -count=1 -timeout 60m -run '^TestIPVSHandOverInGuest$$' -v ./e2e/dataplane/ipvs/ $(IPVS_HANDOVER_ARGS)
 
 qemu-guest: ## Debian kernel + busybox + base initramfs for the IPVS guest tests (root; cached in ~/.cache/switchyard/qemu)
 	@if [ "$$(id -u)" = 0 ]; then hack/qemu-kernel.sh prepare; else echo "qemu-guest: not root, skipping (IPVS guest tests will skip)"; fi

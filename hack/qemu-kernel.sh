@@ -29,12 +29,15 @@
 #
 # Userland: busybox-static (downloaded), plus this machine's iproute2 `ip`,
 # iptables-legacy (xtables-legacy-multi and its extensions), ipset, nft,
-# util-linux nsenter and curl, copied with the shared libraries `ldd`
-# reports. In the guest, iptables and ip6tables (and -save/-restore) are the
+# util-linux nsenter and curl, ipvsadm and conntrack, copied with the
+# shared libraries `ldd` reports. In the guest, iptables and ip6tables (and -save/-restore) are the
 # legacy flavour. nsenter, curl and nft serve the e2e/system scenarios run in
 # the guest (launch enters node namespaces with nsenter, the tests read the
 # agents' /healthz and /metrics with curl, and an agent's cleanup of the
-# nftables mode runs nft).
+# nftables mode runs nft). ipvsadm is what the agent's removal of
+# kube-proxy's IPVS state runs (dataplane/kubeproxycleanup) and what the
+# IPVS hand-over test reads IPVS with; conntrack shows the entries that
+# carry established IPVS connections.
 #
 # Environment:
 #   SWITCHYARD_QEMU_CACHE    cache root (default ~/.cache/switchyard/qemu)
@@ -63,7 +66,8 @@ ACCEL=${SWITCHYARD_QEMU_ACCEL:-auto}
 # Host userland copied into the guest: binary path and the Debian package
 # that provides it (for error messages).
 HOST_BINS=(/usr/sbin/ip:iproute2 /usr/sbin/xtables-legacy-multi:iptables /usr/sbin/ipset:ipset
-  /usr/sbin/nft:nftables /usr/bin/nsenter:util-linux /usr/bin/curl:curl)
+  /usr/sbin/nft:nftables /usr/bin/nsenter:util-linux /usr/bin/curl:curl /usr/sbin/ipvsadm:ipvsadm
+  /usr/sbin/conntrack:conntrack)
 XTABLES_DIR=/usr/lib/x86_64-linux-gnu/xtables
 
 # Modules shipped (plus everything they depend on, from modules.dep): whole

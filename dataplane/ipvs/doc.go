@@ -75,6 +75,30 @@
 // first Apply, an agent restarted in the middle of a drain does not leave
 // real servers stuck at weight 0 (kube-proxy issues 92019, 108319).
 //
+// # Leaving the mode: a drain, not a cut
+//
+// The mode sets net.ipv4.vs.conntrack=1 (the kernel's default is 0;
+// kube-proxy sets it too) and expire_nodest_conn=1. With conntrack=1 an
+// IPVS connection keeps one conntrack entry for its life, with no NAT
+// binding of netfilter's, so when another mode's rules arrive (their
+// DNAT at prerouting/output, priority -100, runs before IPVS's LOCAL_IN
+// and LOCAL_OUT hooks) they take new connections only: the established
+// ones are not NATed again, still reach the service address on
+// kube-ipvs0 and IPVS's table, and keep their real server. They break
+// only when the virtual server or the address goes (expire_nodest_conn
+// drops their next packet), which is why Connections (dataplane.Drainer)
+// exists: a mode switch applies the new mode and leaves this one until
+// it counts 0 (nodeagent's leftovers, at most 15 min). IPVS counts a
+// closed TCP connection as inactive until its TIME_WAIT ends (2 min, not
+// settable with `ipvsadm --set`, which sets only the established, FIN_WAIT
+// and UDP timeouts) and a UDP flow until the UDP timeout (300 s) after
+// its last datagram, so the mode goes about that long after the last
+// connection ended. With conntrack=0 every packet of an IPVS connection
+// would be a new conntrack entry and the new mode's DNAT would take the
+// established connections too, breaking them: the drain relies on
+// conntrack=1. Measured in the Debian 6.1 guest under traffic
+// (e2e/dataplane/ipvs, make ipvs-handover).
+//
 // # The kernel seam
 //
 // Kernel (IPVS, link, addresses, sysctls) and command.Runner (ipset and

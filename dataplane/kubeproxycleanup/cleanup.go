@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"strings"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/command"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
 )
@@ -28,6 +29,18 @@ type Config struct {
 	// chains of kube-proxy's that it does not use. Everywhere else every
 	// chain with one of kube-proxy's names goes.
 	KeepShared []string
+	// KeepDraining, when set, is asked whether kube-proxy's state stays a
+	// while longer because its IPVS virtual servers still carry conns
+	// connections (conns > 0). An IPVS connection is IPVS's own state,
+	// not a netfilter NAT binding: deleting its virtual server or the
+	// kube-ipvs0 address it answers on breaks it, while new connections
+	// already take the rules of the mode that replaced kube-proxy (its
+	// DNAT runs before IPVS's hooks). True keeps everything of
+	// kube-proxy's, its evidence too, so that a later Run (or a
+	// restarted agent) finds it again, and Run returns an error wrapping
+	// dataplane.ErrDraining; false removes it now. Nil removes it at once
+	// (switchyard-agent --cleanup: an explicit uninstall).
+	KeepDraining func(conns int) bool
 }
 
 // Result is what Run found and removed. Items are named
@@ -43,13 +56,17 @@ type Result struct {
 	VirtualServers []string
 	Links          []string
 	IPSets         []string
+	// Draining is the connections of kube-proxy's IPVS virtual servers
+	// that KeepDraining kept everything for; 0 when Run removed it.
+	Draining int
 }
 
 // Found reports whether kube-proxy state was found (and removal attempted).
 func (r Result) Found() bool { return len(r.Evidence) > 0 }
 
 // Run surveys the namespace of cfg.Runner and, when kube-proxy has left
-// state there, removes all of it (see the package documentation). It
+// state there, removes all of it, unless its IPVS connections are left
+// to drain first (Config.KeepDraining; see the package documentation). It
 // carries on past a failing step and returns every failure joined; the
 // Result lists what was removed.
 func Run(ctx context.Context, cfg Config) (Result, error) {
@@ -66,6 +83,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if !res.Found() {
 		log.Info("no kube-proxy state found; nothing removed")
 		return res, errors.Join(s.errs...)
+	}
+	// Read only where kube-proxy ran: kube-ipvs0 is this agent's too
+	// in its ipvs mode.
+	c.surveyIPVS(ctx, &s)
+	if n := s.ipvsConns(); n > 0 && cfg.KeepDraining != nil && cfg.KeepDraining(n) {
+		res.Draining = n
+		log.Debug("kube-proxy state kept while its IPVS connections drain", "evidence", res.Evidence, "connections", n)
+		return res, errors.Join(append(s.errs, fmt.Errorf("kube-proxy's state kept for %d IPVS connections: %w", n, dataplane.ErrDraining))...)
 	}
 	log.Info("kube-proxy state found; removing it", "evidence", res.Evidence)
 	errs := s.errs
@@ -116,6 +141,7 @@ type survey struct {
 	ipvsLink  bool
 	ipvsAddrs map[string]bool // addresses bound to kube-ipvs0
 	ipsets    []string        // kube-proxy's ipsets present
+	ipvs      []virtualServer // kube-proxy's (surveyIPVS)
 	errs      []error
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/dataplanetest"
 	"github.com/switchyard-proxy/switchyard/dataplane/kubeproxycleanup"
 	"github.com/switchyard-proxy/switchyard/dataplane/kubeproxycleanup/kubeproxycleanuptest"
@@ -108,6 +109,36 @@ const switchyardNAT = `*nat
 COMMIT
 `
 
+// kubeProxyIPVS is `ipvsadm -L -n` on a node of kube-proxy's ipvs mode:
+// a cluster IP and an IPv6 one on kube-ipvs0, a node port on the node's
+// address (its port in KUBE-NODE-PORT-TCP), and two services of the
+// node's own (keepalived's, a firewall mark) that are not kube-proxy's.
+const kubeProxyIPVS = `IP Virtual Server version 1.2.1 (size=4096)
+Prot LocalAddress:Port Scheduler Flags
+  -> RemoteAddress:Port           Forward Weight ActiveConn InActConn
+TCP  10.96.0.1:443 rr
+  -> 172.18.0.2:6443              Masq    1      2          5
+UDP  [fd00::a]:53 rr
+TCP  192.168.1.10:8443 wlc
+  -> 192.168.1.11:8443            Route   1      40         0
+TCP  192.168.1.10:30080 rr
+  -> 10.244.0.5:8080              Masq    1      1          0
+  -> 10.244.1.5:8080              Masq    1      0          3
+FWM  7 rr
+`
+
+// kubeProxyNodePorts is `ipset list KUBE-NODE-PORT-TCP` (bitmap:port).
+const kubeProxyNodePorts = `Name: KUBE-NODE-PORT-TCP
+Type: bitmap:port
+Revision: 3
+Header: range 0-65535
+Size in memory: 8300
+References: 1
+Number of entries: 1
+Members:
+30080
+`
+
 func writes(s *kubeproxycleanuptest.Script) []kubeproxycleanuptest.Call {
 	return s.Writes()
 }
@@ -140,18 +171,21 @@ func TestRemovesEverythingOfKubeProxy(t *testing.T) {
 		"nft delete table ip kube-proxy":        {},
 		"nft delete table ip6 kube-proxy":       {},
 		"ip -o addr show dev kube-ipvs0":        {Out: "9: kube-ipvs0    inet 10.96.0.1/32 scope global kube-ipvs0\\       valid_lft forever preferred_lft forever\n9: kube-ipvs0    inet6 fd00::a/128 scope global \\       valid_lft forever preferred_lft forever\n"},
-		"ipvsadm -S -n":                         {Out: "-A -t 10.96.0.1:443 -s rr\n-a -t 10.96.0.1:443 -r 172.18.0.2:6443 -m -w 1\n-A -u [fd00::a]:53 -s rr\n-A -t 192.168.1.10:30080 -s rr\n-A -f 7 -s rr\n"},
+		"ipvsadm -L -n":                         {Out: kubeProxyIPVS},
 		"ipvsadm -D -t 10.96.0.1:443":           {},
 		"ipvsadm -D -u [fd00::a]:53":            {},
+		"ipvsadm -D -t 192.168.1.10:30080":      {},
 		"ip link del kube-ipvs0":                {},
-		"ipset list -n":                         {Out: "KUBE-CLUSTER-IP\nKUBE-6-CLUSTER-IP\nKUBE-DST-FOREIGN\nfoo\n"},
+		"ipset list -n":                         {Out: "KUBE-CLUSTER-IP\nKUBE-6-CLUSTER-IP\nKUBE-NODE-PORT-TCP\nKUBE-DST-FOREIGN\nfoo\n"},
+		"ipset list KUBE-NODE-PORT-TCP":         {Out: kubeProxyNodePorts},
 		"ipset destroy KUBE-CLUSTER-IP":         {},
 		"ipset destroy KUBE-6-CLUSTER-IP":       {},
+		"ipset destroy KUBE-NODE-PORT-TCP":      {},
 		"iptables-legacy-restore -w --noflush":  {Err: errors.New("must not run: no kube-proxy chains in legacy")},
 		"ip6tables-nft-restore -w --noflush":    {Err: errors.New("must not run: ip6tables-nft-save is missing")},
 		"ip6tables-legacy-restore -w --noflush": {Err: errors.New("must not run")},
 		"nft delete table inet foreign":         {Err: errors.New("must not run")},
-		"ipvsadm -D -t 192.168.1.10:30080":      {Err: errors.New("must not run: not on kube-ipvs0")},
+		"ipvsadm -D -t 192.168.1.10:8443":       {Err: errors.New("must not run: not on kube-ipvs0, not a node port of kube-proxy's")},
 		"ipset destroy KUBE-DST-FOREIGN":        {Err: errors.New("must not run: kube-router's")},
 	}}
 	res, err := kubeproxycleanup.Run(t.Context(), kubeproxycleanup.Config{Runner: s, Logger: dataplanetest.Logger(t)})
@@ -164,9 +198,11 @@ func TestRemovesEverythingOfKubeProxy(t *testing.T) {
 		{Argv: "nft delete table ip6 kube-proxy"},
 		{Argv: "ipvsadm -D -t 10.96.0.1:443"},
 		{Argv: "ipvsadm -D -u [fd00::a]:53"},
+		{Argv: "ipvsadm -D -t 192.168.1.10:30080"},
 		{Argv: "ip link del kube-ipvs0"},
 		{Argv: "ipset destroy KUBE-CLUSTER-IP"},
 		{Argv: "ipset destroy KUBE-6-CLUSTER-IP"},
+		{Argv: "ipset destroy KUBE-NODE-PORT-TCP"},
 	}
 	if d := cmp.Diff(want, writes(s)); d != "" {
 		t.Errorf("writes (-want +got):\n%s", d)
@@ -323,5 +359,59 @@ func TestPresent(t *testing.T) {
 				t.Errorf("Present (-want +got):\n%s", d)
 			}
 		})
+	}
+}
+
+// TestKeepsKubeProxyWhileIPVSDrains: kube-proxy's IPVS virtual servers
+// (on kube-ipvs0, and its node port) carry 11 connections; the
+// keepalived service's 40 are not kube-proxy's. While KeepDraining wants
+// to wait, Run touches nothing, evidence included, and says
+// ErrDraining; once it does not (the connections gone, or its bound
+// reached), everything goes; without KeepDraining (--cleanup) at once.
+func TestKeepsKubeProxyWhileIPVSDrains(t *testing.T) {
+	script := func() *kubeproxycleanuptest.Script {
+		return &kubeproxycleanuptest.Script{Responses: map[string]kubeproxycleanuptest.Response{
+			"iptables-legacy-save":                 {Out: kubeProxyNAT},
+			"iptables-legacy-restore -w --noflush": {},
+			"ip -o addr show dev kube-ipvs0":       {Out: "9: kube-ipvs0    inet 10.96.0.1/32 scope global kube-ipvs0\n"},
+			"ipvsadm -L -n":                        {Out: kubeProxyIPVS},
+			"ipvsadm -D -t 10.96.0.1:443":          {},
+			"ipvsadm -D -t 192.168.1.10:30080":     {},
+			"ip link del kube-ipvs0":               {},
+			"ipset list -n":                        {Out: "KUBE-NODE-PORT-TCP\n"},
+			"ipset list KUBE-NODE-PORT-TCP":        {Out: kubeProxyNodePorts},
+			"ipset destroy KUBE-NODE-PORT-TCP":     {},
+		}}
+	}
+	var asked []int
+	for _, tc := range []struct {
+		name      string
+		keep      func(int) bool
+		wantDrain bool
+		writes    int
+	}{
+		{name: "kept while draining", keep: func(n int) bool { asked = append(asked, n); return true }, wantDrain: true},
+		{name: "removed once the caller stops waiting", keep: func(int) bool { return false }, writes: 5},
+		{name: "removed at once without KeepDraining", writes: 5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := script()
+			res, err := kubeproxycleanup.Run(t.Context(), kubeproxycleanup.Config{Runner: s, Logger: dataplanetest.Logger(t), KeepDraining: tc.keep})
+			if got := errors.Is(err, dataplane.ErrDraining); got != tc.wantDrain {
+				t.Fatalf("ErrDraining %v, want %v (err %v)", got, tc.wantDrain, err)
+			}
+			if !tc.wantDrain && err != nil {
+				t.Fatal(err)
+			}
+			if want := map[bool]int{true: 11}[tc.wantDrain]; res.Draining != want {
+				t.Errorf("Draining %d, want %d", res.Draining, want)
+			}
+			if w := writes(s); len(w) != tc.writes {
+				t.Errorf("%d writes, want %d: %v", len(w), tc.writes, w)
+			}
+		})
+	}
+	if d := cmp.Diff([]int{11}, asked); d != "" {
+		t.Errorf("KeepDraining asked with (-want +got):\n%s", d)
 	}
 }

@@ -4,9 +4,11 @@
 // nft back ends), its nftables tables (ip and ip6 "kube-proxy"), the IPVS
 // virtual servers on its kube-ipvs0 link, that link, and its ipsets.
 //
-//	Run ─▶ survey (iptables-*-save, nft list tables, ip link, ipvsadm -S, ipset list -n)
+//	Run ─▶ survey (iptables-*-save, nft list tables, ip link, ipset list, ipvsadm -L -n)
 //	    ─▶ evidence of kube-proxy? no ─▶ nothing touched
-//	                               yes ─▶ iptables-*-restore --noflush (one per back end and family)
+//	                               yes ─▶ its IPVS carries connections and KeepDraining? ─▶ nothing touched
+//	                                      (dataplane.ErrDraining: try again)
+//	                                      else iptables-*-restore --noflush (one per back end and family)
 //	                                      nft delete table, ipvsadm -D, ip link del, ipset destroy
 //
 // # Why evidence first
@@ -40,9 +42,26 @@
 // tables and sets. A kube-proxy chain that a foreign chain still jumps to
 // (a CNI plugin using KUBE-MARK-MASQ, say) is flushed but kept, so the
 // foreign rule stays valid. IPVS virtual servers are deleted only when
-// their address is bound to kube-ipvs0: a node's own LVS services (say,
-// keepalived) survive, and so do kube-proxy's NodePort virtual servers on
-// node addresses, which Switchyard's DNAT in PREROUTING/OUTPUT shadows.
+// their address is bound to kube-ipvs0 or their port is in one of
+// kube-proxy's node-port sets (KUBE-NODE-PORT-TCP, …: its NodePort
+// virtual servers on the node's addresses): a node's own LVS services
+// (say, keepalived) survive.
+//
+// # Draining kube-proxy's IPVS connections
+//
+// kube-proxy's ipvs mode carries its connections in IPVS's own table;
+// with net.ipv4.vs.conntrack=1 (kube-proxy sets it) their conntrack
+// entries hold no NAT binding, so the rules that replace kube-proxy's
+// (whose DNAT at prerouting runs before IPVS's LOCAL_IN hook) take new
+// connections only, and the established ones keep reaching IPVS as long
+// as the virtual servers and kube-ipvs0's addresses stay. Deleting them
+// breaks those connections. With Config.KeepDraining, Run counts the
+// connections of kube-proxy's virtual servers first and, while the
+// caller wants to wait for them, leaves everything of kube-proxy's in
+// place (the evidence too: a later Run must find it) and returns
+// dataplane.ErrDraining. IPVS counts a closed TCP connection as inactive
+// until its TIME_WAIT (2 min) ends, so a drain ends that long after the
+// last connection closed.
 //
 // # The kernel seam
 //

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"slices"
 	"strings"
 )
@@ -12,9 +11,6 @@ import (
 // nftTable is the table kube-proxy's nftables mode owns, in families ip
 // and ip6.
 const nftTable = "kube-proxy"
-
-// ipvsLink is the dummy link kube-proxy's ipvs mode binds service IPs to.
-const ipvsLink = "kube-ipvs0"
 
 // kubeProxyNFTFamilies returns the families of `nft list tables` output
 // that have a kube-proxy table.
@@ -70,57 +66,6 @@ func (c *cleaner) cleanIPSets(ctx context.Context, sets []string) ([]string, err
 			continue
 		}
 		done = append(done, s)
-	}
-	return done, errors.Join(errs...)
-}
-
-// virtualServer is one `ipvsadm -S -n` service line: -A <flag> <addr>.
-type virtualServer struct {
-	flag string // -t, -u, --sctp-service, -f
-	addr string // host:port, [v6]:port, or a firewall mark
-}
-
-// parseIPVSSave returns the virtual servers of `ipvsadm -S -n` output.
-func parseIPVSSave(out string) []virtualServer {
-	var vs []virtualServer
-	for line := range strings.SplitSeq(out, "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 3 && f[0] == "-A" {
-			vs = append(vs, virtualServer{flag: f[1], addr: f[2]})
-		}
-	}
-	return vs
-}
-
-// cleanIPVS deletes the virtual servers whose address is bound to
-// kube-ipvs0. Firewall-mark services and services on other addresses are
-// not kube-proxy's to judge (see the package documentation).
-func (c *cleaner) cleanIPVS(ctx context.Context, s survey) ([]string, error) {
-	if !s.ipvsLink || len(s.ipvsAddrs) == 0 {
-		return nil, nil
-	}
-	out, err := c.r.Run(ctx, []string{"ipvsadm", "-S", "-n"}, nil)
-	if err != nil {
-		if isNotFound(err) {
-			c.log.Warn("kube-ipvs0 has addresses but ipvsadm is missing; IPVS virtual servers left", "err", err)
-			return nil, nil
-		}
-		// No IPVS in the kernel: no virtual servers to leave behind.
-		c.log.Debug("IPVS not readable; skipped", "err", err)
-		return nil, nil
-	}
-	var done []string
-	var errs []error
-	for _, v := range parseIPVSSave(string(out)) {
-		host, _, err := net.SplitHostPort(v.addr)
-		if err != nil || v.flag == "-f" || !s.ipvsAddrs[host] {
-			continue
-		}
-		if _, err := c.r.Run(ctx, []string{"ipvsadm", "-D", v.flag, v.addr}, nil); err != nil {
-			errs = append(errs, fmt.Errorf("delete IPVS virtual server %s %s: %w", v.flag, v.addr, err))
-			continue
-		}
-		done = append(done, v.flag+" "+v.addr)
 	}
 	return done, errors.Join(errs...)
 }

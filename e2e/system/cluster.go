@@ -67,6 +67,10 @@ type Config struct {
 	// (SettingsConfigMap), created before the control planes start; every
 	// replica then reads it (--config-map).
 	Settings string
+	// APIReadyTimeout bounds the wait for etcd and kube-apiserver to be
+	// ready; 0 is apiserver.DefaultReadyTimeout. Under TCG, on a machine
+	// busy with other builds, the API server has been seen to need more.
+	APIReadyTimeout time.Duration
 }
 
 // Cluster is a running API server, control plane, agents and pods.
@@ -130,7 +134,7 @@ func Start(ctx context.Context, cfg Config) (_ *Cluster, err error) {
 		}
 	}
 	c.log.Info("starting etcd and kube-apiserver")
-	if c.API, err = apiserver.StartContext(ctx, apiserver.Config{Logger: c.log}); err != nil {
+	if c.API, err = apiserver.StartContext(ctx, apiserver.Config{Logger: c.log, ReadyTimeout: cfg.APIReadyTimeout}); err != nil {
 		return nil, fmt.Errorf("start API server: %w", err)
 	}
 	c.Slices = eps.New(c.API.Client())

@@ -70,7 +70,12 @@
 // stopped before the agent starts or still running when it does, each
 // mode pair iptables/nftables, under new, long-lived and UDP traffic;
 // kube-proxy's rules kept while it runs, gone after, the node as a clean
-// install of the agent's mode). The soak
+// install of the agent's mode), ipvs_handover_test.go (TestIPVSHandOver,
+// IPVS only, `make ipvs-handover`: ipvs → nftables / iptables and back by
+// settings edits, then kube-proxy's ipvs mode → the agent's nftables
+// mode, each under the takeover's traffic to the node port on every
+// node's address; no new connection may meet IPVS once the new mode is
+// acked, the old IPVS drains and then nothing of it may stay). The soak
 // (TestSoak, `make soak`; skipped unless SWITCHYARD_SOAK is set) runs
 // those kills at random for minutes in one cluster of three nodes and two
 // replicas, under 100 connections/s and serial API changes, and writes

@@ -25,6 +25,7 @@ const (
 var modes = map[string]switchyardv1.DataplaneMode{
 	"iptables": switchyardv1.DataplaneMode_DATAPLANE_MODE_IPTABLES,
 	"nftables": switchyardv1.DataplaneMode_DATAPLANE_MODE_NFTABLES,
+	"ipvs":     switchyardv1.DataplaneMode_DATAPLANE_MODE_IPVS,
 }
 
 // waitNoLeftovers waits until node n holds nothing of the given mode of
@@ -72,6 +73,12 @@ func (e *env) leftovers(ctx context.Context, n netns.Node, mode string) ([]strin
 	if !ok {
 		return nil, fmt.Errorf("no read-back for mode %q", mode)
 	}
+	return e.leftoversOf(ctx, n, rbs)
+}
+
+// leftoversOf lists the lines of node n's read-backs rbs that are
+// Switchyard's, each after the command that showed it.
+func (e *env) leftoversOf(ctx context.Context, n netns.Node, rbs []readBack) ([]string, error) {
 	var left []string
 	for _, rb := range rbs {
 		out, err := e.c.Topo.Exec(ctx, n.NS, rb.argv...)

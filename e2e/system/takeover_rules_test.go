@@ -174,6 +174,15 @@ func (b *takeoverBed) checkLeft(t *testing.T, mode string) {
 // load's totals and how long the takeover took.
 func (b *takeoverBed) report(t *testing.T, ld *load, tl timeline, tt takeoverTimes, end time.Time) {
 	t.Helper()
+	ld.logPhases(t, tl, end)
+	t.Logf("takeover: agent start → acked %s, agent start → kube-proxy's leftovers gone %s, kube-proxy stopped → gone %s",
+		between(tt.agentStart, tt.acked), between(tt.agentStart, tt.clean), between(tt.kubeProxyStop, tt.clean))
+}
+
+// logPhases logs the load's phases (tl) with what failed in each, and
+// its totals.
+func (ld *load) logPhases(t *testing.T, tl timeline, end time.Time) {
+	t.Helper()
 	fails := ld.failures()
 	for i, p := range tl {
 		next := end
@@ -190,8 +199,6 @@ func (b *takeoverBed) report(t *testing.T, ld *load, tl timeline, tt takeoverTim
 			next.Sub(p.from).Round(time.Millisecond), len(in), strings.Join(in, "\n"))
 	}
 	t.Logf("load over %v:\n%s", end.Sub(ld.start).Round(time.Millisecond), ld.summary())
-	t.Logf("takeover: agent start → acked %s, agent start → kube-proxy's leftovers gone %s, kube-proxy stopped → gone %s",
-		between(tt.agentStart, tt.acked), between(tt.agentStart, tt.clean), between(tt.kubeProxyStop, tt.clean))
 }
 
 // between is b-a, or "never" when either did not happen.

@@ -137,26 +137,11 @@ type takeoverBed struct {
 // reads node-0's rules under the agent's iptables mode (as the cluster
 // started) and then its nftables mode.
 func newTakeoverBed(t *testing.T, e *env, bin string) *takeoverBed {
-	ctx := t.Context()
-	pods := e.c.Topo.Pods()
-	if _, err := echo.StartPods(ctx, echo.Launcher{Topo: e.c.Topo}, pods, echo.Config{
-		TCP: fmt.Sprint(":", takeoverEchoPort), UDP: fmt.Sprint(":", takeoverEchoPort), Mode: echo.ModeEcho}); err != nil {
-		t.Fatal(err)
-	}
-	s := e.createService(t, takeoverNS, corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ClusterIP: takeoverIP,
-		Ports: []corev1.ServicePort{
-			{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80},
-			{Name: "stream", Protocol: corev1.ProtocolTCP, Port: 81},
-			{Name: "flow", Protocol: corev1.ProtocolUDP, Port: 53},
-		}}, eps.TCP("http", system.TargetPort), eps.TCP("stream", takeoverEchoPort), eps.UDP("flow", takeoverEchoPort))
-	if err := e.write(ctx, s, e.endpoints(pods...)...); err != nil {
-		t.Fatal(err)
-	}
-	e.settled(t, "takeover-service")
+	s := e.loadService(t, takeoverNS, takeoverIP)
 	node := e.c.Topo.Node(0)
 	b := &takeoverBed{e: e, bin: bin, node: node, udp: s.vip(2),
-		conns:    []loadTarget{{"ClusterIP", s.vip(0)}, {"NodePort", s.nodePort(node, 0)}},
-		long:     []loadTarget{{"ClusterIP", s.vip(1)}, {"NodePort", s.nodePort(node, 1)}},
+		conns:    []loadTarget{{name: "ClusterIP", addr: s.vip(0)}, {name: "NodePort", addr: s.nodePort(node, 0)}},
+		long:     []loadTarget{{name: "ClusterIP", addr: s.vip(1)}, {name: "NodePort", addr: s.nodePort(node, 1)}},
 		baseline: map[string]ruleSnapshot{},
 	}
 	b.waitForwards(t, "Switchyard's iptables mode")
@@ -182,6 +167,31 @@ func newTakeoverBed(t *testing.T, e *env, bin string) *takeoverBed {
 			strings.Join(extra, "\n"), strings.Join(missing, "\n"))
 	}
 	return b
+}
+
+// loadService starts the echoing servers in every pod and creates the
+// load's Service (ns, cluster IP ip): a NodePort Service with a port
+// per kind of traffic, "http" (name, then close), "stream" (echo, for
+// the long-lived connections) and "flow" (UDP echo).
+func (e *env) loadService(t *testing.T, ns, ip string) *svc {
+	t.Helper()
+	ctx := t.Context()
+	pods := e.c.Topo.Pods()
+	if _, err := echo.StartPods(ctx, echo.Launcher{Topo: e.c.Topo}, pods, echo.Config{
+		TCP: fmt.Sprint(":", takeoverEchoPort), UDP: fmt.Sprint(":", takeoverEchoPort), Mode: echo.ModeEcho}); err != nil {
+		t.Fatal(err)
+	}
+	s := e.createService(t, ns, corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ClusterIP: ip,
+		Ports: []corev1.ServicePort{
+			{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80},
+			{Name: "stream", Protocol: corev1.ProtocolTCP, Port: 81},
+			{Name: "flow", Protocol: corev1.ProtocolUDP, Port: 53},
+		}}, eps.TCP("http", system.TargetPort), eps.TCP("stream", takeoverEchoPort), eps.UDP("flow", takeoverEchoPort))
+	if err := e.write(ctx, s, e.endpoints(pods...)...); err != nil {
+		t.Fatal(err)
+	}
+	e.settled(t, ns+"-service")
+	return s
 }
 
 // waitForwards waits until every target, and the UDP port, answers the
@@ -260,8 +270,24 @@ func (b *takeoverBed) forgetUntranslated(t *testing.T) {
 // table) is there.
 func (b *takeoverBed) startKubeProxy(t *testing.T, mode string) *system.KubeProxy {
 	t.Helper()
-	ctx := t.Context()
 	start := time.Now()
+	kp := b.runKubeProxy(t, mode)
+	synced := time.Since(start)
+	b.waitForwards(t, "kube-proxy's "+mode+" mode")
+	s := b.snapshot(t)
+	if len(s.kubeProxy()) == 0 {
+		t.Fatalf("kube-proxy (%s) forwards but left no evidence: %q %q", mode, s.lines, s.tables)
+	}
+	t.Logf("kube-proxy %s (pid %d) synced in %v; %d KUBE- lines, tables %q, evidence %q",
+		mode, kp.Pid(), synced.Round(time.Millisecond), len(s.lines), s.tables, s.kubeProxy())
+	return kp
+}
+
+// runKubeProxy runs kube-proxy in mode on node-0 until it synced, and
+// stops it when t ends.
+func (b *takeoverBed) runKubeProxy(t *testing.T, mode string) *system.KubeProxy {
+	t.Helper()
+	ctx := t.Context()
 	kp, err := b.e.c.StartKubeProxy(0, b.bin, mode)
 	if err != nil {
 		t.Fatal(err)
@@ -281,14 +307,6 @@ func (b *takeoverBed) startKubeProxy(t *testing.T, mode string) *system.KubeProx
 		}
 		return ok, detail
 	})
-	synced := time.Since(start)
-	b.waitForwards(t, "kube-proxy's "+mode+" mode")
-	s := b.snapshot(t)
-	if len(s.kubeProxy()) == 0 {
-		t.Fatalf("kube-proxy (%s) forwards but left no evidence: %q %q", mode, s.lines, s.tables)
-	}
-	t.Logf("kube-proxy %s (pid %d) synced in %v; %d KUBE- lines, tables %q, evidence %q",
-		mode, kp.Pid(), synced.Round(time.Millisecond), len(s.lines), s.tables, s.kubeProxy())
 	return kp
 }
 

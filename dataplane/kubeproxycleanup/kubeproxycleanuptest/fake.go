@@ -54,7 +54,7 @@ func (s *Script) Calls() []Call {
 }
 
 // Writes returns the calls that change state: everything but the
-// read-only survey commands (*-save, list, show, -S).
+// read-only survey commands (*-save, list, show, ipvsadm -L).
 func (s *Script) Writes() []Call {
 	var out []Call
 	for _, c := range s.Calls() {
@@ -67,6 +67,6 @@ func (s *Script) Writes() []Call {
 
 func isRead(argv string) bool {
 	f := strings.Fields(argv)
-	return strings.HasSuffix(f[0], "-save") || argv == "nft list tables" || argv == "ipset list -n" ||
-		argv == "ipvsadm -S -n" || (f[0] == "ip" && len(f) > 2 && f[2] == "addr")
+	return strings.HasSuffix(f[0], "-save") || argv == "nft list tables" || (f[0] == "ipset" && len(f) > 1 && f[1] == "list") ||
+		argv == "ipvsadm -L -n" || (f[0] == "ip" && len(f) > 2 && f[2] == "addr")
 }

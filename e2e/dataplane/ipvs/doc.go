@@ -22,6 +22,15 @@
 // in the guest. Each row is reported as a subtest: PASS, skip (a row that
 // does not apply to the mode, with the reason the guest gave) or FAIL.
 //
+// TestIPVSHandOverInGuest (opt-in: SWITCHYARD_GUEST_HANDOVER=1, make
+// ipvs-handover) boots it the same way, with upstream kube-proxy added,
+// and runs e2e/system's TestIPVSHandOver: the nodes leave Switchyard's
+// ipvs mode for nftables and iptables and come back, and kube-proxy's
+// ipvs mode is replaced by Switchyard's nftables mode, each under
+// traffic, with IPVS's connections drained before anything of IPVS is
+// removed. Each transition is a subtest; the results table the guest
+// logged is logged again.
+//
 // Without qemu-system-x86_64, or without a cached kernel and the root and
 // apt-get needed to fetch one, the tests skip with the command that fixes
 // it; with CI set they fail instead. The kernel, busybox and the base
@@ -29,7 +38,8 @@
 //
 // Environment: SWITCHYARD_GUEST_RUN (a -test.run pattern for the guest),
 // SWITCHYARD_GUEST_SCENARIOS=1 and SWITCHYARD_GUEST_ROWS (a -test.run
-// pattern for the scenario rows),
+// pattern for the scenario rows), SWITCHYARD_GUEST_HANDOVER=1 and
+// SWITCHYARD_GUEST_TRANSITIONS (a -test.run pattern for its transitions),
 // SWITCHYARD_QEMU_SKIP=1 (skip locally; ignored when CI is set), and the
 // SWITCHYARD_QEMU_* settings of hack/qemu-kernel.sh.
 package ipvs

@@ -49,13 +49,54 @@ func TestSystemScenariosInGuest(t *testing.T) {
 	if os.Getenv(scenariosEnv) == "" {
 		t.Skipf("opt-in, tens of minutes under TCG: %s=1 (make ipvs-scenarios)", scenariosEnv)
 	}
+	res, rep, top := runSystemTest(t, scenariosTest, scenariosRowsEnv, maxScenariosTime)
+	rows := parseRows(scenariosTest, top.Output)
+	if len(rows) == 0 {
+		t.Fatalf("%s ran no row (%s); its output:\n%s", scenariosTest, top.Status, strings.Join(top.Output, "\n"))
+	}
+	counts := reportRows(t, rows, rep.Exit)
+	t.Logf("%s in the guest: %d rows passed, %d not applicable, %d failed, %d without a result; "+
+		"the guest ran %v (%s)", scenariosTest, counts["PASS"], counts["SKIP"], counts["FAIL"], counts[""],
+		res.Elapsed.Round(time.Second), top.Elapsed)
+	if top.Status != "PASS" && counts["FAIL"]+counts[""] == 0 {
+		t.Errorf("%s %s though no row failed; its output:\n%s", scenariosTest, top.Status, tail(strings.Join(top.Output, "\n"), 60))
+	}
+}
+
+// runSystemTest runs e2e/system's test (its subtests matching the
+// -test.run pattern in the environment variable rowsEnv, when set) in the
+// guest (runSystemInGuest) and returns the run, its report and the
+// test's own; it fails t when the guest did not run it.
+func runSystemTest(t *testing.T, test, rowsEnv string, limit time.Duration, testbed ...string) (guestRun, guestReport, *guestTest) {
+	t.Helper()
+	run := "^" + test + "$"
+	if rows := os.Getenv(rowsEnv); rows != "" {
+		run += "/" + rows
+	}
+	res := runSystemInGuest(t, run, limit, testbed...)
+	rep := parseGuest(res.Console)
+	for _, gt := range rep.Tests {
+		if gt.Name == test {
+			return res, rep, gt
+		}
+	}
+	t.Fatalf("the guest did not run %s (exit %d); console (last 80 lines):\n%s", test, rep.Exit, tail(res.Console, 80))
+	return res, rep, nil
+}
+
+// runSystemInGuest boots the guest with e2e/system's test binary, the
+// test bed's binaries named by testbed (etcd and kube-apiserver, and
+// whatever else the tests need) and Switchyard's commands, and runs the
+// tests matching run there, within limit.
+func runSystemInGuest(t *testing.T, run string, limit time.Duration, testbed ...string) guestRun {
+	t.Helper()
 	root := requireGuestHost(t)
 	if err := apiserver.Available(); err != nil {
-		skipOrFail(t, "the scenarios need etcd and kube-apiserver (make testbed): %v", err)
+		skipOrFail(t, "e2e/system needs etcd and kube-apiserver (make testbed): %v", err)
 	}
-	add := guestFiles(t)
+	add := guestFiles(t, append([]string{"etcd", "kube-apiserver"}, testbed...))
 	bin := buildGuest(t, root, systemPkg)
-	budget := guestBudget(t, maxScenariosTime)
+	budget := guestBudget(t, limit)
 	env := []string{
 		"SWITCHYARD_QEMU_ADD=" + add,
 		"SWITCHYARD_QEMU_ENV=" + apiserver.EnvBinDir + "=" + guestTestbedDir + "\n" +
@@ -64,27 +105,43 @@ func TestSystemScenariosInGuest(t *testing.T) {
 	if os.Getenv("SWITCHYARD_QEMU_MEM") == "" {
 		env = append(env, "SWITCHYARD_QEMU_MEM="+scenariosMem)
 	}
-	run := "^" + scenariosTest + "$"
-	if rows := os.Getenv(scenariosRowsEnv); rows != "" {
-		run += "/" + rows
-	}
 	args := []string{"-test.v", "-test.count=1", "-test.run=" + run,
 		"-test.timeout=" + (budget - guestTimeoutSlack).String()}
-	res := runGuest(t, root, bin, budget, env, args...)
-	rep := parseGuest(res.Console)
-	var top *guestTest
-	for _, gt := range rep.Tests {
-		if gt.Name == scenariosTest {
-			top = gt
+	return runGuest(t, root, bin, budget, env, args...)
+}
+
+// guestFiles lays out what the guest's root gets besides the test binary:
+// the test bed's binaries named (symlinks to its cache, which the script
+// follows) and Switchyard's commands, built here.
+func guestFiles(t *testing.T, testbedBins []string) string {
+	t.Helper()
+	add := t.TempDir()
+	testbed, err := apiserver.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(add, guestTestbedDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range testbedBins {
+		if err := os.Symlink(filepath.Join(testbed, name), filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
 		}
 	}
-	if top == nil {
-		t.Fatalf("the guest did not run %s (exit %d); console (last 60 lines):\n%s", scenariosTest, rep.Exit, tail(res.Console, 60))
+	start := time.Now()
+	if _, err := launch.BuildSwitchyard(t.Context(), filepath.Join(add, guestBinDir), nil); err != nil {
+		t.Fatal(err)
 	}
-	rows := parseRows(scenariosTest, top.Output)
-	if len(rows) == 0 {
-		t.Fatalf("%s ran no row (%s); its output:\n%s", scenariosTest, top.Status, strings.Join(top.Output, "\n"))
-	}
+	t.Logf("built Switchyard's commands in %v", time.Since(start).Round(time.Millisecond))
+	return add
+}
+
+// reportRows reports each row as a subtest with the guest's output, and
+// counts them by status ("" for a row without a result: the guest
+// stopped, exit exit, during it).
+func reportRows(t *testing.T, rows []*guestRow, exit int) map[string]int {
+	t.Helper()
 	counts := map[string]int{}
 	for _, r := range rows {
 		counts[r.Status]++
@@ -97,43 +154,11 @@ func TestSystemScenariosInGuest(t *testing.T) {
 			case "FAIL":
 				t.Errorf("failed inside the guest after %s", r.Elapsed)
 			default:
-				t.Errorf("no result: the guest stopped during this row (exit %d)", rep.Exit)
+				t.Errorf("no result: the guest stopped during this row (exit %d)", exit)
 			}
 		})
 	}
-	t.Logf("%s in the guest: %d rows passed, %d not applicable, %d failed, %d without a result; "+
-		"the guest ran %v (%s)", scenariosTest, counts["PASS"], counts["SKIP"], counts["FAIL"], counts[""],
-		res.Elapsed.Round(time.Second), top.Elapsed)
-	if top.Status != "PASS" && counts["FAIL"]+counts[""] == 0 {
-		t.Errorf("%s %s though no row failed; its output:\n%s", scenariosTest, top.Status, tail(strings.Join(top.Output, "\n"), 60))
-	}
-}
-
-// guestFiles lays out what the guest's root gets besides the test binary:
-// etcd and kube-apiserver (symlinks to the test bed's cache, which the
-// script follows) and Switchyard's commands, built here.
-func guestFiles(t *testing.T) string {
-	t.Helper()
-	add := t.TempDir()
-	testbed, err := apiserver.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Join(add, guestTestbedDir)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"etcd", "kube-apiserver"} {
-		if err := os.Symlink(filepath.Join(testbed, name), filepath.Join(dir, name)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	start := time.Now()
-	if _, err := launch.BuildSwitchyard(t.Context(), filepath.Join(add, guestBinDir), nil); err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("built Switchyard's commands in %v", time.Since(start).Round(time.Millisecond))
-	return add
+	return counts
 }
 
 // guestRow is one row of the scenario table: a direct subtest of the

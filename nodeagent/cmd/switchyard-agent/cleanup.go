@@ -37,7 +37,9 @@ func cleanup(ctx context.Context, c Config, stdout io.Writer, log *slog.Logger) 
 		}
 	}
 	// stdout is the dry-run mode's, which --cleanup never builds.
-	cl, err := leftovers.New(leftovers.Config{Build: dataplanes(ctx, io.Discard, log), Logger: log.With("component", "cleanup")})
+	// At once: an uninstall runs once and must leave nothing; an IPVS
+	// mode's connections break (the line says how many).
+	cl, err := leftovers.New(leftovers.Config{Build: dataplanes(ctx, io.Discard, log), Logger: log.With("component", "cleanup"), AtOnce: true})
 	if err != nil {
 		return err
 	}
@@ -52,6 +54,8 @@ func cleanup(ctx context.Context, c Config, stdout io.Writer, log *slog.Logger) 
 			fmt.Fprintf(stdout, "%s: FAILED: %v\n", name, o.Err)
 		case o.Skipped != "":
 			fmt.Fprintf(stdout, "%s: nothing to remove (%s)\n", name, o.Skipped)
+		case o.Cut > 0:
+			fmt.Fprintf(stdout, "%s: clean (%d connections it carried were cut)\n", name, o.Cut)
 		default:
 			fmt.Fprintf(stdout, "%s: clean\n", name)
 		}

@@ -26,6 +26,11 @@
 //   - dry-run: nothing. With dry-run in use, Clean touches nothing either:
 //     the mode promises not to program the kernel.
 //
+// A mode whose kernel carries connections of its own (dataplane.Drainer:
+// ipvs) is kept while they last, at most Config.MaxDrain (Clean returns
+// dataplane.ErrDraining meanwhile); Config.AtOnce (the uninstall) removes
+// it at once and counts what it cut (Outcome.Cut).
+//
 // Invariants: Clean goes on past a failing mode and returns every failure
 // joined, each naming its mode; it never cleans the mode it keeps; it
 // uses the agent's own dataplane instances (Build), so cleaning a mode

@@ -34,6 +34,10 @@ type Config struct {
 	MaxDrain time.Duration
 	// Now reads the clock; time.Now when nil.
 	Now func() time.Time
+	// AtOnce removes a mode with connections of its own without waiting
+	// for them (they break): switchyard-agent --cleanup, an explicit
+	// uninstall that runs once and must leave nothing, uses it.
+	AtOnce bool
 }
 
 // DefaultMaxDrain is IPVS's default TCP established timeout (900 s): a
@@ -79,6 +83,9 @@ type Outcome struct {
 	// Draining is how many connections of the mode's own the kernel
 	// still carries: the mode is kept for them (not cleaned, no error).
 	Draining int
+	// Cut is how many such connections Config.AtOnce removed the mode
+	// with (they broke).
+	Cut int
 	// Err is the mode's failure; nil when clean or skipped.
 	Err error
 }
@@ -130,7 +137,12 @@ func (c *Cleaner) clean(ctx context.Context, m switchyardv1.DataplaneMode) Outco
 			o.Err = fmt.Errorf("connections of %s mode: %w", dp.Mode(), err)
 			return o
 		}
-		if o.Draining = c.draining(m, n); o.Draining > 0 {
+		if c.cfg.AtOnce {
+			o.Cut = n
+			if n > 0 {
+				c.log.Warn("removing the mode at once breaks its connections", "mode", m.String(), "connections", n)
+			}
+		} else if o.Draining = c.draining(m, n); o.Draining > 0 {
 			return o
 		}
 	}

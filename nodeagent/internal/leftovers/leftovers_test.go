@@ -152,20 +152,26 @@ type draining struct {
 
 func (d *draining) Connections(context.Context) (int, error) { return d.conns, nil }
 
+// withDraining is a kernel whose ipvs mode carries 3 connections of its
+// own, and the Build of the Cleaner over it.
+func withDraining() (*kernel, *draining, func(switchyardv1.DataplaneMode) (dataplane.Dataplane, error)) {
+	k := &kernel{dps: map[switchyardv1.DataplaneMode]*dataplanetest.Fake{}}
+	ipvsDP := &draining{Fake: dataplanetest.New("ipvs"), conns: 3}
+	return k, ipvsDP, func(m switchyardv1.DataplaneMode) (dataplane.Dataplane, error) {
+		if m == ipvs {
+			return ipvsDP, nil
+		}
+		return k.build(m)
+	}
+}
+
 // TestCleanWaitsForDrain: a mode with connections of its own is kept
 // (ErrDraining, no failure) until they are gone or MaxDrain passed since
 // they were first seen; the other modes are cleaned meanwhile.
 func TestCleanWaitsForDrain(t *testing.T) {
-	k := &kernel{dps: map[switchyardv1.DataplaneMode]*dataplanetest.Fake{}}
-	ipvsDP := &draining{Fake: dataplanetest.New("ipvs"), conns: 3}
+	k, ipvsDP, build := withDraining()
 	now := time.Unix(1000, 0)
-	c, err := leftovers.New(leftovers.Config{MaxDrain: time.Minute, Now: func() time.Time { return now },
-		Build: func(m switchyardv1.DataplaneMode) (dataplane.Dataplane, error) {
-			if m == ipvs {
-				return ipvsDP, nil
-			}
-			return k.build(m)
-		}})
+	c, err := leftovers.New(leftovers.Config{MaxDrain: time.Minute, Now: func() time.Time { return now }, Build: build})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,5 +208,27 @@ func TestCleanWaitsForDrain(t *testing.T) {
 		if k.dps[iptables].Cleanups() == 0 {
 			t.Errorf("%s: iptables not cleaned while ipvs drains", step.name)
 		}
+	}
+}
+
+// TestCleanAtOnce: an uninstall (switchyard-agent --cleanup) removes a
+// mode with connections of its own at once and says how many it cut.
+func TestCleanAtOnce(t *testing.T) {
+	_, ipvsDP, build := withDraining()
+	c, err := leftovers.New(leftovers.Config{AtOnce: true, Build: build})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outs, err := c.Clean(t.Context(), switchyardv1.DataplaneMode_DATAPLANE_MODE_UNSPECIFIED)
+	if err != nil {
+		t.Fatalf("Clean: %v (want no ErrDraining at once)", err)
+	}
+	for _, o := range outs {
+		if o.Mode == ipvs && (o.Cut != 3 || o.Draining != 0) {
+			t.Errorf("ipvs outcome %+v, want 3 cut and nothing draining", o)
+		}
+	}
+	if got := ipvsDP.Cleanups(); got != 1 {
+		t.Errorf("ipvs cleaned up %d times, want 1", got)
 	}
 }

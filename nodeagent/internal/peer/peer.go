@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
@@ -35,11 +36,33 @@ type Config struct {
 	// Client probes HealthzAddress; a client with a 1 s timeout when nil.
 	Client *http.Client
 	Logger *slog.Logger
+	// MaxDrain bounds how long kube-proxy's state stays for the
+	// connections its IPVS virtual servers carry (its ipvs mode) once
+	// this agent forwards; 0 means DefaultMaxDrain.
+	MaxDrain time.Duration
+	// Now reads the clock; time.Now when nil.
+	Now func() time.Time
 }
 
-// KubeProxy is kube-proxy as seen from the agent on the same node.
+// DefaultMaxDrain is IPVS's default TCP established timeout (900 s), as
+// for a mode of this agent's own (leftovers.DefaultMaxDrain): a
+// connection idle that long has gone from IPVS's table anyway.
+const DefaultMaxDrain = 15 * time.Minute
+
+// errDraining is the error Adopt returns while kube-proxy's IPVS
+// connections drain: with dataplane.ErrDraining, and one message for the
+// whole drain, so that the caller logs it once.
+var errDraining = fmt.Errorf("kube-proxy's state kept while its IPVS connections drain (new connections take this agent's rules): %w", dataplane.ErrDraining)
+
+// KubeProxy is kube-proxy as seen from the agent on the same node. It is
+// safe for concurrent use.
 type KubeProxy struct {
 	cfg Config
+
+	mu sync.Mutex
+	// drainSince is when Adopt first found kube-proxy's IPVS connections
+	// to drain; zero when not draining.
+	drainSince time.Time
 }
 
 // New returns the KubeProxy of cfg.
@@ -49,6 +72,12 @@ func New(cfg Config) *KubeProxy {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxDrain <= 0 {
+		cfg.MaxDrain = DefaultMaxDrain
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	return &KubeProxy{cfg: cfg}
 }
@@ -146,12 +175,15 @@ func (k *KubeProxy) probe(ctx context.Context) (live bool, code int, detail stri
 
 // Adopt removes what kube-proxy left on the node, dp being the dataplane
 // that forwards now; resync asks for a full sync (iptables mode). It
-// returns ErrLive, wrapped, while kube-proxy runs.
+// returns ErrLive, wrapped, while kube-proxy runs, and an error wrapping
+// dataplane.ErrDraining while kube-proxy's IPVS virtual servers carry
+// connections (at most MaxDrain): they would break with them, and new
+// connections already take dp's rules.
 func (k *KubeProxy) Adopt(ctx context.Context, dp dataplane.Dataplane) (resync bool, err error) {
 	if live, detail := k.Live(ctx); live {
 		return false, fmt.Errorf("%w (%s): its rules stay until it stops", ErrLive, detail)
 	}
-	cfg := kubeproxycleanup.Config{Runner: k.cfg.Runner, Logger: k.cfg.Logger}
+	cfg := kubeproxycleanup.Config{Runner: k.cfg.Runner, Logger: k.cfg.Logger, KeepDraining: k.keepDraining}
 	// Only the iptables mode says its back end: the one mode that shares
 	// kube-proxy's chain names.
 	f, iptables := dp.(interface{ Flavour() xtables.Flavour })
@@ -167,10 +199,45 @@ func (k *KubeProxy) Adopt(ctx context.Context, dp dataplane.Dataplane) (resync b
 		cfg.KeepShared = backEnds(f.Flavour())
 	}
 	res, err := kubeproxycleanup.Run(ctx, cfg)
+	if res.Draining > 0 && errors.Is(err, dataplane.ErrDraining) {
+		return false, errDraining
+	}
+	k.drained()
 	if err != nil {
 		return false, fmt.Errorf("remove kube-proxy's leftovers: %w", err)
 	}
 	return iptables && res.Found(), nil
+}
+
+// keepDraining is kubeproxycleanup's KeepDraining: kube-proxy's state
+// stays while its IPVS virtual servers carry conns connections, until
+// MaxDrain passed since they were first seen.
+func (k *KubeProxy) keepDraining(conns int) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	now := k.cfg.Now()
+	if k.drainSince.IsZero() {
+		k.drainSince = now
+		k.cfg.Logger.Info("kube-proxy's IPVS virtual servers carry connections: its state stays until they drain",
+			"connections", conns, "maxDrain", k.cfg.MaxDrain)
+		return true
+	}
+	if now.Sub(k.drainSince) < k.cfg.MaxDrain {
+		return true
+	}
+	k.cfg.Logger.Warn("drain bound reached: removing kube-proxy's state breaks its remaining IPVS connections",
+		"connections", conns, "drainedFor", now.Sub(k.drainSince).Round(time.Second))
+	return false
+}
+
+// drained ends a drain: Run removed kube-proxy's state, or found none.
+func (k *KubeProxy) drained() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if !k.drainSince.IsZero() {
+		k.cfg.Logger.Info("kube-proxy's IPVS connections drained", "drainedFor", k.cfg.Now().Sub(k.drainSince).Round(time.Second))
+	}
+	k.drainSince = time.Time{}
 }
 
 // backEnds are the iptables binaries' bases a flavour programs, for both

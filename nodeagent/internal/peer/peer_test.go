@@ -2,11 +2,13 @@ package peer_test
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 
@@ -173,6 +175,69 @@ func TestHealthy(t *testing.T) {
 			kp := peer.New(peer.Config{HealthzAddress: healthzAnswering(t, false, tc.code), Runner: s})
 			if got, detail := kp.Healthy(t.Context(), tc.dp); got != tc.want {
 				t.Errorf("Healthy = %v (%s), want %v", got, detail, tc.want)
+			}
+		})
+	}
+}
+
+// kubeProxyIPVS is `ipvsadm -L -n` of kube-proxy's ipvs mode with conns
+// connections on its cluster IP (bound to kube-ipvs0).
+func kubeProxyIPVS(conns int) string {
+	return fmt.Sprintf("IP Virtual Server version 1.2.1 (size=4096)\nProt LocalAddress:Port Scheduler Flags\n"+
+		"TCP  10.96.0.1:443 rr\n  -> 172.18.0.2:6443   Masq    1      0          %d\n", conns)
+}
+
+// TestAdoptDrainsKubeProxysIPVS: while kube-proxy's IPVS virtual
+// servers carry connections, Adopt removes nothing (ErrDraining, one
+// message for the whole drain); once they are gone, or MaxDrain passed
+// since they were first seen, everything of kube-proxy's goes.
+func TestAdoptDrainsKubeProxysIPVS(t *testing.T) {
+	type step struct {
+		advance time.Duration
+		conns   int
+		drain   bool
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{name: "until drained", steps: []step{{0, 7, true}, {time.Minute, 2, true}, {time.Second, 0, false}}},
+		{name: "until the bound", steps: []step{{0, 7, true}, {9 * time.Minute, 7, true}, {time.Minute, 7, false}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := &kubeproxycleanuptest.Script{Responses: map[string]kubeproxycleanuptest.Response{
+				"iptables-nft-save":                 {Out: kubeProxyMangle},
+				"iptables-nft-restore -w --noflush": {},
+				"ip -o addr show dev kube-ipvs0":    {Out: "9: kube-ipvs0    inet 10.96.0.1/32 scope global kube-ipvs0\n"},
+				"ipvsadm -D -t 10.96.0.1:443":       {},
+				"ip link del kube-ipvs0":            {},
+			}}
+			now := time.Unix(1000, 0)
+			k := peer.New(peer.Config{Runner: s, MaxDrain: 10 * time.Minute, Now: func() time.Time { return now }})
+			var msgs []string
+			for i, st := range tc.steps {
+				now = now.Add(st.advance)
+				s.Responses["ipvsadm -L -n"] = kubeproxycleanuptest.Response{Out: kubeProxyIPVS(st.conns)}
+				_, err := k.Adopt(t.Context(), dataplanetest.New("nftables"))
+				if got := errors.Is(err, dataplane.ErrDraining); got != st.drain {
+					t.Fatalf("step %d: ErrDraining %v, want %v (err %v)", i, got, st.drain, err)
+				}
+				if st.drain {
+					msgs = append(msgs, err.Error())
+					if w := s.Writes(); len(w) > 0 {
+						t.Fatalf("step %d: wrote %v while draining", i, w)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if w := s.Writes(); len(w) != 3 {
+					t.Errorf("step %d: writes %v, want kube-proxy's chains, virtual server and link removed", i, w)
+				}
+			}
+			if got := slices.Compact(msgs); len(got) != 1 {
+				t.Errorf("draining errors %q: want one message for the whole drain", msgs)
 			}
 		})
 	}

@@ -2,6 +2,8 @@ package syncer
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
@@ -204,7 +206,13 @@ func (s *Syncer) adoptPeer(ctx context.Context) {
 	if err != nil {
 		if msg := err.Error(); msg != s.peerErr {
 			s.peerErr = msg
-			s.cfg.Logger.Warn("kube-proxy's rules stay for now; retried", "mode", s.dp.Mode(), "reason", msg)
+			// Draining connections is no failure: this agent forwards new
+			// ones, kube-proxy's IPVS keeps its own until they end.
+			level := slog.LevelWarn
+			if errors.Is(err, dataplane.ErrDraining) {
+				level = slog.LevelInfo
+			}
+			s.cfg.Logger.Log(ctx, level, "kube-proxy's rules stay for now; retried", "mode", s.dp.Mode(), "reason", msg)
 		}
 		return
 	}
