@@ -1,16 +1,3 @@
-// Package serviceport reads a ServiceView (and the NodeConfig fields they
-// render with: cluster CIDRs, node IPs, node port addresses read as
-// kube-proxy reads nodePortAddresses, service ranges) the way every
-// kernel mode must:
-// names validated (names.go: the one definition of a valid name, which
-// the control plane checks API objects with too), one family's addresses
-// parsed once and deduplicated, each
-// port's endpoints picked by port name, affinity decoded, and each port's
-// policy decided once (decide.go): which endpoints internal and external
-// traffic use, and whether traffic without one is rejected or dropped.
-// Modes differ in what they program, not in what a view means; reading
-// and deciding in one place keeps iptables, nftables, ipvs and userspace
-// agreeing on every edge of bad input and every policy corner.
 package serviceport
 
 import (
