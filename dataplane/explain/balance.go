@@ -35,17 +35,11 @@ func (e *explainer) balance(p *serviceport.Port, eps []serviceport.Endpoint, tab
 			note("%s: this client hashes to %s of %d slots, the same from every node", alg, eps[i].Addr, len(tab.Slots))
 			return v
 		}
-		counts := make([]int, len(eps))
-		for _, s := range tab.Slots {
-			counts[s]++
-		}
-		v.Endpoints = v.Endpoints[:0]
+		addrs := make([]netip.AddrPort, len(eps))
 		for i, ep := range eps {
-			if counts[i] > 0 {
-				v.Endpoints = append(v.Endpoints, Share{Endpoint: ep.Addr, Share: float64(counts[i]) / float64(len(tab.Slots))})
-			}
+			addrs[i] = ep.Addr
 		}
-		v.Endpoints = SortShares(v.Endpoints)
+		v.Endpoints = TableShares(tab, addrs)
 		note("%s: the endpoint depends on the client's port too; shares are the table's %d slots (give the source port for the one endpoint)", alg, len(tab.Slots))
 	case p.Affinity > 0 && e.tr.affinityPicksAtRandom:
 		note("%s with ClientIP affinity: in the %s mode a new client's first pick is random", alg, e.mode)
@@ -55,4 +49,21 @@ func (e *explainer) balance(p *serviceport.Port, eps []serviceport.Endpoint, tab
 		note("%s is not available in the %s mode: random (reported as a skip)", alg, e.mode)
 	}
 	return v
+}
+
+// TableShares is each endpoint's share of tab's slots (eps in the order
+// the slots index), sorted; an endpoint owning no slot is left out. It is
+// what a hashed pick gives a client whose port is not known.
+func TableShares(tab *serviceport.Table, eps []netip.AddrPort) []Share {
+	counts := make([]int, len(eps))
+	for _, s := range tab.Slots {
+		counts[s]++
+	}
+	var out []Share
+	for i, ep := range eps {
+		if counts[i] > 0 {
+			out = append(out, Share{Endpoint: ep, Share: float64(counts[i]) / float64(len(tab.Slots))})
+		}
+	}
+	return SortShares(out)
 }

@@ -133,17 +133,7 @@ func forward(l Listener, pkt explain.Packet) explain.Verdict {
 		v.Endpoints = []explain.Share{{Endpoint: l.Backends[i], Share: 1}}
 		v.Path = append(v.Path, fmt.Sprintf("%s table of %d slots: %s", l.Algorithm, len(l.Table.Slots), l.Backends[i]))
 	case l.Table != nil:
-		counts := make([]int, len(l.Backends))
-		for _, s := range l.Table.Slots {
-			counts[s]++
-		}
-		v.Endpoints = v.Endpoints[:0]
-		for i, b := range l.Backends {
-			if counts[i] > 0 {
-				v.Endpoints = append(v.Endpoints, explain.Share{Endpoint: b, Share: float64(counts[i]) / float64(len(l.Table.Slots))})
-			}
-		}
-		v.Endpoints = explain.SortShares(v.Endpoints)
+		v.Endpoints = explain.TableShares(l.Table, l.Backends)
 		v.Path = append(v.Path, fmt.Sprintf("%s table of %d slots over %d backends", l.Algorithm, len(l.Table.Slots), len(l.Backends)))
 	default:
 		v.Path = append(v.Path, fmt.Sprintf("round robin over %d backends", len(l.Backends)))

@@ -1,6 +1,7 @@
 package system_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/netip"
@@ -95,20 +96,13 @@ func testMaglev(t *testing.T, e *env) {
 					t.Errorf("%s from %s reached %s, node-0 sent it to %s: IPVS mh differs between nodes", n.Name, src, got, first)
 				}
 			}
-			first = cmpOr(first, got)
+			first = cmp.Or(first, got)
 		}
 	}
 	if len(reached) != len(pods) {
 		t.Errorf("%d client tuples through %d nodes reached %d of %d endpoints: %v", maglevTuples, len(e.c.Topo.Nodes()), len(reached), len(pods), reached)
 	}
 	t.Logf("%s mode: %d client tuples through %d nodes: %v", e.dataplaneMode(), maglevTuples, len(e.c.Topo.Nodes()), reached)
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // viewTable waits until every node's view of s carries a maglev table
