@@ -194,7 +194,6 @@ func (e *eventRun) results(ctx context.Context) error {
 			return fmt.Errorf("%s: %w", cluster.NodeName(n), err)
 		}
 		d := after.minus(p.before)
-		e.m.hist.add(d)
 		res := NodeResult{Node: cluster.NodeName(n), Seconds: seconds(p.seen.Sub(e.start)), FromSliceSeconds: seconds(p.seen.Sub(e.sliceAt)),
 			Reads: p.reads, FirstRead: p.lastMiss.IsZero(), MetricCount: d.Count, MetricSum: round(d.Sum)}
 		if !p.lastMiss.IsZero() {

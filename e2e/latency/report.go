@@ -82,7 +82,9 @@ type Stats struct {
 // MetricSummary is the proxies' own histogram beside the harness's view.
 type MetricSummary struct {
 	// Observations is every observation the proxies added during the
-	// events, on every node; Mean their mean; P50Estimate and P99Estimate
+	// events (from the scrape before the first to the one after the
+	// last, scale-ups' not-ready syncs included), on every node; Mean
+	// their mean; P50Estimate and P99Estimate
 	// interpolate in the buckets (coarse: 0.25, 0.5, 1, 2, 3 … s).
 	Observations float64 `json:"observations"`
 	Mean         float64 `json:"mean"`

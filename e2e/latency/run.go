@@ -86,8 +86,11 @@ type measurement struct {
 	tr      *tracker
 	readers []*ruleReader
 	metrics []*http.Client // per node, see metricsClient
-	hist    histogram      // every observation during the events, all nodes
-	reads   []float64      // every read's cost, seconds
+	// start is each node's histogram when the events began; hist is
+	// every observation since, on all nodes (scraped after the events).
+	start []histogram
+	hist  histogram
+	reads []float64 // every read's cost, seconds
 }
 
 // Measure runs o.Events scale events on a bed where o.Proxy is installed
@@ -138,7 +141,41 @@ func Measure(ctx context.Context, c *cluster.Cluster, o Options) (rec Record, er
 			o.Logger.Info("latency: progress", "proxy", o.Proxy.Name, "run", o.Run, "events", i+1, "of", o.Events)
 		}
 	}
+	if m.hist, err = m.observedSinceStart(ctx); err != nil {
+		return rec, err
+	}
 	return rec, nil
+}
+
+// scrapeAll reads every node's histogram.
+func (m *measurement) scrapeAll(ctx context.Context) ([]histogram, error) {
+	hs := make([]histogram, len(m.metrics))
+	for n, client := range m.metrics {
+		h, err := scrapeHistogram(ctx, client)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", cluster.NodeName(n), err)
+		}
+		hs[n] = h
+	}
+	return hs, nil
+}
+
+// observedSinceStart is every observation the nodes' proxies made since
+// prepare's scrape. Counted over the whole run, not as the sum of the
+// events' own differences: an event's "before" scrape races the proxy's
+// sync (a 30 ms sync can land before a loaded node's scrape returns) and
+// a scale-up's not-ready sync falls between two events, so those sums
+// miss observations, all of them on a busy machine.
+func (m *measurement) observedSinceStart(ctx context.Context) (histogram, error) {
+	end, err := m.scrapeAll(ctx)
+	if err != nil {
+		return histogram{}, fmt.Errorf("the histograms after the events: %w", err)
+	}
+	var sum histogram
+	for n, h := range end {
+		sum.add(h.minus(m.start[n]))
+	}
+	return sum, nil
 }
 
 // prepare waits until the base replicas are ready endpoints, resolves
@@ -195,8 +232,11 @@ func (m *measurement) prepare(ctx context.Context) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	case <-time.After(m.o.Gap):
-		return nil
 	}
+	if m.start, err = m.scrapeAll(ctx); err != nil {
+		return fmt.Errorf("the histograms before the events: %w", err)
+	}
+	return nil
 }
 
 // holdsAll reports whether out holds every address of ips; one that is
