@@ -1,6 +1,7 @@
 package dryrun
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -60,7 +61,7 @@ func Render(st *dataplane.State, opts dataplane.ApplyOptions) string {
 	fmt.Fprintf(&b, "apply full=%t services=%d\n", opts.Full, len(names))
 	if c := st.Config; c != nil {
 		fmt.Fprintf(&b, "config node=%s zone=%s mode=%s masqueradeAll=%t clusterCIDRs=%s nodeIPs=%s",
-			c.GetNodeName(), c.GetZone(), modeName(c.GetMode()), c.GetMasqueradeAll(),
+			c.GetNodeName(), c.GetZone(), cmp.Or(dataplane.ModeName(c.GetMode()), "unspecified"), c.GetMasqueradeAll(),
 			strings.Join(c.GetClusterCidrs(), ","), strings.Join(c.GetNodeIps(), ","))
 		// Only when set, so configs without them print as they did.
 		if l := c.GetNodePortAddresses(); len(l) > 0 {
@@ -113,10 +114,6 @@ func renderEndpoints(b *strings.Builder, set string, eps []*switchyardv1.Endpoin
 	for _, l := range lines {
 		b.WriteString(l)
 	}
-}
-
-func modeName(m switchyardv1.DataplaneMode) string {
-	return strings.ToLower(strings.ReplaceAll(trim(m.String(), "DATAPLANE_MODE_"), "_", "-"))
 }
 
 func trim(s, prefix string) string { return strings.TrimPrefix(s, prefix) }

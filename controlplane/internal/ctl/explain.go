@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -115,7 +116,7 @@ func printExplain(w io.Writer, resp *switchyardv1.ExplainResponse) error {
 		row(t, "note:", n)
 	}
 	row(t, "version:", resp.GetVersion())
-	row(t, "mode:", modeText(resp.GetMode()))
+	row(t, "mode:", dataplane.ModeName(resp.GetMode()))
 	row(t, "applied:", yesNo(resp.GetApplied()))
 	return t.Flush()
 }

@@ -12,8 +12,6 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
-
-	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 // printProto writes m as protojson indented by two spaces, as grpcurl
@@ -83,14 +81,6 @@ func durationText(d *durationpb.Duration) string {
 		return ""
 	}
 	return d.AsDuration().String()
-}
-
-// modeText is a mode as the agent's --mode flag spells it, "" when unset.
-func modeText(m switchyardv1.DataplaneMode) string {
-	if m == switchyardv1.DataplaneMode_DATAPLANE_MODE_UNSPECIFIED {
-		return ""
-	}
-	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(m.String(), "DATAPLANE_MODE_")), "_", "-")
 }
 
 // rpcError is a failed RPC as one line: the method, the gRPC code and the

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -47,7 +48,7 @@ func printStatus(w io.Writer, resp *switchyardv1.ListNodesResponse) error {
 		case n.GetDesiredVersion() != "":
 			inSync = yesNo(n.GetDesiredVersion() == n.GetAckedVersion())
 		}
-		row(t, n.GetName(), yesNo(n.GetConnected()), modeText(n.GetAgent().GetMode()),
+		row(t, n.GetName(), yesNo(n.GetConnected()), dataplane.ModeName(n.GetAgent().GetMode()),
 			n.GetDesiredVersion(), n.GetAckedVersion(), inSync,
 			durationText(n.GetLastApplyDuration()), durationText(n.GetLastProgrammingLatency()), nackText(n))
 	}

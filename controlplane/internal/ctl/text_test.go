@@ -88,15 +88,3 @@ func TestParseInterspersed(t *testing.T) {
 		})
 	}
 }
-
-func TestModeText(t *testing.T) {
-	for m, want := range map[switchyardv1.DataplaneMode]string{
-		switchyardv1.DataplaneMode_DATAPLANE_MODE_UNSPECIFIED: "",
-		switchyardv1.DataplaneMode_DATAPLANE_MODE_IPTABLES:    "iptables",
-		switchyardv1.DataplaneMode_DATAPLANE_MODE_DRY_RUN:     "dry-run",
-	} {
-		if got := modeText(m); got != want {
-			t.Errorf("modeText(%v) = %q, want %q", m, got, want)
-		}
-	}
-}

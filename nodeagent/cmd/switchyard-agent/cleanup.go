@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 
+	"github.com/switchyard-proxy/switchyard/dataplane"
 	"github.com/switchyard-proxy/switchyard/dataplane/command"
 	"github.com/switchyard-proxy/switchyard/dataplane/kubeproxycleanup"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/leftovers"
@@ -48,7 +49,7 @@ func cleanup(ctx context.Context, c Config, stdout io.Writer, log *slog.Logger) 
 		errs = append(errs, err)
 	}
 	for _, o := range outcomes {
-		name := modeName(o.Mode)
+		name := dataplane.ModeName(o.Mode)
 		switch {
 		case o.Err != nil:
 			fmt.Fprintf(stdout, "%s: FAILED: %v\n", name, o.Err)

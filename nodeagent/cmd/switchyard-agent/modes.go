@@ -39,15 +39,6 @@ func parseMode(s string) (switchyardv1.DataplaneMode, error) {
 	return m, nil
 }
 
-func modeName(m switchyardv1.DataplaneMode) string {
-	for name, v := range modes {
-		if v == m {
-			return name
-		}
-	}
-	return m.String()
-}
-
 // dataplanes builds the dataplane of a mode, once: the flag check at start
 // and the agent (and a later switch back to the mode) share one instance,
 // so a mode's kernel handles are opened once. Building iptables, nftables
@@ -83,7 +74,7 @@ func dataplanes(ctx context.Context, stdout io.Writer, log *slog.Logger) func(sw
 				err = fmt.Errorf("userspace mode: %w", err)
 			}
 		default:
-			err = fmt.Errorf("unknown dataplane mode %s", modeName(m))
+			err = fmt.Errorf("unknown dataplane mode %s", dataplane.ModeName(m))
 		}
 		if err != nil {
 			return nil, err

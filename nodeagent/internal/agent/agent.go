@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"net/netip"
-	"strings"
 	"syscall"
 	"time"
 
@@ -472,16 +471,7 @@ func metricsMux(m *metrics.Metrics, mode func() switchyardv1.DataplaneMode, prof
 	mux.Handle("/metrics", m.Handler())
 	mux.HandleFunc("/proxyMode", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		fmt.Fprint(w, ProxyMode(mode()))
+		fmt.Fprint(w, dataplane.ModeName(mode()))
 	})
 	return mux
-}
-
-// ProxyMode is a mode's name as kube-proxy's /proxyMode prints it.
-func ProxyMode(m switchyardv1.DataplaneMode) string {
-	name, ok := strings.CutPrefix(m.String(), "DATAPLANE_MODE_")
-	if !ok || m == switchyardv1.DataplaneMode_DATAPLANE_MODE_UNSPECIFIED {
-		return ""
-	}
-	return strings.ReplaceAll(strings.ToLower(name), "_", "-")
 }
