@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/drain"
 	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
@@ -30,7 +31,7 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxDrain bounds how long a mode whose kernel still carries
 	// connections of its own (dataplane.Drainer: IPVS) is kept for them
-	// before it is removed anyway; 0 means DefaultMaxDrain.
+	// before it is removed anyway; 0 means drain.DefaultMax.
 	MaxDrain time.Duration
 	// Now reads the clock; time.Now when nil.
 	Now func() time.Time
@@ -40,11 +41,6 @@ type Config struct {
 	AtOnce bool
 }
 
-// DefaultMaxDrain is IPVS's default TCP established timeout (900 s): a
-// connection idle that long has gone from IPVS's table anyway, so
-// waiting longer would only wait for connections still in use.
-const DefaultMaxDrain = 15 * time.Minute
-
 // Cleaner removes the objects of modes not in use. It is safe for
 // concurrent use.
 type Cleaner struct {
@@ -52,9 +48,9 @@ type Cleaner struct {
 	log *slog.Logger
 
 	mu sync.Mutex
-	// drainSince is when each mode was first found with connections to
-	// drain; a mode is removed once they are gone or MaxDrain passed.
-	drainSince map[switchyardv1.DataplaneMode]time.Time
+	// drains are the modes found with connections to drain; a mode is
+	// removed once they are gone or MaxDrain passed.
+	drains map[switchyardv1.DataplaneMode]*drain.Bound
 }
 
 // New returns a Cleaner.
@@ -66,13 +62,7 @@ func New(cfg Config) (*Cleaner, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.MaxDrain <= 0 {
-		cfg.MaxDrain = DefaultMaxDrain
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	return &Cleaner{cfg: cfg, log: log, drainSince: map[switchyardv1.DataplaneMode]time.Time{}}, nil
+	return &Cleaner{cfg: cfg, log: log, drains: map[switchyardv1.DataplaneMode]*drain.Bound{}}, nil
 }
 
 // Outcome is what Clean did with one mode.
@@ -160,26 +150,21 @@ func (c *Cleaner) clean(ctx context.Context, m switchyardv1.DataplaneMode) Outco
 func (c *Cleaner) draining(m switchyardv1.DataplaneMode, n int) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	b := c.drains[m]
 	if n == 0 {
-		if _, was := c.drainSince[m]; was {
-			c.log.Info("connections drained: removing the mode", "mode", m.String())
+		if b != nil {
+			b.End()
+			delete(c.drains, m)
 		}
-		delete(c.drainSince, m)
 		return 0
 	}
-	now := c.cfg.Now()
-	since, seen := c.drainSince[m]
-	if !seen {
-		c.drainSince[m] = now
-		c.log.Info("keeping the mode until its connections drain: new connections take the mode in use",
-			"mode", m.String(), "connections", n, "maxDrain", c.cfg.MaxDrain)
+	if b == nil {
+		b = &drain.Bound{What: "the " + dataplane.ModeName(m) + " mode", Max: c.cfg.MaxDrain, Now: c.cfg.Now, Log: c.log}
+		c.drains[m] = b
+	}
+	if b.Keep(n) {
 		return n
 	}
-	if now.Sub(since) < c.cfg.MaxDrain {
-		return n
-	}
-	c.log.Warn("drain bound reached: removing the mode breaks its remaining connections",
-		"mode", m.String(), "connections", n, "drainedFor", now.Sub(since).Round(time.Second))
-	delete(c.drainSince, m)
+	delete(c.drains, m)
 	return 0
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/dataplane/command"
 	"github.com/switchyard-proxy/switchyard/dataplane/kubeproxycleanup"
 	"github.com/switchyard-proxy/switchyard/dataplane/xtables"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/drain"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/health"
 )
 
@@ -38,16 +39,11 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxDrain bounds how long kube-proxy's state stays for the
 	// connections its IPVS virtual servers carry (its ipvs mode) once
-	// this agent forwards; 0 means DefaultMaxDrain.
+	// this agent forwards; 0 means drain.DefaultMax.
 	MaxDrain time.Duration
 	// Now reads the clock; time.Now when nil.
 	Now func() time.Time
 }
-
-// DefaultMaxDrain is IPVS's default TCP established timeout (900 s), as
-// for a mode of this agent's own (leftovers.DefaultMaxDrain): a
-// connection idle that long has gone from IPVS's table anyway.
-const DefaultMaxDrain = 15 * time.Minute
 
 // errDraining is the error Adopt returns while kube-proxy's IPVS
 // connections drain: with dataplane.ErrDraining, and one message for the
@@ -60,9 +56,8 @@ type KubeProxy struct {
 	cfg Config
 
 	mu sync.Mutex
-	// drainSince is when Adopt first found kube-proxy's IPVS connections
-	// to drain; zero when not draining.
-	drainSince time.Time
+	// drain is the drain of kube-proxy's IPVS connections Adopt found.
+	drain drain.Bound
 }
 
 // New returns the KubeProxy of cfg.
@@ -73,13 +68,7 @@ func New(cfg Config) *KubeProxy {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.MaxDrain <= 0 {
-		cfg.MaxDrain = DefaultMaxDrain
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	return &KubeProxy{cfg: cfg}
+	return &KubeProxy{cfg: cfg, drain: drain.Bound{What: "kube-proxy's IPVS state", Max: cfg.MaxDrain, Now: cfg.Now, Log: cfg.Logger}}
 }
 
 // Live reports whether a kube-proxy process serves its /healthz, with what
@@ -215,29 +204,14 @@ func (k *KubeProxy) Adopt(ctx context.Context, dp dataplane.Dataplane) (resync b
 func (k *KubeProxy) keepDraining(conns int) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	now := k.cfg.Now()
-	if k.drainSince.IsZero() {
-		k.drainSince = now
-		k.cfg.Logger.Info("kube-proxy's IPVS virtual servers carry connections: its state stays until they drain",
-			"connections", conns, "maxDrain", k.cfg.MaxDrain)
-		return true
-	}
-	if now.Sub(k.drainSince) < k.cfg.MaxDrain {
-		return true
-	}
-	k.cfg.Logger.Warn("drain bound reached: removing kube-proxy's state breaks its remaining IPVS connections",
-		"connections", conns, "drainedFor", now.Sub(k.drainSince).Round(time.Second))
-	return false
+	return k.drain.Keep(conns)
 }
 
 // drained ends a drain: Run removed kube-proxy's state, or found none.
 func (k *KubeProxy) drained() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if !k.drainSince.IsZero() {
-		k.cfg.Logger.Info("kube-proxy's IPVS connections drained", "drainedFor", k.cfg.Now().Sub(k.drainSince).Round(time.Second))
-	}
-	k.drainSince = time.Time{}
+	k.drain.End()
 }
 
 // backEnds are the iptables binaries' bases a flavour programs, for both
