@@ -120,6 +120,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			_, err := others.Clean(ctx, inUse)
 			return err
 		},
+		RetryDrain: func(ctx context.Context) error {
+			_, err := others.Retry(ctx)
+			return err
+		},
 		Peer:               kubeProxy,
 		StateDir:           c.StateDir,
 		HealthzAddr:        c.HealthzBindAddress,

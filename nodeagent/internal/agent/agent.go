@@ -63,6 +63,9 @@ type Options struct {
 	// CleanOthers removes what modes other than inUse left in the kernel
 	// (syncer.Config.CleanOthers); nil leaves them.
 	CleanOthers func(ctx context.Context, inUse switchyardv1.DataplaneMode) error
+	// RetryDrain checks again the modes CleanOthers kept for their
+	// connections (syncer.Config.RetryDrain); optional.
+	RetryDrain func(ctx context.Context) error
 	// Peer is kube-proxy on this node, which the agent takes the node over
 	// from and hands it back to (syncer.Config.Peer); nil ignores it.
 	Peer syncer.Peer
@@ -259,6 +262,7 @@ func (a *Agent) syncerConfig() syncer.Config {
 		Mode:          a.o.Mode,
 		NewDataplane:  a.o.NewDataplane,
 		CleanOthers:   a.o.CleanOthers,
+		RetryDrain:    a.o.RetryDrain,
 		Peer:          a.o.Peer,
 		OnHandover:    a.handover,
 		Journal:       a.store,

@@ -28,8 +28,9 @@
 //
 // A mode whose kernel carries connections of its own (dataplane.Drainer:
 // ipvs) is kept while they last, at most Config.MaxDrain (Clean returns
-// dataplane.ErrDraining meanwhile); Config.AtOnce (the uninstall) removes
-// it at once and counts what it cut (Outcome.Cut).
+// dataplane.ErrDraining meanwhile, and Retry checks only such modes
+// again, not the ones Clean removed); Config.AtOnce (the uninstall)
+// removes it at once and counts what it cut (Outcome.Cut).
 //
 // Invariants: Clean goes on past a failing mode and returns every failure
 // joined, each naming its mode; it never cleans the mode it keeps; it

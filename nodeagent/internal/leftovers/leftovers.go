@@ -91,10 +91,29 @@ func (c *Cleaner) Clean(ctx context.Context, keep switchyardv1.DataplaneMode) ([
 		c.log.Info("dry-run mode: other modes' rules left untouched")
 		return nil, nil
 	}
+	return c.cleanModes(ctx, func(m switchyardv1.DataplaneMode) bool { return m != keep })
+}
+
+// Retry checks again only the modes the last Clean kept for their
+// connections, and removes those drained (or past MaxDrain): what a
+// caller retries every few seconds while they drain, without building,
+// reading and removing the other modes again each time. Its error is
+// Clean's.
+func (c *Cleaner) Retry(ctx context.Context) ([]Outcome, error) {
+	return c.cleanModes(ctx, func(m switchyardv1.DataplaneMode) bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		_, draining := c.drains[m]
+		return draining
+	})
+}
+
+// cleanModes cleans the modes of Modes that pick selects.
+func (c *Cleaner) cleanModes(ctx context.Context, pick func(switchyardv1.DataplaneMode) bool) ([]Outcome, error) {
 	var out []Outcome
 	var errs []error
 	for _, m := range Modes {
-		if m == keep {
+		if !pick(m) {
 			continue
 		}
 		o := c.clean(ctx, m)

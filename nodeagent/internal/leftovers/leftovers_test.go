@@ -232,3 +232,42 @@ func TestCleanAtOnce(t *testing.T) {
 		t.Errorf("ipvs cleaned up %d times, want 1", got)
 	}
 }
+
+// TestRetryChecksOnlyTheDrainingMode: while the ipvs mode drains, Retry
+// reads and removes only it; the modes Clean removed are not built or
+// removed again, and nothing is retried once the drain ended.
+func TestRetryChecksOnlyTheDrainingMode(t *testing.T) {
+	k, ipvsDP, build := withDraining()
+	c, err := leftovers.New(leftovers.Config{Build: build})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Clean(t.Context(), nftables); !errors.Is(err, dataplane.ErrDraining) {
+		t.Fatalf("Clean: %v, want ErrDraining", err)
+	}
+	for _, step := range []struct {
+		conns     int
+		wantModes []switchyardv1.DataplaneMode
+		wantDrain bool
+	}{
+		{conns: 2, wantModes: []switchyardv1.DataplaneMode{ipvs}, wantDrain: true},
+		{conns: 0, wantModes: []switchyardv1.DataplaneMode{ipvs}},
+		{conns: 0}, // drained and removed: nothing left to retry
+	} {
+		ipvsDP.conns = step.conns
+		outs, err := c.Retry(t.Context())
+		var modes []switchyardv1.DataplaneMode
+		for _, o := range outs {
+			modes = append(modes, o.Mode)
+		}
+		if !slices.Equal(modes, step.wantModes) || errors.Is(err, dataplane.ErrDraining) != step.wantDrain {
+			t.Errorf("%d connections: Retry checked %v (err %v), want %v, draining %v", step.conns, modes, err, step.wantModes, step.wantDrain)
+		}
+	}
+	if got := k.dps[iptables].Cleanups(); got != 1 {
+		t.Errorf("iptables cleaned up %d times, want once (by Clean)", got)
+	}
+	if got := ipvsDP.Cleanups(); got != 1 {
+		t.Errorf("ipvs cleaned up %d times, want once (when drained)", got)
+	}
+}

@@ -36,7 +36,9 @@
 //     mode) is removed only after the first successful sync of the mode in
 //     use, once that sync's callers are answered (Config.CleanOthers), and
 //     again after each switch; a failed clean-up is retried after full
-//     syncs. A Service that exists in both modes never loses its path.
+//     syncs, a mode kept for its connections (IPVS) every
+//     drainRetryInterval until they drained (Config.RetryDrain). A
+//     Service that exists in both modes never loses its path.
 //   - The agent's own services (Config.Decorator: the datapath canary)
 //     are added to each sync's state after the view's updates and
 //     replace the view's of the same names; they never enter the applied

@@ -158,8 +158,16 @@ func (d drainingDP) Connections(context.Context) (int, error) { return int(d.con
 // connections of its own (IPVS) applies the new mode and leaves the old
 // one in place (no Cleanup) for the leftover cleanup, which keeps it
 // while they last (ErrDraining) and is retried every
-// drainRetryInterval, not at the next full sync, until it can go.
+// drainRetryInterval, not at the next full sync, until it can go. The
+// retry checks only the draining mode (RetryDrain) when there is one,
+// else it cleans the other modes again.
 func TestModeSwitchDrainsTheOldMode(t *testing.T) {
+	for _, retry := range []bool{true, false} {
+		t.Run(fmt.Sprintf("RetryDrain=%v", retry), func(t *testing.T) { modeSwitchDrains(t, retry) })
+	}
+}
+
+func modeSwitchDrains(t *testing.T, withRetry bool) {
 	ipvs := switchyardv1.DataplaneMode_DATAPLANE_MODE_IPVS
 	nft := switchyardv1.DataplaneMode_DATAPLANE_MODE_NFTABLES
 	var conns atomic.Int64
@@ -175,15 +183,21 @@ func TestModeSwitchDrainsTheOldMode(t *testing.T) {
 			}
 			return dp, err
 		}
-		c.CleanOthers = func(_ context.Context, keep switchyardv1.DataplaneMode) error {
+		clean := func(what string, draining bool) error {
 			h.mu.Lock()
 			defer h.mu.Unlock()
-			if keep != ipvs && conns.Load() > 0 {
-				h.log = append(h.log, "clean others, keep "+keep.String()+" (ipvs draining)")
+			if draining && conns.Load() > 0 {
+				h.log = append(h.log, what+" (ipvs draining)")
 				return fmt.Errorf("ipvs mode kept for %d connections: %w", conns.Load(), dataplane.ErrDraining)
 			}
-			h.log = append(h.log, "clean others, keep "+keep.String())
+			h.log = append(h.log, what)
 			return nil
+		}
+		c.CleanOthers = func(_ context.Context, keep switchyardv1.DataplaneMode) error {
+			return clean("clean others, keep "+keep.String(), keep != ipvs)
+		}
+		if withRetry {
+			c.RetryDrain = func(context.Context) error { return clean("retry the drain", true) }
 		}
 	})
 	if err := h.applyStepping(update("s1", svc("ns/a", "1"))); err != nil {
@@ -206,11 +220,15 @@ func TestModeSwitchDrainsTheOldMode(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	want = append(want, "clean others, keep DATAPLANE_MODE_NFTABLES (ipvs draining)")
+	retried := "clean others, keep DATAPLANE_MODE_NFTABLES"
+	if withRetry {
+		retried = "retry the drain"
+	}
+	want = append(want, retried+" (ipvs draining)")
 	stepUntil(len(want))
 	h.wantCalls(t, want)
 	conns.Store(0)
-	want = append(want, "clean others, keep DATAPLANE_MODE_NFTABLES")
+	want = append(want, retried)
 	stepUntil(len(want))
 	h.wantCalls(t, want)
 	// Done: no more retries.

@@ -298,6 +298,22 @@ func (s *Syncer) program(ctx context.Context, st *dataplane.State, full bool, ch
 // resident memory is what every node pays.
 func releaseMemory() { debug.FreeOSMemory() }
 
+// retryDrain checks the modes kept for their connections again (see
+// Config.RetryDrain). The other modes' leftovers, removed by the
+// CleanOthers that started the drain or failing there, are not touched:
+// a failure among them is retried after the next full sync.
+func (s *Syncer) retryDrain(ctx context.Context) {
+	if s.cfg.RetryDrain == nil {
+		s.cleanOthers(ctx)
+		return
+	}
+	err := s.cfg.RetryDrain(ctx)
+	s.drainRetry = errors.Is(err, dataplane.ErrDraining)
+	if err != nil && !onlyDraining(err) {
+		s.cfg.Logger.Error("removing a mode kept for its connections failed; retried after the next full sync", "mode", s.dp.Mode(), "err", err)
+	}
+}
+
 // drainRetryInterval is how often a mode kept for its connections is
 // checked again: IPVS counts a closed connection for its TIME_WAIT (two
 // minutes by default), so a few seconds add nothing noticeable.

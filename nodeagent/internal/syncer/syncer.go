@@ -79,6 +79,12 @@ type Config struct {
 	// failure, again after each full sync until it succeeds. Never before:
 	// services that exist in both modes keep forwarding throughout.
 	CleanOthers func(ctx context.Context, inUse switchyardv1.DataplaneMode) error
+	// RetryDrain checks again the modes the last CleanOthers kept for
+	// their connections (dataplane.ErrDraining) and removes those that
+	// drained (leftovers.Cleaner.Retry); it runs every
+	// drainRetryInterval while they drain. Optional: without it the
+	// retry runs CleanOthers whole.
+	RetryDrain func(ctx context.Context) error
 	// Peer is the other proxy on the node (kube-proxy) that this agent
 	// takes the node over from and hands it back to (handover.go);
 	// optional. PeerCheckInterval is how often it is looked at
@@ -359,7 +365,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 		case <-drainC:
 			drainT, drainC = nil, nil
 			if !s.holding.Load() {
-				s.cleanOthers(ctx)
+				s.retryDrain(ctx)
 			}
 		case <-full.C():
 			stopMin()
