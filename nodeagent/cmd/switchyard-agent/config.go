@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/peer"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/syncer"
 )
 
 // Config is the agent's configuration: the --config YAML file (in the
@@ -32,6 +33,7 @@ type Config struct {
 	KeyFile                 string   `json:"keyFile,omitempty"`
 	Insecure                bool     `json:"insecure,omitempty"`
 	MinSyncPeriod           Duration `json:"minSyncPeriod,omitzero"`
+	SyncPacing              string   `json:"syncPacing,omitempty"`
 	SyncPeriod              Duration `json:"syncPeriod,omitzero"`
 	DriftCheckInterval      Duration `json:"driftCheckInterval,omitzero"`
 	DatapathCanary          string   `json:"datapathCanary,omitempty"`
@@ -78,6 +80,7 @@ func defaults(env func(string) string) Config {
 		KubeProxyHealthzAddress: peer.DefaultHealthzAddress,
 		MetricsBindAddress:      "127.0.0.1:10249",
 		MinSyncPeriod:           Duration{time.Second},
+		SyncPacing:              "adaptive",
 		SyncPeriod:              Duration{time.Hour},
 		DriftCheckInterval:      Duration{5 * time.Second},
 		// Not kube-proxy's 10249/10256, nor 10257-10259 (controller
@@ -118,7 +121,7 @@ func (a *addresses) Set(v string) error {
 }
 
 func bind(fs *flag.FlagSet, c *Config, configFile *string) {
-	fs.StringVar(configFile, "config", "", "YAML file with the same fields as these flags (controlPlanes, nodeName, mode, stateDir, healthzBindAddress, metricsBindAddress, healthCheckBindAddress, caFile, certFile, keyFile, insecure, minSyncPeriod, syncPeriod, driftCheckInterval, datapathCanary, datapathCanaryPort, datapathProbeInterval, logLevel, logFormat, cleanupKubeProxy, gcPercent, enableProfiling); flags override it")
+	fs.StringVar(configFile, "config", "", "YAML file with the same fields as these flags (controlPlanes, nodeName, mode, stateDir, healthzBindAddress, metricsBindAddress, healthCheckBindAddress, caFile, certFile, keyFile, insecure, minSyncPeriod, syncPacing, syncPeriod, driftCheckInterval, datapathCanary, datapathCanaryPort, datapathProbeInterval, logLevel, logFormat, cleanupKubeProxy, gcPercent, enableProfiling); flags override it")
 	fs.Var(&addresses{list: &c.ControlPlanes}, "control-plane", "control-plane gRPC address host:port; repeat the flag or separate with commas; the agent fails over between them. "+
 		"The agent dials first the replica addresses the control plane advertised (NodeConfig control_plane_addresses, persisted in --state-dir/control-planes.json), then these; "+
 		"at least one of these must work without a Service VIP on a fresh node. With TLS, learnt addresses are verified against the host of the first of these")
@@ -132,7 +135,10 @@ func bind(fs *flag.FlagSet, c *Config, configFile *string) {
 	fs.StringVar(&c.CertFile, "cert-file", c.CertFile, "PEM client certificate naming this node (mTLS); reloaded when it changes (the kubelet's rotation), and the stream reconnects once to present it")
 	fs.StringVar(&c.KeyFile, "key-file", c.KeyFile, "PEM private key of --cert-file")
 	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "talk plaintext gRPC to the control plane; only when no TLS file is given (tests and demos)")
-	fs.DurationVar(&c.MinSyncPeriod.Duration, "min-sync-period", c.MinSyncPeriod.Duration, "shortest time between two syncs; bursts of changes are coalesced")
+	fs.DurationVar(&c.MinSyncPeriod.Duration, "min-sync-period", c.MinSyncPeriod.Duration,
+		"with --sync-pacing=bounded, the shortest time between two syncs (kube-proxy's); with adaptive, the longest a change waits for a sync; bursts of changes are coalesced either way")
+	fs.StringVar(&c.SyncPacing, "sync-pacing", c.SyncPacing,
+		"how syncs that follow each other are spaced: adaptive (a sync waits 4 times the previous sync's duration, at most --min-sync-period: an idle node applies a change at once, a burst is coalesced, a slow mode is paced as bounded) or bounded (kube-proxy's: --min-sync-period between syncs, whatever they cost)")
 	fs.DurationVar(&c.DriftCheckInterval.Duration, "drift-check-interval", c.DriftCheckInterval.Duration,
 		"time between checks that the kernel still holds what the agent applied (a generation number, read back only when something changed); a difference is repaired at once by a full sync that writes only it. 0 disables")
 	fs.StringVar(&c.DatapathCanary, "datapath-canary", c.DatapathCanary,
@@ -226,6 +232,9 @@ func (c *Config) validate() error {
 	}
 	if c.MinSyncPeriod.Duration < 0 {
 		errs = append(errs, errors.New("--min-sync-period must not be negative"))
+	}
+	if _, err := syncer.ParsePacing(c.SyncPacing); err != nil {
+		errs = append(errs, fmt.Errorf("--sync-pacing: %w", err))
 	}
 	return errors.Join(errs...)
 }

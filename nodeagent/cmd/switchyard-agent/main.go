@@ -72,6 +72,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	pacing, err := syncer.ParsePacing(c.SyncPacing)
+	if err != nil {
+		return err
+	}
 	newDP := dataplanes(ctx, stdout, logger)
 	if _, err := newDP(mode); err != nil {
 		return err
@@ -131,6 +135,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		Profiling:          c.EnableProfiling,
 		HealthCheckBindIP:  c.HealthCheckBindAddress,
 		MinSyncPeriod:      c.MinSyncPeriod.Duration,
+		SyncPacing:         pacing,
 		SyncPeriod:         c.SyncPeriod.Duration,
 		DriftCheckInterval: c.DriftCheckInterval.Duration,
 		DatapathCanary:     canaryVIP,

@@ -82,7 +82,9 @@ type Options struct {
 	// HealthCheckListen overrides how health-check ports are opened (tests).
 	HealthCheckListen func(port uint32) (net.Listener, error)
 	MinSyncPeriod     time.Duration
-	SyncPeriod        time.Duration
+	// SyncPacing spaces syncs (syncer.Config.Pacing).
+	SyncPacing syncer.Pacing
+	SyncPeriod time.Duration
 	// DriftCheckInterval is the time between two checks that the kernel
 	// still holds what was applied; 0 disables them.
 	DriftCheckInterval time.Duration
@@ -258,6 +260,7 @@ func (a *Agent) syncerConfig() syncer.Config {
 		Logger:        a.o.Logger.With("component", "syncer"),
 		Clock:         a.o.Clock,
 		MinSyncPeriod: a.o.MinSyncPeriod,
+		Pacing:        a.o.SyncPacing,
 		SyncPeriod:    a.o.SyncPeriod,
 		Mode:          a.o.Mode,
 		NewDataplane:  a.o.NewDataplane,

@@ -44,7 +44,7 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 		switched, err = s.program(ctx, nextState, full, hint)
 	}
 	end := s.cfg.Clock.Now()
-	s.lastSync = end
+	s.lastSync, s.lastCost = end, end.Sub(start)
 	if err != nil {
 		s.repair = true
 		s.cfg.Metrics.SyncFailed()

@@ -51,9 +51,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Clock times syncs; the real clock when nil.
 	Clock clock.Clock
-	// MinSyncPeriod is the shortest time between two syncs; a NodeConfig's
-	// sync settings override it.
+	// MinSyncPeriod is the shortest time between two syncs (PacingBounded)
+	// or the longest a change waits for a sync (PacingAdaptive); a
+	// NodeConfig's sync settings override it.
 	MinSyncPeriod time.Duration
+	// Pacing spaces syncs; the zero value is kube-proxy's PacingBounded.
+	Pacing Pacing
 	// SyncPeriod is the time between full resyncs; a NodeConfig's sync
 	// settings override it.
 	SyncPeriod time.Duration
@@ -134,6 +137,8 @@ type Syncer struct {
 	state    *dataplane.State
 	dp       dataplane.Dataplane
 	lastSync time.Time
+	// lastCost is what the last sync's programming took (Pacing).
+	lastCost time.Duration
 	synced   bool
 	// othersLeft: the other modes' leftovers are not cleaned up since
 	// the last switch (or start), or a switch failed and may have left
@@ -324,7 +329,7 @@ func (s *Syncer) Run(ctx context.Context) error {
 		}
 		if len(pending) > 0 && minC == nil {
 			minSync, _ := s.periods()
-			wait := s.lastSync.Add(minSync).Sub(s.cfg.Clock.Now())
+			wait := s.lastSync.Add(s.cfg.Pacing.gap(minSync, s.lastCost)).Sub(s.cfg.Clock.Now())
 			if !s.synced || wait <= 0 {
 				s.sync(ctx, pending, false)
 				pending = nil
