@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 )
 
@@ -37,11 +36,20 @@ var ipvsSets = []string{
 	"KUBE-HEALTH-CHECK-NODE-PORT", "KUBE-IPVS-IPS",
 }
 
+// maxSetName is the longest ipset name the kernel keeps
+// (IPSET_MAXNAMELEN 32, with the NUL): longer names are cut, so two of
+// kube-proxy's IPv6 sets exist as "KUBE-6-LOAD-BALANCER-SOURCE-CID" and
+// "KUBE-6-NODE-PORT-LOCAL-SCTP-HAS".
+const maxSetName = 31
+
 func isKubeProxySet(name string) bool {
-	if rest, ok := strings.CutPrefix(name, "KUBE-6-"); ok {
-		name = "KUBE-" + rest
+	for _, set := range ipvsSets {
+		v6 := "KUBE-6-" + strings.TrimPrefix(set, "KUBE-")
+		if name == set || name == v6[:min(len(v6), maxSetName)] {
+			return true
+		}
 	}
-	return slices.Contains(ipvsSets, name)
+	return false
 }
 
 // kubeProxyIPSets returns kube-proxy's sets in `ipset list -n` output.
