@@ -59,12 +59,13 @@ func (b *handOverBed) fromKubeProxy(t *testing.T) handOverRow {
 	})
 	r.switched = time.Since(start)
 	tl.mark("Switchyard nftables forwards, kube-proxy's IPVS draining")
-	acked := b.ipvsCreated(t)
+	acked := b.ipvsScheduled(t)
 	time.Sleep(handOverTail) // schedule, not a wait for a condition
-	created := b.ipvsCreated(t) - acked
+	created, where := scheduledSince(acked, b.ipvsScheduled(t))
 	r.ipvsNew = fmt.Sprint(created)
 	if created > 0 {
-		t.Errorf("IPVS scheduled %d new connections after Switchyard's nftables mode took node-0 over", created)
+		t.Errorf("IPVS scheduled %d new connections after Switchyard's nftables mode took node-0 over (%s); IPVS's connections on %s now:\n%s",
+			created, where, b.node.Name, b.ipvsConnSample(t))
 	}
 	stopped := b.stopLoad(t, ld, tl, &r)
 	r.drain = b.waitNoIPVS(t, stopped)
@@ -98,4 +99,17 @@ func (b *handOverBed) startKubeProxyIPVS(t *testing.T) *system.KubeProxy {
 	}
 	t.Logf("kube-proxy ipvs (pid %d) forwards %v after its start; %s holds %s", kp.Pid(), time.Since(start).Round(time.Millisecond), b.node.Name, l)
 	return kp
+}
+
+// ipvsConnSample is the start of IPVS's connection table on the
+// taken-over node (`ipvsadm -Lnc`): which clients and states IPVS still
+// schedules, when it should schedule none.
+func (b *handOverBed) ipvsConnSample(t *testing.T) string {
+	t.Helper()
+	out, err := b.e.c.Topo.Exec(t.Context(), b.node.NS, "ipvsadm", "-Lnc")
+	if err != nil {
+		return fmt.Sprintf("ipvsadm -Lnc: %v", err)
+	}
+	lines := strings.Split(string(out), "\n")
+	return strings.Join(lines[:min(len(lines), 40)], "\n")
 }

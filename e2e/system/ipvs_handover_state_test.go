@@ -104,24 +104,60 @@ UDP  10.96.5.20:53 rr
 	}
 }
 
-// ipvsConnsCreated reads IPVS's count of connections it has scheduled in
-// node n's namespace (/proc/net/ip_vs_stats, hex): one that grows after
-// a switch away from IPVS means new connections still met IPVS.
-func (e *env) ipvsConnsCreated(ctx context.Context, n netns.Node) (uint64, error) {
-	out, err := e.c.Topo.Exec(ctx, n.NS, "cat", "/proc/net/ip_vs_stats")
+// ipvsScheduled reads how many connections IPVS has scheduled on each
+// virtual server of node n's namespace (`ipvsadm -Ln --stats --exact`,
+// the Conns column), keyed "node protocol address:port": one that grows
+// after a switch away from IPVS means new connections still met IPVS,
+// and which virtual server says which traffic.
+func (e *env) ipvsScheduled(ctx context.Context, n netns.Node) (map[string]uint64, error) {
+	out, err := e.c.Topo.Exec(ctx, n.NS, "ipvsadm", "-Ln", "--stats", "--exact")
 	if err != nil {
-		return 0, fmt.Errorf("read /proc/net/ip_vs_stats: %w", err)
+		return nil, fmt.Errorf("ipvsadm -Ln --stats --exact: %w\n%s", err, out)
 	}
-	// Two header lines, then "Conns InPkts OutPkts InBytes OutBytes".
-	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
-	if len(lines) < 3 {
-		return 0, fmt.Errorf("/proc/net/ip_vs_stats: %q", out)
+	got, err := parseIPVSStats(string(out))
+	if err != nil {
+		return nil, err
 	}
-	f := strings.Fields(lines[2])
-	if len(f) == 0 {
-		return 0, fmt.Errorf("/proc/net/ip_vs_stats: %q", out)
+	m := make(map[string]uint64, len(got))
+	for vs, c := range got {
+		m[n.Name+" "+vs] = c
 	}
-	return strconv.ParseUint(f[0], 16, 64)
+	return m, nil
+}
+
+// parseIPVSStats returns the Conns count of each virtual server in
+// `ipvsadm -Ln --stats --exact` output.
+func parseIPVSStats(out string) (map[string]uint64, error) {
+	m := map[string]uint64{}
+	for line := range strings.SplitSeq(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 3 || (f[0] != "TCP" && f[0] != "UDP" && f[0] != "SCTP" && f[0] != "FWM") {
+			continue
+		}
+		c, err := strconv.ParseUint(f[2], 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("ipvsadm --stats line %q: %w", line, err)
+		}
+		m[f[0]+" "+f[1]] = c
+	}
+	return m, nil
+}
+
+func TestParseIPVSStats(t *testing.T) {
+	out := `IP Virtual Server version 1.2.1 (size=4096)
+Prot LocalAddress:Port               Conns   InPkts  OutPkts  InBytes OutBytes
+  -> RemoteAddress:Port
+TCP  10.96.5.20:80                    1234     5000     4000   300000   200000
+  -> 10.244.0.2:8080                   600     2500     2000   150000   100000
+UDP  10.96.5.20:53                       7        7        7      420      700
+`
+	m, err := parseIPVSStats(out)
+	if err != nil || len(m) != 2 || m["TCP 10.96.5.20:80"] != 1234 || m["UDP 10.96.5.20:53"] != 7 {
+		t.Errorf("parseIPVSStats = %v, %v", m, err)
+	}
+	if _, err := parseIPVSStats("TCP  10.96.5.20:80  12K 1 1 1 1\n"); err == nil {
+		t.Error("parseIPVSStats took an abbreviated count")
+	}
 }
 
 // tcpRetrans are the client namespace's TCP retransmission counters:

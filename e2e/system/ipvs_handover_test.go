@@ -2,6 +2,8 @@ package system_test
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -137,18 +139,34 @@ func (b *handOverBed) waitMode(t *testing.T, n netns.Node, mode string) {
 	})
 }
 
-// ipvsCreated sums the connections IPVS scheduled on every node so far.
-func (b *handOverBed) ipvsCreated(t *testing.T) uint64 {
+// ipvsScheduled is every node's count of connections IPVS scheduled so
+// far, by virtual server (env.ipvsScheduled).
+func (b *handOverBed) ipvsScheduled(t *testing.T) map[string]uint64 {
 	t.Helper()
-	var sum uint64
+	all := map[string]uint64{}
 	for _, n := range b.e.c.Topo.Nodes() {
-		c, err := b.e.ipvsConnsCreated(t.Context(), n)
+		m, err := b.e.ipvsScheduled(t.Context(), n)
 		if err != nil {
 			t.Fatal(err)
 		}
-		sum += c
+		maps.Copy(all, m)
 	}
-	return sum
+	return all
+}
+
+// scheduledSince is how many connections IPVS scheduled between two
+// reads of ipvsScheduled, and on which virtual servers (a virtual server
+// gone since counts nothing).
+func scheduledSince(before, after map[string]uint64) (uint64, string) {
+	var sum uint64
+	var where []string
+	for _, vs := range slices.Sorted(maps.Keys(after)) {
+		if d := after[vs] - before[vs]; after[vs] > before[vs] {
+			sum += d
+			where = append(where, fmt.Sprintf("%s: %d", vs, d))
+		}
+	}
+	return sum, strings.Join(where, ", ")
 }
 
 // switchMode edits the settings from mode from to mode to under the load
@@ -169,13 +187,13 @@ func (b *handOverBed) switchMode(t *testing.T, from, to string) handOverRow {
 	}
 	r.switched = time.Since(edit)
 	tl.mark(to + " acked on every node")
-	acked := b.ipvsCreated(t)
+	acked := b.ipvsScheduled(t)
 	time.Sleep(handOverTail) // schedule, not a wait for a condition
-	created := b.ipvsCreated(t) - acked
+	created, where := scheduledSince(acked, b.ipvsScheduled(t))
 	if from == "ipvs" {
 		r.ipvsNew = fmt.Sprint(created)
 		if created > 0 {
-			t.Errorf("IPVS scheduled %d new connections after every node acked %s", created, to)
+			t.Errorf("IPVS scheduled %d new connections after every node acked %s (%s)", created, to, where)
 		}
 	} else {
 		r.ipvsNew = fmt.Sprintf("%d (IPVS in use)", created)
