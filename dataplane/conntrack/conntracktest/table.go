@@ -27,8 +27,16 @@ type Table struct {
 	entries map[dataplane.Family][]conntrack.Entry
 	// ListErr and DeleteErr, when set, fail the next calls.
 	ListErr, DeleteErr error
-	// Lists counts ListUDP calls, Deletes DeleteEntries calls.
+	// Lists counts ListUDP calls, Deletes DeleteEntries calls; read
+	// them with Listed while others may call.
 	Lists, Deletes int
+}
+
+// Listed returns Lists.
+func (t *Table) Listed() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.Lists
 }
 
 // New returns an empty table.
