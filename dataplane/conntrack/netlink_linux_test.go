@@ -156,7 +156,9 @@ func benchReconcile(b *testing.B, n, stalePct int) {
 	ct := kernelTable(b)
 	const ports, eps = 1000, 5
 	live := conntrack.Live{ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}}
-	vip := func(i int) netip.AddrPort { return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), 53) }
+	vip := func(i int) netip.AddrPort {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), 53)
+	}
 	ep := func(i, j int) netip.AddrPort {
 		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)}), uint16(5000+j))
 	}

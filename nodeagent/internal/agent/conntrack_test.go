@@ -66,4 +66,3 @@ func TestConntrackReconciledAfterSyncs(t *testing.T) {
 		t.Errorf("%d listings after an addition and a removal, want 2 (one run, both families)", n)
 	}
 }
-
