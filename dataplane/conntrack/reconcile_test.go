@@ -161,3 +161,34 @@ func TestReconcileTable(t *testing.T) {
 		}
 	})
 }
+
+// BenchmarkReconcilePure is the judging part of one reconcile alone: 100k
+// entries against 1,000 UDP ports of 5 endpoints, one in six DNATed to
+// a gone endpoint (no kernel).
+func BenchmarkReconcilePure(b *testing.B) {
+	const n, ports, eps = 100_000, 1000, 5
+	vip := func(i int) netip.AddrPort {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), 53)
+	}
+	ep := func(i, j int) netip.AddrPort {
+		return netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)}), uint16(5000+j))
+	}
+	live := conntrack.Live{ServiceCIDRs: []netip.Prefix{netip.MustParsePrefix("10.96.0.0/16")}}
+	for i := range ports {
+		u := conntrack.UDPPort{Dsts: []netip.AddrPort{vip(i)}}
+		for j := range eps {
+			u.AddEndpoint(ep(i, j))
+		}
+		live.Ports = append(live.Ports, u)
+	}
+	entries := make([]conntrack.Entry, n)
+	for k := range entries {
+		i := k % ports
+		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(k >> 16), byte(k >> 8)}), uint16(1024+k%256))
+		entries[k] = conntrack.Entry{Src: src, Dst: vip(i), Reply: ep(i, k%(eps+1))}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		conntrack.Reconcile(entries, live)
+	}
+}
