@@ -19,6 +19,10 @@ type Table struct {
 	entries map[dataplane.Family][]conntrack.Entry
 	// ListErr and DeleteErr, when set, fail the next calls.
 	ListErr, DeleteErr error
+	// OnList, when set, runs at each ListUDP (after the listing is
+	// taken, without the table's lock): what changes while the kernel
+	// is read.
+	OnList func()
 	// Lists counts ListUDP calls, Deletes DeleteEntries calls; read
 	// them with Listed while others may call.
 	Lists, Deletes int
@@ -44,12 +48,16 @@ func (t *Table) Add(fam dataplane.Family, es ...conntrack.Entry) {
 // ListUDP implements conntrack.Table.
 func (t *Table) ListUDP(_ context.Context, fam dataplane.Family) ([]conntrack.Entry, error) {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	t.Lists++
-	if t.ListErr != nil {
-		return nil, t.ListErr
+	err, out, on := t.ListErr, slices.Clone(t.entries[fam]), t.OnList
+	t.mu.Unlock()
+	if on != nil {
+		on()
 	}
-	return slices.Clone(t.entries[fam]), nil
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // DeleteEntries implements conntrack.Table.

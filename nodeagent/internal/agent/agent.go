@@ -336,10 +336,11 @@ func (a *Agent) newConntrackReconciler() error {
 		Table:    a.o.Conntrack,
 		Interval: a.o.ConntrackReconcileInterval,
 		Current: func() (conntrackreconcile.Snapshot, bool) {
+			seq := a.syncer.ProgramSeq() // before what it vouches for
 			if !a.syncer.Synced() || a.syncer.Holding() {
 				return conntrackreconcile.Snapshot{}, false
 			}
-			return conntrackreconcile.Snapshot{State: a.syncer.Applied().State(), Mode: a.syncer.Mode()}, true
+			return conntrackreconcile.Snapshot{State: a.syncer.Applied().State(), Mode: a.syncer.Mode(), Seq: seq}, true
 		},
 		Metrics: a.metrics,
 		Logger:  a.o.Logger.With("component", "conntrack"),

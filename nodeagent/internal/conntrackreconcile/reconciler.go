@@ -16,10 +16,16 @@ import (
 )
 
 // Snapshot is what the agent applied last: the dataplane state and the
-// mode that programmed it.
+// mode that programmed it, and the syncer's sequence (Seq) read before
+// them.
 type Snapshot struct {
 	State *dataplane.State
 	Mode  switchyardv1.DataplaneMode
+	// Seq is odd while a sync may be changing the kernel and moves with
+	// every sync: a reconcile whose listing saw another Seq than the
+	// state it judges by could take the fresh flows of an endpoint the
+	// sync just programmed, not yet in State, for stale ones.
+	Seq uint64
 }
 
 // Config configures a Reconciler.
@@ -112,6 +118,11 @@ func (r *Reconciler) Once(ctx context.Context) map[dataplane.Family]conntrack.Re
 		r.cfg.Logger.Debug("conntrack reconcile skipped: nothing applied by this agent")
 		return nil
 	}
+	if snap.Seq%2 == 1 {
+		// The sync's own trigger, or the next interval, runs it again.
+		r.cfg.Logger.Debug("conntrack reconcile skipped: a sync is changing the kernel")
+		return nil
+	}
 	switch snap.Mode {
 	case switchyardv1.DataplaneMode_DATAPLANE_MODE_USERSPACE, switchyardv1.DataplaneMode_DATAPLANE_MODE_DRY_RUN:
 		if r.idleMode != snap.Mode {
@@ -127,15 +138,23 @@ func (r *Reconciler) Once(ctx context.Context) map[dataplane.Family]conntrack.Re
 			return out
 		}
 		start := r.cfg.Clock.Now()
+		moved := false
 		res, err := conntrack.ReconcileTable(ctx, r.cfg.Table, fam, func() conntrack.Live {
-			// After the listing (see ReconcileTable): the newest state.
-			if cur, ok := r.cfg.Current(); ok {
-				snap = cur
+			// After the listing: the state must be the one the kernel
+			// held throughout it, which an unchanged even Seq proves. An
+			// empty Live judges nothing stale.
+			if cur, ok := r.cfg.Current(); !ok || cur.Seq != snap.Seq {
+				moved = true
+				return conntrack.Live{}
 			}
 			return Live(snap.State, fam, snap.Mode)
 		})
 		d := r.cfg.Clock.Since(start)
 		out[fam] = res
+		if moved {
+			r.cfg.Logger.Debug("conntrack reconcile skipped: a sync ran during the listing", "ipFamily", fam.String())
+			continue
+		}
 		if err != nil {
 			r.cfg.Metrics.ConntrackReconcileFailed(fam.String())
 			r.cfg.Logger.Warn("conntrack reconcile failed; retried at the next one", "ipFamily", fam.String(), "err", err)

@@ -106,6 +106,7 @@ kubeproxy_conntrack_reconciler_deleted_entries_total{ip_family="IPv4",reason="se
 		{"before the first sync", Snapshot{}, false},
 		{"userspace does no DNAT", Snapshot{State: st, Mode: switchyardv1.DataplaneMode_DATAPLANE_MODE_USERSPACE}, true},
 		{"dry-run programs nothing", Snapshot{State: st, Mode: switchyardv1.DataplaneMode_DATAPLANE_MODE_DRY_RUN}, true},
+		{"a sync is changing the kernel", Snapshot{State: st, Mode: applied.Mode, Seq: 3}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tab := conntracktest.New()
@@ -117,6 +118,19 @@ kubeproxy_conntrack_reconciler_deleted_entries_total{ip_family="IPv4",reason="se
 			}
 		})
 	}
+	t.Run("a sync during the listing: nothing judged stale", func(t *testing.T) {
+		tab := conntracktest.New()
+		fill(tab)
+		src := &source{snap: Snapshot{State: st, Mode: applied.Mode, Seq: 2}, ok: true}
+		// The sync programs an endpoint, then records it: the listing
+		// saw Seq 2, the state is read at Seq 4.
+		tab.OnList = func() { src.set(Snapshot{State: st, Mode: applied.Mode, Seq: 4}, true) }
+		r := newReconciler(t, tab, src, clocktesting.NewFakeClock(time.Now()), nil)
+		r.Once(t.Context())
+		if tab.Lists != 2 || tab.Deletes != 0 {
+			t.Errorf("%d lists, %d deletes; want both families listed, nothing deleted", tab.Lists, tab.Deletes)
+		}
+	})
 	t.Run("a failure is counted and the other family still runs", func(t *testing.T) {
 		tab, m := conntracktest.New(), metrics.New()
 		tab.ListErr = errors.New("netlink: boom")
