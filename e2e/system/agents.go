@@ -26,6 +26,8 @@ type agent struct {
 	state   string // --state-dir, kept across restarts
 	logPath string // output of every start, appended
 	proc    *launch.Process
+	// extra are flags added to the command line (SetAgentArgs).
+	extra []string
 }
 
 // agentArgs is node's agent command line: every replica, comma-separated,
@@ -42,6 +44,7 @@ func (c *Cluster) agentArgs(a *agent) ([]string, error) {
 		// /16), which the API server gives only to Services that ask.
 		"--datapath-canary", DatapathCanary, "--datapath-probe-interval", "1s",
 	}
+	args = append(args, a.extra...)
 	if c.PKI == nil {
 		return append(args, "--insecure"), nil
 	}
@@ -105,6 +108,10 @@ func (c *Cluster) RestartAgentAs(i int, mode string) error {
 	c.agents[i].mode = mode
 	return c.RestartAgent(i)
 }
+
+// SetAgentArgs gives node i's agent extra flags from its next start on
+// (RestartAgent), replacing those set before; none restores the defaults.
+func (c *Cluster) SetAgentArgs(i int, extra ...string) { c.agents[i].extra = extra }
 
 // AgentStateDir is node i's agent --state-dir.
 func (c *Cluster) AgentStateDir(i int) string { return c.agents[i].state }

@@ -21,30 +21,32 @@ import (
 // spirit of KubeProxyConfiguration) has the same fields as the flags, and
 // flags given on the command line override it.
 type Config struct {
-	ControlPlanes           []string `json:"controlPlanes,omitempty"`
-	NodeName                string   `json:"nodeName,omitempty"`
-	Mode                    string   `json:"mode,omitempty"`
-	StateDir                string   `json:"stateDir,omitempty"`
-	HealthzBindAddress      string   `json:"healthzBindAddress,omitempty"`
-	MetricsBindAddress      string   `json:"metricsBindAddress,omitempty"`
-	HealthCheckBindAddress  string   `json:"healthCheckBindAddress,omitempty"`
-	CAFile                  string   `json:"caFile,omitempty"`
-	CertFile                string   `json:"certFile,omitempty"`
-	KeyFile                 string   `json:"keyFile,omitempty"`
-	Insecure                bool     `json:"insecure,omitempty"`
-	MinSyncPeriod           Duration `json:"minSyncPeriod,omitzero"`
-	SyncPacing              string   `json:"syncPacing,omitempty"`
-	SyncPeriod              Duration `json:"syncPeriod,omitzero"`
-	DriftCheckInterval      Duration `json:"driftCheckInterval,omitzero"`
-	DatapathCanary          string   `json:"datapathCanary,omitempty"`
-	DatapathCanaryPort      int      `json:"datapathCanaryPort,omitempty"`
-	DatapathProbeInterval   Duration `json:"datapathProbeInterval,omitzero"`
-	LogLevel                string   `json:"logLevel,omitempty"`
-	LogFormat               string   `json:"logFormat,omitempty"`
-	CleanupKubeProxy        bool     `json:"cleanupKubeProxy,omitempty"`
-	KubeProxyHealthzAddress string   `json:"kubeProxyHealthzAddress,omitempty"`
-	GCPercent               int      `json:"gcPercent,omitempty"`
-	EnableProfiling         bool     `json:"enableProfiling,omitempty"`
+	ControlPlanes          []string `json:"controlPlanes,omitempty"`
+	NodeName               string   `json:"nodeName,omitempty"`
+	Mode                   string   `json:"mode,omitempty"`
+	StateDir               string   `json:"stateDir,omitempty"`
+	HealthzBindAddress     string   `json:"healthzBindAddress,omitempty"`
+	MetricsBindAddress     string   `json:"metricsBindAddress,omitempty"`
+	HealthCheckBindAddress string   `json:"healthCheckBindAddress,omitempty"`
+	CAFile                 string   `json:"caFile,omitempty"`
+	CertFile               string   `json:"certFile,omitempty"`
+	KeyFile                string   `json:"keyFile,omitempty"`
+	Insecure               bool     `json:"insecure,omitempty"`
+	MinSyncPeriod          Duration `json:"minSyncPeriod,omitzero"`
+	SyncPacing             string   `json:"syncPacing,omitempty"`
+	SyncPeriod             Duration `json:"syncPeriod,omitzero"`
+	DriftCheckInterval     Duration `json:"driftCheckInterval,omitzero"`
+	// ConntrackReconcileInterval: see the flag.
+	ConntrackReconcileInterval Duration `json:"conntrackReconcileInterval,omitzero"`
+	DatapathCanary             string   `json:"datapathCanary,omitempty"`
+	DatapathCanaryPort         int      `json:"datapathCanaryPort,omitempty"`
+	DatapathProbeInterval      Duration `json:"datapathProbeInterval,omitzero"`
+	LogLevel                   string   `json:"logLevel,omitempty"`
+	LogFormat                  string   `json:"logFormat,omitempty"`
+	CleanupKubeProxy           bool     `json:"cleanupKubeProxy,omitempty"`
+	KubeProxyHealthzAddress    string   `json:"kubeProxyHealthzAddress,omitempty"`
+	GCPercent                  int      `json:"gcPercent,omitempty"`
+	EnableProfiling            bool     `json:"enableProfiling,omitempty"`
 	// Cleanup is the one-shot --cleanup: a flag only, never in the file,
 	// where a DaemonSet's config would make every start remove the rules
 	// and exit.
@@ -83,6 +85,9 @@ func defaults(env func(string) string) Config {
 		SyncPacing:              "adaptive",
 		SyncPeriod:              Duration{time.Hour},
 		DriftCheckInterval:      Duration{5 * time.Second},
+		// One reconcile of 100k UDP entries lists them in ~0.4 s of
+		// one core (BENCHMARKS.md): a minute costs under 1%.
+		ConntrackReconcileInterval: Duration{time.Minute},
 		// Not kube-proxy's 10249/10256, nor 10257-10259 (controller
 		// manager, cloud controller manager, scheduler), nor the control
 		// plane's 10262/10263.
@@ -121,7 +126,7 @@ func (a *addresses) Set(v string) error {
 }
 
 func bind(fs *flag.FlagSet, c *Config, configFile *string) {
-	fs.StringVar(configFile, "config", "", "YAML file with the same fields as these flags (controlPlanes, nodeName, mode, stateDir, healthzBindAddress, metricsBindAddress, healthCheckBindAddress, caFile, certFile, keyFile, insecure, minSyncPeriod, syncPacing, syncPeriod, driftCheckInterval, datapathCanary, datapathCanaryPort, datapathProbeInterval, logLevel, logFormat, cleanupKubeProxy, gcPercent, enableProfiling); flags override it")
+	fs.StringVar(configFile, "config", "", "YAML file with the same fields as these flags (controlPlanes, nodeName, mode, stateDir, healthzBindAddress, metricsBindAddress, healthCheckBindAddress, caFile, certFile, keyFile, insecure, minSyncPeriod, syncPacing, syncPeriod, driftCheckInterval, conntrackReconcileInterval, datapathCanary, datapathCanaryPort, datapathProbeInterval, logLevel, logFormat, cleanupKubeProxy, gcPercent, enableProfiling); flags override it")
 	fs.Var(&addresses{list: &c.ControlPlanes}, "control-plane", "control-plane gRPC address host:port; repeat the flag or separate with commas; the agent fails over between them. "+
 		"The agent dials first the replica addresses the control plane advertised (NodeConfig control_plane_addresses, persisted in --state-dir/control-planes.json), then these; "+
 		"at least one of these must work without a Service VIP on a fresh node. With TLS, learnt addresses are verified against the host of the first of these")
@@ -141,6 +146,9 @@ func bind(fs *flag.FlagSet, c *Config, configFile *string) {
 		"how syncs that follow each other are spaced: adaptive (a sync waits 4 times the previous sync's duration, at most --min-sync-period: an idle node applies a change at once, a burst is coalesced, a slow mode is paced as bounded) or bounded (kube-proxy's: --min-sync-period between syncs, whatever they cost)")
 	fs.DurationVar(&c.DriftCheckInterval.Duration, "drift-check-interval", c.DriftCheckInterval.Duration,
 		"time between checks that the kernel still holds what the agent applied (a generation number, read back only when something changed); a difference is repaired at once by a full sync that writes only it. 0 disables")
+	fs.DurationVar(&c.ConntrackReconcileInterval.Duration, "conntrack-reconcile-interval", c.ConntrackReconcileInterval.Duration,
+		"time between reconciles of the node's UDP conntrack table with the applied Services (iptables, nftables and ipvs modes; userspace does no DNAT): entries DNATed to an address:port that is no endpoint of the service port they name (endpoint gone, scaled to zero, a deleted Service's cluster IP) or cached un-NATed while the port had no endpoints and it has some now are deleted; TCP and addresses that are not a service's or a node port's are never touched. "+
+			"The agent also reconciles after its first sync, after each full sync and after each sync that removed a UDP endpoint or Service. 0 disables the reconciler (the per-sync cleanup of what a change left stays)")
 	fs.StringVar(&c.DatapathCanary, "datapath-canary", c.DatapathCanary,
 		"cluster IP:port ([IPv6]:port) of the datapath canary, a Service the agent programs itself with one endpoint, this node's address on --datapath-canary-port, and connects to from the node every --datapath-probe-interval: /healthz and the load-balancer health-check node ports fail while that connection does not reach the agent through the programmed rules. "+
 			"Choose an address inside the Service range and reserve it with a selector-less Service switchyard-system/switchyard-datapath-canary of that cluster IP; while another Service has it, or the control plane's Service ranges do not hold it, the canary is not programmed. Empty disables")
@@ -226,6 +234,9 @@ func (c *Config) validate() error {
 	}
 	if c.DatapathCanaryPort <= 0 || c.DatapathCanaryPort > 65535 {
 		errs = append(errs, fmt.Errorf("--datapath-canary-port %d: want 1-65535", c.DatapathCanaryPort))
+	}
+	if c.ConntrackReconcileInterval.Duration < 0 {
+		errs = append(errs, errors.New("--conntrack-reconcile-interval must not be negative"))
 	}
 	if c.DatapathProbeInterval.Duration < 0 {
 		errs = append(errs, errors.New("--datapath-probe-interval must not be negative"))

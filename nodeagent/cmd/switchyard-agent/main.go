@@ -84,6 +84,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	ct, err := conntrackTable(c)
+	if err != nil {
+		return err
+	}
 	m := metrics.New()
 	tlsFiles, err := tlsSource(c, m, logger.With("component", "tls"))
 	if err != nil {
@@ -128,17 +132,19 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			_, err := others.Retry(ctx)
 			return err
 		},
-		Peer:               kubeProxy,
-		StateDir:           c.StateDir,
-		HealthzAddr:        c.HealthzBindAddress,
-		MetricsAddr:        c.MetricsBindAddress,
-		Profiling:          c.EnableProfiling,
-		HealthCheckBindIP:  c.HealthCheckBindAddress,
-		MinSyncPeriod:      c.MinSyncPeriod.Duration,
-		SyncPacing:         pacing,
-		SyncPeriod:         c.SyncPeriod.Duration,
-		DriftCheckInterval: c.DriftCheckInterval.Duration,
-		DatapathCanary:     canaryVIP,
+		Peer:                       kubeProxy,
+		StateDir:                   c.StateDir,
+		HealthzAddr:                c.HealthzBindAddress,
+		MetricsAddr:                c.MetricsBindAddress,
+		Profiling:                  c.EnableProfiling,
+		HealthCheckBindIP:          c.HealthCheckBindAddress,
+		MinSyncPeriod:              c.MinSyncPeriod.Duration,
+		SyncPacing:                 pacing,
+		SyncPeriod:                 c.SyncPeriod.Duration,
+		DriftCheckInterval:         c.DriftCheckInterval.Duration,
+		Conntrack:                  ct,
+		ConntrackReconcileInterval: c.ConntrackReconcileInterval.Duration,
+		DatapathCanary:             canaryVIP,
 		// validate keeps it within 1-65535.
 		DatapathCanaryPort:    uint16(c.DatapathCanaryPort),
 		DatapathProbeInterval: c.DatapathProbeInterval.Duration,

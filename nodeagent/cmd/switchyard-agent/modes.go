@@ -128,6 +128,21 @@ func withConntrack(mode string, build func(conntrack.Netlink) (dataplane.Datapla
 	return dp, nil
 }
 
+// conntrackTable is the conntrack reconciler's table, over a netlink
+// handle of its own in the agent's namespace (the node's); nil when
+// --conntrack-reconcile-interval is 0. The handle lives as long as the
+// process.
+func conntrackTable(c Config) (conntrack.Table, error) {
+	if c.ConntrackReconcileInterval.Duration <= 0 {
+		return nil, nil
+	}
+	h, err := netlink.NewHandle(unix.NETLINK_NETFILTER)
+	if err != nil {
+		return nil, fmt.Errorf("conntrack reconciler: netlink handle: %w", err)
+	}
+	return conntrack.Netlink{Handle: h}, nil
+}
+
 func newIPVS(ctx context.Context, log *slog.Logger) (dataplane.Dataplane, error) {
 	k, err := ipvs.NewKernel(ipvs.KernelConfig{}) // the agent's namespace: the node's
 	if err != nil {

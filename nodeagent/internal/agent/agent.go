@@ -18,7 +18,9 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/conntrack"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/canary"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/conntrackreconcile"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/discovery"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/health"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/healthcheck"
@@ -101,6 +103,13 @@ type Options struct {
 	// (tests); package net's when nil.
 	CanaryDial   func(ctx context.Context, network, address string) (net.Conn, error)
 	CanaryListen func(ctx context.Context, network, address string) (net.Listener, error)
+	// Conntrack is the node's conntrack table; with a positive
+	// ConntrackReconcileInterval the agent reconciles its UDP entries
+	// with the applied state (package conntrackreconcile): after the
+	// first sync, after each full sync and each sync that removed a UDP
+	// endpoint or service, and every interval. Nil or 0 disables it.
+	Conntrack                  conntrack.Table
+	ConntrackReconcileInterval time.Duration
 	// HealthTimeout is how long an update may stay queued while healthy;
 	// twice the sync period when zero, as kube-proxy.
 	HealthTimeout time.Duration
@@ -131,6 +140,10 @@ type Agent struct {
 	syncer   *syncer.Syncer
 	// canary is the datapath canary; nil when disabled.
 	canary *canary.Canary
+	// ct is the conntrack reconciler, nil when disabled; ctLast is the
+	// view of the last sync it was told about (afterSync's).
+	ct     *conntrackreconcile.Reconciler
+	ctLast *view.View
 	client *discovery.Client
 	store  *persist.Store
 	// ports are the HTTP servers (healthz, metrics) by name, on addresses
@@ -161,6 +174,9 @@ func New(o Options) (*Agent, error) {
 	a.hc = healthcheck.New(healthcheck.Config{Logger: o.Logger.With("component", "healthcheck"), Listen: o.HealthCheckListen,
 		BindIP: o.HealthCheckBindIP, ProxyHealthy: a.health.Healthy})
 	if err := a.newCanary(); err != nil {
+		return nil, err
+	}
+	if err := a.newConntrackReconciler(); err != nil {
 		return nil, err
 	}
 	restored, found, err := a.restore()
@@ -271,15 +287,12 @@ func (a *Agent) syncerConfig() syncer.Config {
 		Journal:       a.store,
 		Metrics:       a.metrics,
 		Health:        a.health,
-		OnApplied:     a.syncHealthChecks,
+		OnApplied:     a.afterSync,
 
 		DriftCheckInterval: a.o.DriftCheckInterval,
 	}
 }
 
-// syncHealthChecks starts and stops the health-check servers after a
-// sync, looking only at the services it changed; a failed start is
-// retried after the next sync. Called from the syncer's goroutine.
 // handover follows the node's hand-over to kube-proxy (handedBack) and
 // back: kube-proxy serves the health and metrics ports and the
 // health-check node ports while it forwards, and the agent serves them
@@ -295,6 +308,54 @@ func (a *Agent) handover(handedBack bool) {
 	}
 }
 
+// afterSync is the syncer's OnApplied: the health-check servers follow
+// the view, and the conntrack reconciler is asked for a run when the
+// sync may have left stale UDP entries that the mode's own cleanup did
+// not see (a first or full sync: start, switch, repair) or removed UDP
+// endpoints or services. Asking never waits: the run is on the
+// reconciler's goroutine, outside the sync.
+func (a *Agent) afterSync(v *view.View, changed map[string]struct{}) {
+	a.syncHealthChecks(v, changed)
+	if a.ct == nil {
+		return
+	}
+	if changed == nil || conntrackreconcile.Removed(a.ctLast, v, changed) {
+		a.ct.Trigger()
+	}
+	a.ctLast = v
+}
+
+// newConntrackReconciler builds the conntrack reconciler when it is
+// configured. It compares with what the syncer applied last, and with
+// nothing while the kernel holds nothing of the agent's.
+func (a *Agent) newConntrackReconciler() error {
+	if a.o.Conntrack == nil || a.o.ConntrackReconcileInterval <= 0 {
+		return nil
+	}
+	r, err := conntrackreconcile.New(conntrackreconcile.Config{
+		Table:    a.o.Conntrack,
+		Interval: a.o.ConntrackReconcileInterval,
+		Current: func() (conntrackreconcile.Snapshot, bool) {
+			seq := a.syncer.ProgramSeq() // before what it vouches for
+			if !a.syncer.Synced() || a.syncer.Holding() {
+				return conntrackreconcile.Snapshot{}, false
+			}
+			return conntrackreconcile.Snapshot{State: a.syncer.Applied().State(), Mode: a.syncer.Mode(), Seq: seq}, true
+		},
+		Metrics: a.metrics,
+		Logger:  a.o.Logger.With("component", "conntrack"),
+		Clock:   a.o.Clock,
+	})
+	if err != nil {
+		return fmt.Errorf("agent: %w", err)
+	}
+	a.ct = r
+	return nil
+}
+
+// syncHealthChecks starts and stops the health-check servers after a
+// sync, looking only at the services it changed; a failed start is
+// retried after the next sync. Called from the syncer's goroutine.
 func (a *Agent) syncHealthChecks(v *view.View, changed map[string]struct{}) {
 	svcs, moved := a.hcIndex.Update(v, changed)
 	if !moved && !a.hcFailed {
@@ -449,6 +510,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	g.Go(func() error { return a.client.Run(ctx) })
 	if a.canary != nil {
 		g.Go(func() error { return a.canary.Run(ctx) })
+	}
+	if a.ct != nil {
+		g.Go(func() error { return a.ct.Run(ctx) })
 	}
 	if a.o.Credentials != nil {
 		g.Go(func() error { return a.o.Credentials.Run(ctx) })

@@ -13,6 +13,11 @@
 //	kubeproxy_network_programming_duration_seconds
 //	kubeproxy_sync_proxy_rules_endpoint_changes_total
 //	kubeproxy_sync_proxy_rules_service_changes_total
+//	kubeproxy_conntrack_reconciler_sync_duration_seconds{ip_family}
+//	kubeproxy_conntrack_reconciler_deleted_entries_total{ip_family,reason}
+//
+// (kube-proxy's deleted-entries counter has ip_family only; the reason
+// label is the agent's: sum it away for kube-proxy's series.)
 //
 // Agent-only metrics use the switchyard_agent_ prefix:
 //
@@ -28,6 +33,7 @@
 //	switchyard_agent_datapath_healthy                    1 while the canary answers (only with the canary on)
 //	switchyard_agent_certificate_reloads_total{file,result}          loads of the TLS files: ok, failed (last good kept)
 //	switchyard_agent_certificate_expiry_timestamp_seconds{file}      NotAfter of what is in use (a bundle: its first to expire)
+//	switchyard_agent_conntrack_reconcile_errors_total{ip_family}     reconciles that failed to list or delete
 //
 // kube-proxy persists nothing, so the state-file metrics have no upstream
 // name to follow.

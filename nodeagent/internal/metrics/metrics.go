@@ -40,6 +40,10 @@ type Metrics struct {
 	// read as a broken datapath.
 	datapathHealthy prometheus.Gauge
 	handedOver      prometheus.Gauge
+	// The conntrack reconciler's (conntrack.go).
+	ctDuration *prometheus.HistogramVec
+	ctDeleted  *prometheus.CounterVec
+	ctErrors   *prometheus.CounterVec
 }
 
 func programmingBuckets() []float64 {
@@ -104,11 +108,18 @@ func New() *Metrics {
 			Help: "Loads of new content of the TLS files (--ca-file, --cert-file), by file and result (ok: in use from the next handshake; failed: unreadable, cut short, garbage or a key that does not match, the last good one kept)"}, []string{"file", "result"}),
 		certExpiry: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "switchyard_agent_certificate_expiry_timestamp_seconds",
 			Help: "NotAfter of the certificate in use from the file (a CA bundle: its first certificate to expire), in seconds since the epoch"}, []string{"file"}),
+		ctDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: "kubeproxy", Name: "conntrack_reconciler_sync_duration_seconds",
+			Help: "ReconcileConntrackFlowsLatency latency in seconds", Buckets: syncBuckets}, []string{"ip_family"}),
+		ctDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kubeproxy", Name: "conntrack_reconciler_deleted_entries_total",
+			Help: "Cumulative conntrack flows deleted by conntrack reconciler, by reason (endpoint_gone, no_endpoints, service_gone, not_nated)"}, []string{"ip_family", "reason"}),
+		ctErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_agent_conntrack_reconcile_errors_total",
+			Help: "Conntrack reconciles that failed to list or delete entries; retried at the next one"}, []string{"ip_family"}),
 	}
 	m.reg.MustRegister(m.syncDuration, m.syncFullDuration, m.syncPartialDuration, m.lastSync, m.lastQueued,
 		m.programming, m.endpointChanges, m.serviceChanges, m.appliedVersion, m.appliedResources,
 		m.syncErrors, m.nacks, m.connected, m.modeSwitches, m.stateRejections, m.stateWriteErrors,
 		m.driftChecks, m.driftLastCheck, m.driftRepairs, m.datapathProbes, m.handedOver, m.certReloads, m.certExpiry,
+		m.ctDuration, m.ctDeleted, m.ctErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

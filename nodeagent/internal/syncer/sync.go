@@ -19,6 +19,17 @@ import (
 // answers every pending request. full forces ApplyOptions.Full; the first
 // sync of a Syncer is always full.
 func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
+	// ProgramSeq is odd from here until the kernel and Applied agree
+	// again: the sync recorded what it applied, or failed.
+	s.progSeq.Add(1)
+	settled := false
+	settle := func() {
+		if !settled {
+			settled = true
+			s.progSeq.Add(1)
+		}
+	}
+	defer settle()
 	prev := s.Applied()
 	updates := make([]*view.Update, len(pending))
 	for i, p := range pending {
@@ -64,6 +75,7 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 	s.mu.Lock()
 	s.applied, s.config = next, nextState.Config
 	s.mu.Unlock()
+	settle()
 	s.state = nextState
 	d := end.Sub(start)
 	s.cfg.Metrics.Synced(full, d, end, next.SystemVersion, len(next.Resources))

@@ -122,6 +122,8 @@ type Syncer struct {
 	queued atomic.Int64
 	// everSynced: a sync has succeeded since New (Synced).
 	everSynced atomic.Bool
+	// progSeq: see ProgramSeq.
+	progSeq atomic.Uint64
 
 	mu      sync.Mutex
 	applied *view.View
@@ -222,6 +224,12 @@ func (s *Syncer) Mode() switchyardv1.DataplaneMode {
 // Synced reports whether a sync has succeeded since the Syncer started:
 // from then on the kernel holds what the agent programmed.
 func (s *Syncer) Synced() bool { return s.everSynced.Load() }
+
+// ProgramSeq is odd while a sync may be changing the kernel (and has not
+// yet recorded what it applied) and grows by two with every sync: equal
+// even values read before and after a look at the kernel mean Applied,
+// read between them, is what the kernel held throughout.
+func (s *Syncer) ProgramSeq() uint64 { return s.progSeq.Load() }
 
 // SettingsHash is the settings_hash of the applied view's NodeConfig,
 // empty without one: the agent reports it so the control plane sees which
