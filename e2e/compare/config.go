@@ -110,6 +110,12 @@ type Config struct {
 	Command string
 	// Logger receives progress (default: discard).
 	Logger *slog.Logger
+	// SyncPacing is the agent's --sync-pacing (default adaptive, its
+	// default; bounded is kube-proxy's).
+	SyncPacing string
+	// Churn, when set, adds a steady stream of changes after the timed
+	// ones and records each proxy's CPU and syncs under it (churn.go).
+	Churn *Churn
 	// DataPath, when set, measures traffic through every proxy instead of
 	// EndpointSlice changes (datapath.go); it adds the no-proxy baseline
 	// and allows Switchyard's userspace mode.
@@ -127,6 +133,10 @@ func (c Config) withDefaults() Config {
 	}
 	c.EndpointsPerService = cmp.Or(c.EndpointsPerService, DefaultEndpointsPerService)
 	c.Changes = cmp.Or(c.Changes, DefaultChanges)
+	if c.Churn != nil {
+		ch := c.Churn.withDefaults()
+		c.Churn = &ch
+	}
 	if c.KubeProxyModes == nil {
 		c.KubeProxyModes = []string{"iptables", "nftables"}
 	}
@@ -186,7 +196,7 @@ func (c Config) settings() Settings {
 	return Settings{Sizes: c.Sizes, EndpointsPerService: c.EndpointsPerService, Changes: c.Changes,
 		KubeProxyModes: c.KubeProxyModes, SwitchyardModes: c.SwitchyardModes, MinSyncPeriodSeconds: c.MinSyncPeriod.Seconds(),
 		CoalesceWindowSeconds: c.CoalesceWindow.Seconds(), ChangeGapSeconds: c.ChangeGap.Seconds(),
-		Runs: c.Runs, BurnCPUs: c.BurnCPUs, DataPath: c.DataPath}
+		Runs: c.Runs, BurnCPUs: c.BurnCPUs, SyncPacing: cmp.Or(c.SyncPacing, "adaptive"), Churn: c.Churn, DataPath: c.DataPath}
 }
 
 // topologySpec is each proxy's throwaway node: one node namespace (plus

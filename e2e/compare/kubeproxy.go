@@ -75,7 +75,7 @@ func (e *env) runKubeProxy(ctx context.Context, n proxyNode) (err error) {
 		return err
 	}
 	log.Info("started kube-proxy", "ns", ns, "pid", p.Pid, "log", logPath)
-	kp := started{nftTable: "kube-proxy", metrics: kubeProxyMetrics, start: start, alive: exited(p, "kube-proxy", logPath)}
+	kp := started{nftTable: "kube-proxy", metrics: kubeProxyMetrics, start: start, alive: exited(p, "kube-proxy", logPath), pid: p.Pid}
 	if _, err := e.measureProxy(ctx, n, kp, func(time.Time) {
 		log.Info("kube-proxy synced", "seconds", rec.FirstSyncSeconds, "metricSeconds", rec.FirstSyncMetricSeconds)
 	}); err != nil {

@@ -60,6 +60,8 @@ type Record struct {
 	// serves every node (kube-proxy has no equivalent; it is per node).
 	ControlPlaneRSSBytes uint64 `json:"controlPlaneRssBytes,omitempty"`
 	ControlPlaneHWMBytes uint64 `json:"controlPlaneHwmBytes,omitempty"`
+	// Churn is what the proxy spent under Config.Churn.
+	Churn *ChurnResult `json:"churn,omitempty"`
 	// DataPath is the traffic measured through the proxy (Config.DataPath).
 	DataPath *DataPathResult `json:"dataPath,omitempty"`
 }
@@ -136,6 +138,8 @@ type Settings struct {
 	ChangeGapSeconds      float64   `json:"changeGapSeconds"`
 	Runs                  int       `json:"runs"`
 	BurnCPUs              int       `json:"burnCpus,omitempty"`
+	SyncPacing            string    `json:"syncPacing,omitempty"`
+	Churn                 *Churn    `json:"churn,omitempty"`
 	DataPath              *DataPath `json:"dataPath,omitempty"`
 }
 
@@ -199,6 +203,7 @@ func (r *Report) WriteMarkdown(w io.Writer) error {
 			fmt.Fprintf(&b, "| %d | %s | %s | %s | %.3g | %.3g | %.2f× |\n", x.Services, x.Baseline, x.Candidate, x.Metric, x.KubeProxy, x.Switchyard, x.Ratio)
 		}
 	}
+	writeChurn(&b, r.Settings.Churn, r.Records)
 	writeDataPath(&b, r.DataPath)
 	if len(r.LoadAverage) > 0 {
 		fmt.Fprintf(&b, "\nLoad average (1, 5, 15 min) at the start and the end: %s.\n", strings.Join(r.LoadAverage, " → "))

@@ -384,6 +384,9 @@ type started struct {
 	start time.Time
 	// alive reports why it no longer runs, or nil.
 	alive func() error
+	// pid is the proxy's process (Switchyard: the agent), whose CPU
+	// time Churn reads.
+	pid int
 }
 
 // measureProxy waits for p's first sync in n and records it in n.rec (its
@@ -420,6 +423,13 @@ func (e *env) measureProxy(ctx context.Context, n proxyNode, p started, synced f
 	}
 	if rec.Changes, rec.ReadMedianSeconds, err = e.measureChanges(ctx, dumper, p.alive, scrapeFn); err != nil {
 		return client, err
+	}
+	if e.cfg.Churn != nil {
+		if rec.Churn, err = e.measureChurn(ctx, dumper, p, scrapeFn); err != nil {
+			return client, fmt.Errorf("churn: %w", err)
+		}
+		n.log.Info("churn measured", "changes", rec.Churn.Changes, "cpuMillisPerSecond", rec.Churn.CPUMillisPerSecond,
+			"syncs", rec.Churn.Syncs, "lastSeenSeconds", rec.Churn.LastSeenSeconds)
 	}
 	rec.summarize()
 	rec.PollMedianSeconds = dumper.pollMedian()

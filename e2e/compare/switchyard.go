@@ -1,6 +1,7 @@
 package compare
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -127,7 +128,7 @@ func (e *env) runSwitchyard(ctx context.Context, n proxyNode) (err error) {
 	}
 	defer func() { err = errors.Join(err, p.Stop(agentStopGrace)) }()
 	log.Info("started switchyard-agent", "ns", ns, "pid", p.Pid(), "log", logPath)
-	sy := started{nftTable: "switchyard", metrics: agentMetrics, start: start, alive: func() error { return errors.Join(cp.Alive(), p.Alive()) }}
+	sy := started{nftTable: "switchyard", metrics: agentMetrics, start: start, alive: func() error { return errors.Join(cp.Alive(), p.Alive()) }, pid: p.Pid()}
 	client, err := e.measureProxy(ctx, n, sy, func(synced time.Time) {
 		rec.AgentSyncSeconds = seconds(synced.Sub(agentStart))
 		log.Info("switchyard synced", "seconds", rec.FirstSyncSeconds, "agentSeconds", rec.AgentSyncSeconds)
@@ -158,6 +159,7 @@ func (e *env) startAgent(topo *netns.Topology, ns, mode, bin, socket, stateDir, 
 			"--mode", mode, "--insecure", "--control-plane", "unix://" + socket, "--node-name", nodeName,
 			"--state-dir", stateDir, "--healthz-bind-address", agentHealthz,
 			"--metrics-bind-address", agentMetrics, "--min-sync-period", e.cfg.MinSyncPeriod.String(),
+			"--sync-pacing", cmp.Or(e.cfg.SyncPacing, "adaptive"),
 			"--log-level", e.cfg.AgentLogLevel,
 			fmt.Sprintf("--profiling=%v", e.cfg.AgentHeapProfiles != ""),
 		}})

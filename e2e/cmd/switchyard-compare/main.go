@@ -51,6 +51,9 @@ func run() error {
 	level := fs.String("log-level", "info", "debug|info|warn|error")
 	heapDir := fs.String("agent-heap-profiles", "", "directory for a heap profile of every switchyard-agent, taken after its changes, next to its RSS (runs the agent with --profiling; read with go tool pprof)")
 	agentLevel := fs.String("agent-log-level", "info", "switchyard-agent --log-level (debug logs every sync; keep the logs with -work-dir)")
+	pacing := fs.String("sync-pacing", "adaptive", "switchyard-agent --sync-pacing: adaptive (its default) or bounded (kube-proxy's fixed -min-sync-period)")
+	churnRate := fs.Int("churn-rate", 0, "after the timed changes, write this many EndpointSlice changes a second and record each proxy's CPU and syncs under them (0: no churn)")
+	churnDur := fs.Duration("churn-duration", compare.DefaultChurnDuration, "-churn-rate: how long changes are written")
 	datapath := fs.Bool("datapath", false, "measure the data path (connect latency to ClusterIP and NodePort, new connections/s, bulk throughput) through every proxy and a no-proxy floor, instead of EndpointSlice changes; -endpoints defaults to 3 (one pod each)")
 	samples := fs.Int("samples", compare.DefaultSamples, "-datapath: services dialled (first, last, random; also the NodePort ones)")
 	connects := fs.Int("connects", compare.DefaultConnects, "-datapath: connects timed per target kind (ClusterIP, NodePort)")
@@ -73,7 +76,10 @@ func run() error {
 		SwitchyardModes: splitList(*syModes),
 		MinSyncPeriod:   *minSync, CoalesceWindow: *coalesce, ChangeGap: *gap, Parallel: *parallel,
 		Runs: *runs, BurnCPUs: *burn, AgentLogLevel: *agentLevel, AgentHeapProfiles: *heapDir, SyncTimeout: *syncTimeout,
-		WorkDir: *workDir, Logger: log, Command: strings.Join(os.Args, " "),
+		WorkDir: *workDir, Logger: log, Command: strings.Join(os.Args, " "), SyncPacing: *pacing,
+	}
+	if *churnRate > 0 {
+		cfg.Churn = &compare.Churn{Rate: *churnRate, Duration: *churnDur}
 	}
 	if *syModes == "" {
 		cfg.SwitchyardModes = nil // the default of the chosen measurement
