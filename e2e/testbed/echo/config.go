@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"time"
 )
 
 // Mode selects what a server does after sending its name.
@@ -30,11 +31,21 @@ type Config struct {
 	// ReportClient appends the client address as the server saw it, so tests
 	// can check source NAT.
 	ReportClient bool `json:"reportClient,omitempty"`
+	// IdleTimeout closes a TCP conversation that sent nothing for that
+	// long (default DefaultIdleTimeout): a long-lived connection that
+	// keeps talking is never cut, however long a test runs.
+	IdleTimeout time.Duration `json:"idleTimeout,omitempty"`
 }
+
+// DefaultIdleTimeout is Config.IdleTimeout's default.
+const DefaultIdleTimeout = 30 * time.Second
 
 func (c Config) withDefaults() Config {
 	if c.Mode == "" {
 		c.Mode = ModeName
+	}
+	if c.IdleTimeout <= 0 {
+		c.IdleTimeout = DefaultIdleTimeout
 	}
 	return c
 }
@@ -58,7 +69,7 @@ func (c Config) Args() []string {
 	c = c.withDefaults()
 	return []string{
 		"-name=" + c.Name, "-tcp=" + c.TCP, "-udp=" + c.UDP, "-mode=" + string(c.Mode),
-		fmt.Sprintf("-report-client=%t", c.ReportClient),
+		fmt.Sprintf("-report-client=%t", c.ReportClient), "-idle-timeout=" + c.IdleTimeout.String(),
 	}
 }
 
@@ -73,6 +84,7 @@ func ParseArgs(args []string, output io.Writer) (Config, error) {
 	fs.StringVar(&c.UDP, "udp", "", "UDP listen address, e.g. :8080")
 	fs.StringVar(&mode, "mode", string(ModeName), "name | echo")
 	fs.BoolVar(&c.ReportClient, "report-client", false, "append the client address to replies")
+	fs.DurationVar(&c.IdleTimeout, "idle-timeout", DefaultIdleTimeout, "close a TCP conversation silent for this long")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}

@@ -104,7 +104,7 @@ func TestServerUDP(t *testing.T) {
 }
 
 func TestConfigArgsRoundTrip(t *testing.T) {
-	in := echo.Config{Name: "pod-0", TCP: ":8080", UDP: ":53", Mode: echo.ModeEcho, ReportClient: true}
+	in := echo.Config{Name: "pod-0", TCP: ":8080", UDP: ":53", Mode: echo.ModeEcho, ReportClient: true, IdleTimeout: 5 * time.Second}
 	got, err := echo.ParseArgs(in.Args(), os.Stderr)
 	if err != nil {
 		t.Fatal(err)
@@ -205,5 +205,35 @@ func TestLaunchBinary(t *testing.T) {
 	}
 	if diff := cmp.Diff(map[string]int{"built": 3}, res.Counts); diff != "" {
 		t.Errorf("(-want +got):\n%s\n%s", diff, res)
+	}
+}
+
+// TestEchoIdleTimeout: a conversation that keeps talking outlives the idle
+// timeout (a long-lived connection of a long test is never cut); one
+// that stays silent for it is closed.
+func TestEchoIdleTimeout(t *testing.T) {
+	srv := serveLoopback(t, echo.Config{Name: "pod-2", Mode: echo.ModeEcho, IdleTimeout: 300 * time.Millisecond})
+	conn := dialTCP(t, srv.TCPAddr())
+	r := bufio.NewReader(conn)
+	if _, err := r.ReadString('\n'); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 { // 800 ms of talk, over twice the timeout
+		time.Sleep(100 * time.Millisecond)
+		if _, err := conn.Write([]byte("ping\n")); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+		if line, err := r.ReadString('\n'); err != nil || line != "ping\n" {
+			t.Fatalf("echo %d = %q, %v", i, line, err)
+		}
+	}
+	if err := conn.SetDeadline(time.Now().Add(2 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if _, err := r.ReadString('\n'); err == nil {
+		t.Fatal("a silent conversation got an answer")
+	} else if waited := time.Since(start); waited > 1500*time.Millisecond {
+		t.Fatalf("closed after %v of silence (%v), want about the 300 ms idle timeout", waited, err)
 	}
 }

@@ -13,9 +13,6 @@ import (
 	"golang.org/x/sync/errgroup"
 )
 
-// connTimeout bounds one TCP conversation.
-const connTimeout = 30 * time.Second
-
 // Server is a bound echo server. Listen binds; Serve answers until its
 // context ends.
 type Server struct {
@@ -109,7 +106,8 @@ func (s *Server) handleTCP(ctx context.Context, conn net.Conn) {
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
-	if err := conn.SetDeadline(time.Now().Add(connTimeout)); err != nil {
+	idle := s.cfg.withDefaults().IdleTimeout
+	if err := conn.SetDeadline(time.Now().Add(idle)); err != nil {
 		return
 	}
 	client := ""
@@ -121,7 +119,7 @@ func (s *Server) handleTCP(ctx context.Context, conn net.Conn) {
 		return
 	}
 	if s.cfg.Mode == ModeEcho {
-		_, _ = io.Copy(conn, conn)
+		echoUntilIdle(conn, idle)
 	}
 }
 
@@ -145,6 +143,26 @@ func (s *Server) serveUDP(ctx context.Context) error {
 		}
 		if _, err := s.udp.WriteTo(reply, addr); err != nil {
 			s.log.Debug("write udp reply", "client", addr.String(), "err", err)
+		}
+	}
+}
+
+// echoUntilIdle writes back what conn sends until it closes, fails, or
+// stays silent for idle: each read moves the deadline.
+func echoUntilIdle(conn net.Conn, idle time.Duration) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := conn.Read(buf)
+		if n > 0 {
+			if _, werr := conn.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+		if err := conn.SetDeadline(time.Now().Add(idle)); err != nil {
+			return
 		}
 	}
 }
