@@ -25,6 +25,9 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 		updates[i] = p.u
 	}
 	next, nextState := prev.WithState(s.state, updates...)
+	if s.cfg.Links != nil {
+		nextState.Links = s.cfg.Links()
+	}
 	s.intend(pending)
 	full = full || !s.synced || s.repair
 	names := view.Changed(updates...)
