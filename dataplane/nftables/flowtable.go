@@ -67,11 +67,12 @@ func flowPatterns(st *dataplane.State) []string {
 }
 
 // flowDevices returns the links matching any pattern (path.Match),
-// sorted, each once; loopback never (nothing is forwarded from it).
+// sorted, each once; loopback never (nothing is forwarded from it), nor
+// a name nft could not take even quoted.
 func flowDevices(patterns, links []string) []string {
 	var out []string
 	for _, l := range links {
-		if l == "" || l == "lo" {
+		if l == "" || l == "lo" || strings.ContainsAny(l, "\"\\") {
 			continue
 		}
 		for _, p := range patterns {
@@ -98,8 +99,17 @@ func (r *renderer) flowtable() {
 }
 
 // flowtableObject is the flowtable with devs (none: only the hook).
+// Names are quoted: nft reads an unquoted "eth0.100" or "lxc-1" as an
+// expression, not a name.
 func flowtableObject(devs []string) *knftables.Flowtable {
-	return &knftables.Flowtable{Name: flowtableName, Priority: knftables.PtrTo(knftables.FilterIngressPriority), Devices: devs}
+	quoted := make([]string, len(devs))
+	for i, d := range devs {
+		quoted[i] = `"` + d + `"`
+	}
+	if len(devs) == 0 {
+		quoted = nil
+	}
+	return &knftables.Flowtable{Name: flowtableName, Priority: knftables.PtrTo(knftables.FilterIngressPriority), Devices: quoted}
 }
 
 // flowWanted says whether Apply renders the flowtable for fam: the

@@ -13,7 +13,7 @@ import (
 )
 
 func TestFlowDevices(t *testing.T) {
-	links := []string{"lo", "eth0", "eth1", "veth12ab", "vethx", "ens3", "cni0"}
+	links := []string{"lo", "eth0", "eth1", "veth12ab", "vethx", "ens3", "cni0", `we"ird`}
 	tests := []struct {
 		patterns []string
 		want     []string
@@ -72,7 +72,7 @@ func TestFlowtableFollowsLinks(t *testing.T) {
 		t.Errorf("flowtable in the table (-want +got):\n%s", diff)
 	}
 	txs := rec.take()
-	if len(txs) != 2 || !strings.Contains(txs[1], "add flowtable ip switchyard fastpath { hook ingress priority filter ; devices = { eth0, veth1 } ; }") {
+	if len(txs) != 2 || !strings.Contains(txs[1], "add flowtable ip switchyard fastpath { hook ingress priority filter ; devices = { \"eth0\", \"veth1\" } ; }") {
 		t.Errorf("want the main transaction, then the devices' one; got:\n%s", strings.Join(txs, "\n---\n"))
 	}
 	if diff := cmp.Diff([]string{"eth0", "veth1"}, devices()); diff != "" {
@@ -82,7 +82,7 @@ func TestFlowtableFollowsLinks(t *testing.T) {
 	// A pod's veth appears: only its device is added.
 	b.apply(t, flowState([]string{"eth*", "veth*"}, "lo", "eth0", "veth1", "veth2"), false)
 	txs = rec.take()
-	if len(txs) != 1 || !strings.Contains(txs[0], "devices = { veth2 }") || strings.Contains(txs[0], "chain") {
+	if len(txs) != 1 || !strings.Contains(txs[0], `devices = { "veth2" }`) || strings.Contains(txs[0], "chain") {
 		t.Errorf("a new interface: want one transaction adding veth2, got:\n%s", strings.Join(txs, "\n---\n"))
 	}
 
@@ -99,7 +99,7 @@ func TestFlowtableFollowsLinks(t *testing.T) {
 	b.apply(t, flowState([]string{"veth*"}, "lo", "eth0", "veth2"), false)
 	txs = rec.take()
 	if len(txs) != 2 || !strings.Contains(txs[0], "delete flowtable ip switchyard fastpath") ||
-		!strings.Contains(txs[1], "devices = { veth2 }") || strings.Contains(txs[1], "eth0") {
+		!strings.Contains(txs[1], `devices = { "veth2" }`) || strings.Contains(txs[1], "eth0") {
 		t.Errorf("a device no longer wanted: want the flowtable recreated, then veth2 added; got:\n%s", strings.Join(txs, "\n---\n"))
 	}
 	if !b.dp.LastSync().Full {
