@@ -47,14 +47,17 @@ const (
 	chainFlowOffload = "flowtable-forward"
 	prioFlowOffload  = knftables.BaseChainPriority("10")
 	// flowOffloadRule offloads TCP only. UDP is left out on purpose:
-	// ctnetlink refuses to delete an offloaded conntrack entry (EBUSY,
-	// and a filtered flush skips it), so the stale-UDP cleanup that
-	// moves a flow off a removed endpoint would silently leave it, and
-	// the flow would keep going there for as long as packets keep
-	// coming (the flowtable's UDP timeout is an idle timeout). "ct
-	// status dnat" keeps to translated flows (Service traffic, never
-	// plain pod-to-pod routing), "ct state established" to flows that
-	// passed every filter once in each direction.
+	// the stale-UDP cleanup moves a flow off a removed endpoint by
+	// deleting its conntrack entry, and kernels before upstream
+	// 9b7c68b3911a (6.4; Debian backported it to 6.1) refuse to delete
+	// an offloaded entry (EBUSY; a filtered flush skips it), so there
+	// the flow would keep going to the removed endpoint for as long as
+	// packets keep coming (the flowtable's UDP timeout is an idle one).
+	// Where the kernel deletes it, the flowtable ignores the dying entry
+	// at once (e2e TestFlowtableOffloadedUDPDeleted). "ct status dnat"
+	// keeps to translated flows (Service traffic, never plain
+	// pod-to-pod routing), "ct state established" to flows that passed
+	// every filter once in each direction.
 	flowOffloadRule = "meta l4proto tcp ct state established ct status dnat flow add @" + flowtableName
 )
 
