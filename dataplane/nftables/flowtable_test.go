@@ -7,9 +7,12 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/knftables"
 
 	"github.com/switchyard-proxy/switchyard/dataplane"
+	"github.com/switchyard-proxy/switchyard/dataplane/scenario"
+	switchyardv1 "github.com/switchyard-proxy/switchyard/proto/switchyard/v1"
 )
 
 func TestFlowDevices(t *testing.T) {
@@ -229,4 +232,43 @@ func TestFlowtableDrift(t *testing.T) {
 	if got := flowLines(fake); got != wantFlowtableRules {
 		t.Errorf("after the repair:\n%s", got)
 	}
+}
+
+// flowOn is a Dataplane whose every state has the flowtable setting on
+// over the links "eth0" and "veth1".
+type flowOn struct{ *Dataplane }
+
+func withFlow(st *dataplane.State) *dataplane.State {
+	c := *st
+	cfg := proto.Clone(st.Config).(*switchyardv1.NodeConfig)
+	cfg.FlowtableInterfaces = []string{"eth*", "veth*"}
+	c.Config, c.Links = cfg, []string{"lo", "eth0", "veth1"}
+	return &c
+}
+
+func (f flowOn) Apply(ctx context.Context, st *dataplane.State, opts dataplane.ApplyOptions) error {
+	return f.Dataplane.Apply(ctx, withFlow(st), opts)
+}
+
+// TestScenariosWithFlowtable: the shared scenarios, with the setting on,
+// trace as without it (the tracer's packets are new ones, which the
+// offload rule never matches) and every partial sync lands as a fresh
+// load of the same state.
+func TestScenariosWithFlowtable(t *testing.T) {
+	scenario.RunAll(t, func(t *testing.T) scenario.Tracer {
+		bed := newFakeBed(t, dataplane.IPv4, dataplane.IPv6)
+		s := scenario.NewTracer(flowOn{bed.dp}, fakeTrace(t, bed))
+		s.Check = func(t testing.TB, st *dataplane.State, opts dataplane.ApplyOptions) {
+			t.Helper()
+			for fam, fake := range bed.fakes {
+				if !strings.Contains(fake.Dump(), "flowtable-forward") {
+					t.Errorf("%s: no flowtable chain with the setting on", fam)
+				}
+				if got, want := sortedDump(fake), freshDump(t, withFlow(st), fam, bed.dp); got != want {
+					t.Errorf("%s table after the sync differs from a fresh load of the same state:\n%s", fam, lineDiff(got, want))
+				}
+			}
+		}
+		return s
+	}, scenario.AgreeOptions{Probes: scenario.WideProbes, Walk: true})
 }
