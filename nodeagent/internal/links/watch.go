@@ -10,6 +10,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+	"k8s.io/utils/clock"
 )
 
 // Update is one link message: the interface's index and name, and
@@ -34,6 +35,7 @@ type Watcher struct {
 	// OnChange, when set, is called after the set of names changed.
 	onChange func()
 	retry    time.Duration
+	clk      clock.Clock
 
 	mu     sync.Mutex
 	byIdx  map[int]string
@@ -51,6 +53,8 @@ type Config struct {
 	// Retry is the pause before subscribing again after a failure;
 	// default 1 s.
 	Retry time.Duration
+	// Clock times the pause; the real clock when nil.
+	Clock clock.Clock
 }
 
 // New returns a Watcher; it watches nothing until Run.
@@ -64,7 +68,10 @@ func New(cfg Config) *Watcher {
 	if cfg.Retry <= 0 {
 		cfg.Retry = time.Second
 	}
-	return &Watcher{src: cfg.Source, log: cfg.Logger, onChange: cfg.OnChange, retry: cfg.Retry, byIdx: map[int]string{}}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
+	return &Watcher{src: cfg.Source, log: cfg.Logger, onChange: cfg.OnChange, retry: cfg.Retry, clk: cfg.Clock, byIdx: map[int]string{}}
 }
 
 // Names returns the interface names, sorted; nil before the first
@@ -94,7 +101,7 @@ func (w *Watcher) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-time.After(w.retry):
+		case <-w.clk.After(w.retry):
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -67,7 +68,8 @@ func waitNames(t *testing.T, w *Watcher, want ...string) {
 func TestWatcherFollowsLinks(t *testing.T) {
 	src := &fakeSource{listing: []Update{{Index: 1, Name: "lo"}, {Index: 2, Name: "eth0"}}, more: make(chan Update), fail: make(chan error)}
 	var changes atomic.Int32
-	w := New(Config{Source: src, OnChange: func() { changes.Add(1) }, Retry: time.Millisecond})
+	clk := clocktesting.NewFakeClock(time.Now())
+	w := New(Config{Source: src, OnChange: func() { changes.Add(1) }, Clock: clk})
 	if w.Names() != nil {
 		t.Fatalf("names before the listing: %q", w.Names())
 	}
@@ -91,6 +93,14 @@ func TestWatcherFollowsLinks(t *testing.T) {
 	// replaces what was known.
 	src.listing = []Update{{Index: 1, Name: "lo"}, {Index: 9, Name: "eth9"}}
 	src.fail <- errors.New("ENOBUFS")
+	deadline := time.Now().Add(5 * time.Second)
+	for !clk.HasWaiters() { // Run waits out its pause before subscribing again
+		if time.Now().After(deadline) {
+			t.Fatal("Run did not pause after the failure")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	clk.Step(time.Second)
 	waitNames(t, w, "eth9", "lo")
 	if src.subs.Load() != 2 {
 		t.Errorf("subscriptions: %d, want 2", src.subs.Load())
