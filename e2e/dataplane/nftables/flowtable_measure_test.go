@@ -88,15 +88,15 @@ func TestFlowtableMeasure(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if on { // before the close: a FIN ends the offload
+				if n := len(conntrackLines(t, b, "dport=80", "[OFFLOAD]")); n == 0 {
+					t.Errorf("round %d: nothing offloaded with the flowtable on", round)
+				}
+			}
 			_ = conn.c.Close()
 			slices.Sort(rtts)
 			m.RTTP50 = float64(rtts[len(rtts)/2].Nanoseconds()) / 1e3
 			m.RTTP99 = float64(rtts[len(rtts)*99/100].Nanoseconds()) / 1e3
-			if on {
-				if n := len(conntrackLines(t, b, "[OFFLOAD]")); n == 0 {
-					t.Errorf("round %d: nothing offloaded with the flowtable on", round)
-				}
-			}
 			line, _ := json.Marshal(m)
 			fmt.Printf("flowtable-measure %s\n", line)
 		}

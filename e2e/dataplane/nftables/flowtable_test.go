@@ -316,8 +316,8 @@ func TestFlowtableOffloadedUDPDeleted(t *testing.T) {
 	}
 	probe := "add table inet swyd-udp-probe\n" +
 		"add flowtable inet swyd-udp-probe f { hook ingress priority 0 ; devices = { " + strings.Join(devs, ", ") + " } ; }\n" +
-		"add chain inet swyd-udp-probe fwd { type filter hook forward priority 10 ; }\n" +
-		"add rule inet swyd-udp-probe fwd meta l4proto udp ct state established flow add @f\n"
+		"add chain inet swyd-udp-probe probe-forward { type filter hook forward priority 10 ; }\n" +
+		"add rule inet swyd-udp-probe probe-forward meta l4proto udp ct state established flow add @f\n"
 	if _, err := b.Runner.Run(t.Context(), []string{"nft", "-f", "-"}, []byte(probe)); err != nil {
 		t.Fatal(err)
 	}
