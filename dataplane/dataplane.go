@@ -13,6 +13,11 @@ import (
 type State struct {
 	Config   *switchyardv1.NodeConfig
 	Services map[string]*switchyardv1.ServiceView
+	// Links are the names of the node's network interfaces as the agent
+	// last saw them (its link watch), sorted; nil when nobody watches.
+	// Only a mode that programs per-interface objects reads them (the
+	// nftables mode's flowtable, NodeConfig.flowtable_interfaces).
+	Links []string
 }
 
 // ApplyOptions tune one Apply.
@@ -96,6 +101,9 @@ const (
 	DriftRule    = "rule"
 	DriftSet     = "set"
 	DriftElement = "element"
+	// DriftFlowtable: a flowtable missing, not the mode's, or holding
+	// a device the mode did not add (nftables).
+	DriftFlowtable = "flowtable"
 )
 
 // Drift is what one check found.

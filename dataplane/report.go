@@ -65,6 +65,14 @@ type SyncStats struct {
 	// acknowledged the netlink transactions; the kernel's commit runs in
 	// that thread's sendmsg, so it is counted.
 	NetlinkCPU time.Duration
+	// FlowtableSkipped: the node asks for a flowtable
+	// (NodeConfig.flowtable_interfaces) and the kernel refuses one, so
+	// the Apply programmed none; FlowtableDevices are the devices the
+	// flowtable holds after it, and FlowtableErrors the device
+	// transactions that failed (retried at the next Apply) (nftables).
+	FlowtableSkipped bool
+	FlowtableDevices int
+	FlowtableErrors  int
 
 	// IPVS virtual servers, real servers and the addresses bound to the
 	// dummy interface, by change (ipvs).

@@ -85,6 +85,12 @@ type Dataplane struct {
 	gen      uint32
 	genKnown bool
 	relearn  map[dataplane.Family]bool
+
+	// The flowtable (flowtable.go): per family, the probe's verdict
+	// ("" the kernel has flowtables, else why not; absent: not probed)
+	// and the devices the kernel's flowtable holds.
+	flowUnsupported map[dataplane.Family]string
+	flowDev         map[dataplane.Family]map[string]bool
 }
 
 var _ dataplane.Dataplane = (*Dataplane)(nil)
@@ -116,7 +122,7 @@ func New(cfg Config) (*Dataplane, error) {
 	}
 	d := &Dataplane{cfg: cfg, log: log, nft: nft, applied: map[dataplane.Family]*Ruleset{}, baseReset: map[dataplane.Family]bool{},
 		udp: map[dataplane.Family]map[string]conntrack.UDPPort{}, memo: map[dataplane.Family]*Memo{}, owners: map[dataplane.Family]*owners{},
-		relearn: map[dataplane.Family]bool{}}
+		relearn: map[dataplane.Family]bool{}, flowUnsupported: map[dataplane.Family]string{}, flowDev: map[dataplane.Family]map[string]bool{}}
 	d.driftSeams()
 	return d, nil
 }
@@ -177,14 +183,26 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam da
 		full, prev = true, nil
 		delete(d.baseReset, fam)
 	}
-	if !full && prev != nil && d.owners[fam] != nil {
-		r := &renderer{fam: fam, rs: newRuleset(fam)}
+	flow := d.flowWanted(ctx, st, fam, full || prev == nil)
+	var devs []string
+	if flow {
+		devs = flowDevices(flowPatterns(st), st.Links)
+		// A device that stays but no longer matches leaves only with
+		// the flowtable, which a full sync recreates.
+		full = full || d.flowStale(fam, devs, st.Links)
+	}
+	if !full && prev != nil && d.owners[fam] != nil && (prev.Flowtable != "") == flow {
+		r := &renderer{fam: fam, rs: newRuleset(fam), flow: flow}
 		r.readNode(st)
 		if changes, ok := r.changes(st, m, opts.Changed); ok {
-			return d.applyChanges(ctx, fam, prev, m, changes, r.rs.Skips)
+			err := d.applyChanges(ctx, fam, prev, m, changes, r.rs.Skips)
+			if err == nil || dataplane.IsConntrackError(err) {
+				d.syncFlowDevices(ctx, fam, prev, devs, st.Links, false)
+			}
+			return err
 		}
 	}
-	next, err := render(st, fam, m)
+	next, err := render(st, fam, m, flow)
 	if err != nil {
 		return err
 	}
@@ -194,7 +212,10 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam da
 	nft := d.nft[fam]
 	tx := nft.NewTransaction()
 	var ps planStats
+	// recreated: the transaction creates the flowtable anew, empty.
+	recreated := next.Flowtable != "" && (prev == nil || prev.Flowtable == "")
 	if full || prev == nil {
+		recreated = next.Flowtable != ""
 		var existing tableObjects
 		if prev == nil {
 			// Restart or failure: learn what the kernel table holds, so
@@ -212,6 +233,9 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam da
 				} else {
 					existing.sets = append(existing.sets, n)
 				}
+			}
+			if prev.Flowtable != "" {
+				existing.flowtables = []string{prev.Flowtable}
 			}
 		}
 		ps = planFull(tx, next, existing, !d.baseReset[fam])
@@ -237,6 +261,7 @@ func (d *Dataplane) applyFamily(ctx context.Context, st *dataplane.State, fam da
 	d.count(ps)
 	d.applied[fam] = next
 	d.owners[fam] = buildOwners(m)
+	d.syncFlowDevices(ctx, fam, next, devs, st.Links, recreated)
 	stale := conntrack.Stale(d.udp[fam], next.udp)
 	d.udp[fam] = next.udp
 	return d.cleanConntrack(ctx, fam, stale)
@@ -378,7 +403,7 @@ func (d *Dataplane) listTable(ctx context.Context, fam dataplane.Family, nft knf
 	for _, k := range []struct {
 		kind string
 		dst  *[]string
-	}{{"chain", &t.chains}, {"set", &t.sets}, {"map", &t.maps}} {
+	}{{"chain", &t.chains}, {"set", &t.sets}, {"map", &t.maps}, {"flowtable", &t.flowtables}} {
 		names, err := nft.List(ctx, k.kind)
 		if err != nil && !IsNotFound(err) {
 			return t, fmt.Errorf("list %ss: %w", k.kind, err)
@@ -415,6 +440,7 @@ func (d *Dataplane) Cleanup(ctx context.Context) error {
 		delete(d.baseReset, fam)
 		delete(d.udp, fam)
 		delete(d.relearn, fam)
+		delete(d.flowDev, fam)
 		d.genKnown = false
 		nft := d.nft[fam]
 		tx := nft.NewTransaction()

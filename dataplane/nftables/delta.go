@@ -23,6 +23,9 @@ type delta struct {
 	dels, adds []elemOp     // elements deleted (value unused) and added
 	chainsGone []string     // chains removed
 	setsGone   []*Set       // sets removed
+	// flowAdd, flowDel: the flowtable is created (empty, before the
+	// rule naming it) or deleted (after the chain holding that rule).
+	flowAdd, flowDel bool
 }
 
 // setWrite is one set to create; old is the definition to delete first,
@@ -54,6 +57,9 @@ func byElem(a, b elemOp) int {
 // removed chains (all flushed before any is deleted, since they may
 // reference each other) and removed sets; each group in name order.
 func emit(tx txWriter, d *delta) planStats {
+	if d.flowAdd {
+		tx.Add(flowtableObject(nil))
+	}
 	slices.SortFunc(d.sets, func(a, b setWrite) int { return strings.Compare(a.cur.Name, b.cur.Name) })
 	for _, s := range d.sets {
 		if s.old != nil {
@@ -93,6 +99,9 @@ func emit(tx txWriter, d *delta) planStats {
 	slices.SortFunc(d.setsGone, func(a, b *Set) int { return strings.Compare(a.Name, b.Name) })
 	for _, s := range d.setsGone {
 		tx.Delete(s.ref())
+	}
+	if d.flowDel {
+		tx.Delete(&knftables.Flowtable{Name: flowtableName})
 	}
 	return planStats{chainsWritten: len(d.chains), chainsRemoved: len(d.chainsGone),
 		elementsAdded: len(d.adds), elementsDeled: len(d.dels)}

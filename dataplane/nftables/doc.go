@@ -57,6 +57,8 @@
 //	filter input/forward/output ─▶ service-endpoints-check / nodeport-endpoints-check: vmap @no-endpoint-* (reject | drop)
 //	filter forward/output ─▶ cluster-ips-check: ip daddr @cluster-ips → reject (unserved port); ip daddr @service-cidrs → drop
 //	filter pre-DNAT ─▶ firewall-check: vmap @firewall-ips ─▶ fw-* (loadBalancerSourceRanges)
+//	filter forward (priority 10, with NodeConfig.flowtable_interfaces) ─▶ flowtable-forward:
+//	  meta l4proto tcp ct state established ct status dnat flow add @fastpath (flowtable.go)
 //
 // Per-service names are kube-proxy's form: a prefix, 8 base32 characters
 // of a SHA-256 of the identity, and "namespace/name/proto/port"

@@ -117,6 +117,7 @@ func (d *Dataplane) readBack(ctx context.Context) (dataplane.Drift, []dataplane.
 		}
 		before := driftCount(dr)
 		compareTable(fam, d.cfg.Table, want, got, &dr)
+		compareFlowtable(fam, d.cfg.Table, want.Flowtable, d.flowDev[fam], got, &dr)
 		if driftCount(dr) > before {
 			drifted = append(drifted, fam)
 		}
@@ -255,4 +256,31 @@ func (d *Dataplane) settleGeneration(ctx context.Context, before uint32, ok bool
 		return
 	}
 	d.gen = after
+}
+
+// compareFlowtable adds to dr a flowtable that is missing, one that is
+// not the mode's, and a device the kernel's holds that the mode did not
+// add. A device the mode added and the kernel lacks is no drift: the
+// kernel drops an interface that goes away from every flowtable by
+// itself, before the agent's link watch brings the sync that forgets
+// it.
+func compareFlowtable(fam dataplane.Family, table, want string, devs map[string]bool, got *kernelTable, dr *dataplane.Drift) {
+	if got == nil {
+		return // compareTable reported the table
+	}
+	where := string(nftFamily(fam)) + " " + table
+	for _, n := range sorted.Keys(got.flowtables) {
+		if n != want {
+			dr.Add(dataplane.DriftFlowtable, where+" "+n+": not ours")
+			continue
+		}
+		for _, dev := range got.flowtables[n] {
+			if !devs[dev] {
+				dr.Add(dataplane.DriftFlowtable, where+" "+n+": device "+dev+" not ours")
+			}
+		}
+	}
+	if _, ok := got.flowtables[want]; want != "" && !ok {
+		dr.Add(dataplane.DriftFlowtable, where+" "+want+": missing")
+	}
 }

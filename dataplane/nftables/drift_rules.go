@@ -86,6 +86,9 @@ func exprRefs(exprs []any) (sets, chains []string) {
 			sets = append(sets, e.SetName)
 		case *expr.Dynset:
 			sets = append(sets, e.SetName)
+		case *expr.FlowOffload:
+			// "flow add @name" names its flowtable as a set reference.
+			sets = append(sets, e.Name)
 		case *expr.Verdict:
 			if e.Chain != "" {
 				chains = append(chains, e.Chain)

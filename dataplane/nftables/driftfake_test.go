@@ -83,7 +83,10 @@ func (k *fakeKernel) readTable(fam dataplane.Family) (*kernelTable, error) {
 	if f.Table == nil {
 		return nil, nil
 	}
-	kt := &kernelTable{chains: map[string]*kernelChain{}, sets: map[string]*kernelSet{}}
+	kt := &kernelTable{chains: map[string]*kernelChain{}, sets: map[string]*kernelSet{}, flowtables: map[string][]string{}}
+	for n, ft := range f.Table.Flowtables {
+		kt.flowtables[n] = ft.Devices
+	}
 	for n, c := range f.Table.Chains {
 		kc := &kernelChain{}
 		if c.Hook != nil {

@@ -149,7 +149,7 @@ func elementCommand(line []byte) (head, body []byte, ok bool) {
 func (e *execInterface) List(ctx context.Context, objectType string) ([]string, error) {
 	kind := strings.TrimSuffix(objectType, "s")
 	switch kind {
-	case "chain", "set", "map":
+	case "chain", "set", "map", "flowtable":
 	default:
 		return nil, fmt.Errorf("list %s: %w", objectType, errUnsupported)
 	}

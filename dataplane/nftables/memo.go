@@ -125,7 +125,7 @@ func (r *renderer) memoKey() string {
 	// All of the node's settings, not only what fragments read: an
 	// incremental sync (incremental.go) writes nothing but the changed
 	// services, so a change of the fixed objects must miss the memo.
-	return fmt.Sprintf("%v|%+v", r.fam, r.node)
+	return fmt.Sprintf("%v|%+v|flow=%v", r.fam, r.node, r.flow)
 }
 
 // renderFragment renders one service into a ruleset of its own.

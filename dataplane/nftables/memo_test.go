@@ -32,7 +32,7 @@ func TestMemoMatchesFreshRenderOnGoldens(t *testing.T) {
 				}
 				m := &Memo{}
 				for pass := range 2 {
-					got, err := render(st, fam, m)
+					got, err := render(st, fam, m, false)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -55,7 +55,7 @@ func TestMemoFollowsChanges(t *testing.T) {
 	m := &Memo{}
 	step := func(name string, wantRendered int, st *dataplane.State) {
 		t.Helper()
-		got, err := render(st, dataplane.IPv4, m)
+		got, err := render(st, dataplane.IPv4, m, false)
 		if err != nil {
 			t.Fatal(err)
 		}

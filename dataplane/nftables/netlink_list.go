@@ -53,6 +53,13 @@ func listNetlink(dial NetlinkDialer, fam dataplane.Family, table string) (tableO
 			t.sets = append(t.sets, s.Name)
 		}
 	}
+	fts, err := c.ListFlowtables(&gnft.Table{Name: table, Family: tf})
+	if err != nil {
+		return t, fmt.Errorf("list flowtables: %w", err)
+	}
+	for _, ft := range fts {
+		t.flowtables = append(t.flowtables, ft.Name)
+	}
 	slices.Sort(t.chains)
 	slices.Sort(t.sets)
 	slices.Sort(t.maps)

@@ -27,6 +27,8 @@ import (
 type kernelTable struct {
 	chains map[string]*kernelChain
 	sets   map[string]*kernelSet
+	// flowtables are the table's flowtables with their devices.
+	flowtables map[string][]string
 }
 
 // kernelChain is a chain: base holds "type hook priority" for a base
@@ -103,7 +105,7 @@ func (r netlinkReader) readTable(fam dataplane.Family) (*kernelTable, error) {
 		}
 		return nil, fmt.Errorf("list table %s: %w", r.table, err)
 	}
-	kt := &kernelTable{sets: map[string]*kernelSet{}}
+	kt := &kernelTable{sets: map[string]*kernelSet{}, flowtables: map[string][]string{}}
 	if kt.chains, err = dumpChains(raw, fam, r.table); err != nil {
 		return nil, err
 	}
@@ -111,6 +113,13 @@ func (r netlinkReader) readTable(fam dataplane.Family) (*kernelTable, error) {
 		return nil, err
 	}
 	t := &gnft.Table{Name: r.table, Family: tf}
+	fts, err := c.ListFlowtables(t)
+	if err != nil {
+		return nil, fmt.Errorf("list flowtables: %w", err)
+	}
+	for _, ft := range fts {
+		kt.flowtables[ft.Name] = ft.Devices
+	}
 	sets, err := c.GetSets(t)
 	if err != nil {
 		return nil, fmt.Errorf("list sets: %w", err)
@@ -262,6 +271,8 @@ func newExpr(name string) expr.Any {
 		return &expr.Reject{}
 	case "masq":
 		return &expr.Masq{}
+	case "flow_offload":
+		return &expr.FlowOffload{}
 	}
 	return nil
 }

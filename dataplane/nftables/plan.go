@@ -12,7 +12,7 @@ import (
 
 // tableObjects are the names of what a kernel table holds.
 type tableObjects struct {
-	chains, sets, maps []string
+	chains, sets, maps, flowtables []string
 }
 
 // hasChains returns the set of the listed chains.
@@ -110,6 +110,8 @@ func diffRulesets(prev, next *Ruleset) *delta {
 			d.chainsGone = append(d.chainsGone, n)
 		}
 	}
+	d.flowAdd = prev.Flowtable == "" && next.Flowtable != ""
+	d.flowDel = prev.Flowtable != "" && next.Flowtable == ""
 	for n, s := range prev.Sets {
 		if _, ok := next.Sets[n]; !ok {
 			d.setsGone = append(d.setsGone, s)
@@ -182,6 +184,19 @@ func planFull(tx *knftables.Transaction, next *Ruleset, existing tableObjects, r
 	// adds to one it has not, and the partial syncs were checked against
 	// that layout.
 	hadChain := existing.hasChains()
+	if slices.Contains(existing.flowtables, flowtableName) {
+		// Recreated empty (its devices follow in a transaction of their
+		// own, flowtable.go), or removed: either way the rule naming it
+		// goes first. Offloaded flows go back to the slow path, whose
+		// conntrack entries they kept, and are offloaded again.
+		if hadChain[chainFlowOffload] {
+			tx.Flush(&knftables.Chain{Name: chainFlowOffload})
+		}
+		tx.Delete(&knftables.Flowtable{Name: flowtableName})
+	}
+	if next.Flowtable != "" {
+		tx.Add(flowtableObject(nil))
+	}
 	if resetBase {
 		for _, n := range chains {
 			if c := next.Chains[n]; c.Hook != "" && hadChain[n] {

@@ -17,25 +17,29 @@ type renderer struct {
 	node  serviceport.Node // the NodeConfig read for the family
 	rs    *Ruleset
 	slots *slotRanges
+	// flow: render the flowtable and its rule (flowtable.go).
+	flow bool
 }
 
 // Render turns a node's state into the table of one family. It does no
 // I/O and is deterministic. Bad input is skipped and recorded in
 // Ruleset.Skips; the result never references a missing chain or set.
 func Render(st *dataplane.State, fam dataplane.Family) (*Ruleset, error) {
-	return render(st, fam, nil)
+	return render(st, fam, nil, len(flowPatterns(st)) > 0)
 }
 
 // renderWith is Render with the blocks of an existing allocator, for
 // tests that compare a fresh render with an incremental one.
 func renderWith(st *dataplane.State, fam dataplane.Family, slots *slotRanges) (*Ruleset, error) {
-	return render(st, fam, &Memo{slots: slots})
+	return render(st, fam, &Memo{slots: slots}, len(flowPatterns(st)) > 0)
 }
 
 // render is Render reusing the unchanged services' objects from memo
 // (when not nil); then only the services rendered anew are validated.
-func render(st *dataplane.State, fam dataplane.Family, memo *Memo) (*Ruleset, error) {
-	r := &renderer{fam: fam, rs: newRuleset(fam), slots: newSlotRanges()}
+// flow renders the flowtable (the setting is on and the kernel has
+// flowtables).
+func render(st *dataplane.State, fam dataplane.Family, memo *Memo, flow bool) (*Ruleset, error) {
+	r := &renderer{fam: fam, rs: newRuleset(fam), slots: newSlotRanges(), flow: flow}
 	if memo != nil {
 		if memo.slots == nil {
 			memo.slots = newSlotRanges()
@@ -44,6 +48,7 @@ func render(st *dataplane.State, fam dataplane.Family, memo *Memo) (*Ruleset, er
 	}
 	r.readNode(st)
 	r.fixed()
+	r.flowtable()
 	if memo == nil {
 		for _, n := range sorted.Keys(st.Services) {
 			r.service(n, st.Services[n])

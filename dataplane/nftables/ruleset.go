@@ -46,6 +46,10 @@ type Ruleset struct {
 	Sets     map[string]*Set
 	Elements map[string]map[string]string
 	Skips    []dataplane.Skip
+	// Flowtable names the table's flowtable, "" for none (flowtable.go).
+	// Its devices are not part of the ruleset: they follow the node's
+	// interfaces, in a transaction of their own.
+	Flowtable string
 
 	udp map[string]conntrack.UDPPort
 	// blocks names the chains that own a block of an endpoint map.
@@ -102,7 +106,7 @@ func (rs *Ruleset) element(set, value string, key ...string) {
 // transaction never fails on a dangling reference.
 func (rs *Ruleset) Validate() error {
 	hasChain := func(n string) bool { _, ok := rs.Chains[n]; return ok }
-	hasSet := func(n string) bool { _, ok := rs.Sets[n]; return ok }
+	hasSet := func(n string) bool { _, ok := rs.Sets[n]; return ok || (n == rs.Flowtable && n != "") }
 	return errors.Join(rs.checkAllRefs(hasChain, hasSet)...)
 }
 

@@ -31,17 +31,7 @@ func TestScenarios(t *testing.T) {
 // landed as a fresh load of the same state would.
 func newScenarioTracer(t *testing.T) scenario.Tracer {
 	bed := newFakeBed(t, dataplane.IPv4, dataplane.IPv6)
-	mark, err := strconv.ParseUint(masqMark, 0, 32)
-	if err != nil {
-		t.Fatalf("masqMark %q: %v", masqMark, err)
-	}
-	tr := scenario.NewTracer(bed.dp, func(pkt explain.Packet, nodeIPs []netip.Addr) (explain.Verdict, error) {
-		fam := dataplane.IPv4
-		if pkt.IPv6() {
-			fam = dataplane.IPv6
-		}
-		return nftablestest.Tracer{Fake: bed.fakes[fam], Local: nodeIPs, HairpinSet: setHairpin, MasqMark: uint32(mark)}.Trace(pkt)
-	})
+	tr := scenario.NewTracer(bed.dp, fakeTrace(t, bed))
 	tr.Check = func(t testing.TB, st *dataplane.State, opts dataplane.ApplyOptions) {
 		t.Helper()
 		if stats := bed.dp.LastSync(); !opts.Full && stats.Full {
@@ -58,6 +48,21 @@ func newScenarioTracer(t *testing.T) scenario.Tracer {
 		}
 	}
 	return tr
+}
+
+// fakeTrace traces packets through the bed's Fakes, the family's own.
+func fakeTrace(t *testing.T, bed *fakeBed) scenario.TraceFunc {
+	mark, err := strconv.ParseUint(masqMark, 0, 32)
+	if err != nil {
+		t.Fatalf("masqMark %q: %v", masqMark, err)
+	}
+	return func(pkt explain.Packet, nodeIPs []netip.Addr) (explain.Verdict, error) {
+		fam := dataplane.IPv4
+		if pkt.IPv6() {
+			fam = dataplane.IPv6
+		}
+		return nftablestest.Tracer{Fake: bed.fakes[fam], Local: nodeIPs, HairpinSet: setHairpin, MasqMark: uint32(mark)}.Trace(pkt)
+	}
 }
 
 // lineDiff lists the lines only one of two sorted dumps holds.

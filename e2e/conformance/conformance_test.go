@@ -2,6 +2,7 @@ package conformance_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,6 +21,8 @@ import (
 // real cluster, in one mode per run: SWITCHYARD_CONFORMANCE_MODE, or by
 // the commit — iptables when HEAD's last hex digit is even, nftables when
 // odd — so CI alternates. Every selected spec must pass.
+// SWITCHYARD_CONFORMANCE_FLOWTABLE (interface patterns, "eth*,veth*")
+// turns the nftables mode's flowtable fast path on for the run.
 // SWITCHYARD_CONFORMANCE_FOCUS narrows the selection for a developer, and
 // SWITCHYARD_CONFORMANCE_OUT saves the results as JSON.
 func TestFastSubset(t *testing.T) {
@@ -34,12 +37,22 @@ func TestFastSubset(t *testing.T) {
 	if err := c.InstallWithDNS(wctx, cluster.OverlayBase, mode); err != nil {
 		t.Fatal(err)
 	}
+	proxy := "switchyard-" + mode
+	if patterns := os.Getenv("SWITCHYARD_CONFORMANCE_FLOWTABLE"); patterns != "" {
+		// The nftables mode's flowtable fast path on every node. On a
+		// kernel without flowtables the agents skip it (counted in
+		// switchyard_agent_flowtable_skipped_syncs_total): such a run
+		// shows the setting breaks nothing, not that the fast path
+		// passes.
+		setFlowtable(wctx, t, c, patterns)
+		proxy += "+flowtable"
+	}
 	focus, want := conformance.FastFocus, conformance.FastCount
 	if f := os.Getenv("SWITCHYARD_CONFORMANCE_FOCUS"); f != "" { // a developer's narrower run
 		focus, want = f, 0
 	}
 	dir := filepath.Join(c.Dir(), "conformance")
-	res, err := conformance.Run(ctx, c, conformance.Options{Proxy: "switchyard-" + mode, Focus: focus,
+	res, err := conformance.Run(ctx, c, conformance.Options{Proxy: proxy, Focus: focus,
 		Dir: dir, Timeout: 40 * time.Minute, Logger: netns.TestLogger(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -81,4 +94,32 @@ func modeByCommit(t *testing.T) string {
 		return "nftables"
 	}
 	return "iptables"
+}
+
+// setFlowtable adds flowtableInterfaces (comma-separated patterns) to
+// the settings ConfigMap's config.yaml and waits until every node
+// applied the new NodeConfig.
+func setFlowtable(ctx context.Context, t *testing.T, c *cluster.Cluster, patterns string) {
+	t.Helper()
+	ns := c.SwitchyardNS()
+	cfg, err := c.Kubectl(ctx, "-n", ns, "get", "configmap", "switchyard-controlplane", "-o", `jsonpath={.data.config\.yaml}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := json.Marshal(strings.Split(patterns, ","))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := strings.TrimRight(string(cfg), "\n") + "\nflowtableInterfaces: " + string(list) + "\n"
+	patch, err := json.Marshal(map[string]any{"data": map[string]string{"config.yaml": next}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Kubectl(ctx, "-n", ns, "patch", "configmap", "switchyard-controlplane", "--type=merge", "-p", string(patch)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.WaitSettled(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("flowtable on: config.yaml now\n%s", next)
 }

@@ -59,6 +59,7 @@ func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error
 		lo                  logOptions
 		mode, cidrs, adv    string
 		nodePorts           string
+		flowtable           string
 		configMap           string
 		caSecret            string
 		serverNames         string
@@ -104,11 +105,14 @@ func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error
 		"node ports answer only on the node's local addresses they cover, as kube-proxy's --nodeport-addresses; a family the list names nothing of answers on all its addresses. "+
 		"Loopback never serves node ports (it would need route_localnet, which Switchyard never sets). Empty leaves each agent's mode its kube-proxy default: primary in nftables mode, all in iptables mode; "+
 		"in ipvs and userspace modes the list selects among the Node's addresses (all of them by default)")
+	fs.StringVar(&flowtable, "flowtable-interfaces", "", "comma-separated interface name patterns (Go path.Match: eth*, veth*, ens[0-9]): agents in nftables mode offload the established TCP flows they DNATed for a Service "+
+		"to a netfilter flowtable (KEP-4963's fast path) over the node's interfaces that match, kept in step as interfaces come and go; loopback never. Empty (the default) means no flowtable. "+
+		"A kernel without flowtables skips it, counted, and keeps forwarding")
 	fs.StringVar(&adv, "advertise-service", "", "namespace/name of the control plane's own Service: the ready endpoints of its EndpointSlices, on the slice port named grpc (or its only TCP port), "+
 		"are sent to every agent (NodeConfig control_plane_addresses), which persists them and dials them before its configured addresses, so agents restart without a Service VIP. "+
 		"The control plane must run on the host network (endpoints are then node addresses) and the Service must not be headless; empty advertises nothing")
 	fs.StringVar(&configMap, "config-map", "", "namespace/name (or name, in the pod's namespace POD_NAMESPACE) of a ConfigMap whose "+settings.Key+" sets the NodeConfig settings every replica sends: "+
-		"mode, minSyncPeriod, syncPeriod, ipvsScheduler, clusterCIDRs, masqueradeAll, nodePortAddresses, loadBalancing. A field it sets overrides the flag of the same name, which is only its default, so replicas agree whatever their flags; "+
+		"mode, minSyncPeriod, syncPeriod, ipvsScheduler, clusterCIDRs, masqueradeAll, nodePortAddresses, flowtableInterfaces, loadBalancing. A field it sets overrides the flag of the same name, which is only its default, so replicas agree whatever their flags; "+
 		"a ConfigMap that does not parse keeps the settings in use (reported in logs, metrics and ListNodes), an absent one means the flags. Empty reads none")
 	fs.StringVar(&lo.level, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&lo.format, "log-format", "text", "text or json")
@@ -134,6 +138,9 @@ func parseFlags(args []string, out io.Writer) (daemon.Options, logOptions, error
 	}
 	if o.Views.NodePortAddresses, err = settings.ParseNodePortAddresses(list(nodePorts)); err != nil {
 		return o, lo, fmt.Errorf("--nodeport-addresses: %w", err)
+	}
+	if o.Views.FlowtableInterfaces, err = settings.ParseFlowtableInterfaces(list(flowtable)); err != nil {
+		return o, lo, fmt.Errorf("--flowtable-interfaces: %w", err)
 	}
 	if o.ConfigMapNamespace, o.ConfigMapName, err = settings.ParseRef(configMap, os.Getenv("POD_NAMESPACE")); err != nil {
 		return o, lo, fmt.Errorf("--config-map %w", err)

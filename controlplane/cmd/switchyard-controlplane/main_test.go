@@ -98,3 +98,35 @@ func TestNodePortAddressesFlag(t *testing.T) {
 		})
 	}
 }
+
+func TestFlowtableInterfacesFlag(t *testing.T) {
+	tests := []struct {
+		name    string
+		value   string
+		want    []string
+		wantErr string
+	}{
+		{name: "default: no flowtable"},
+		{name: "names and patterns, in order, each once", value: "eth0, veth*,ens[0-9],eth0", want: []string{"eth0", "veth*", "ens[0-9]"}},
+		{name: "bad pattern", value: "eth[", wantErr: "syntax error in pattern"},
+		{name: "a path", value: "eth0/1", wantErr: "no '/'"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"--flowtable-interfaces=" + tc.value}
+			o, _, err := parseFlags(args, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("parseFlags(%v) error = %v, want one containing %q", args, err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("parseFlags(%v): %v", args, err)
+			}
+			if diff := cmp.Diff(tc.want, o.Views.FlowtableInterfaces); diff != "" {
+				t.Errorf("FlowtableInterfaces (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -35,6 +35,10 @@ type Defaults struct {
 	// keywords "primary" and "all"; empty leaves each agent's mode its
 	// default (NodeConfig.node_port_addresses).
 	NodePortAddresses []string
+	// FlowtableInterfaces are the interface name patterns whose
+	// established Service flows the nftables mode offloads to a
+	// flowtable (NodeConfig.flowtable_interfaces); empty: none.
+	FlowtableInterfaces []string
 	// LoadBalancing is the algorithm of services without a
 	// switchyard.io/load-balancing annotation (random, round-robin,
 	// maglev, source-hash); empty leaves each mode its default. It goes
@@ -54,6 +58,7 @@ type settingsBase struct {
 	cidrs     []string
 	masqAll   bool
 	nodePorts []string
+	flowtable []string
 	// hash is the settings hash of the fields above
 	// (NodeConfig.settings_hash).
 	hash string
@@ -96,6 +101,7 @@ func newSettingsBase(d Defaults) settingsBase {
 		cidrs:     stringsOf(d.ClusterCIDRs),
 		masqAll:   d.MasqueradeAll,
 		nodePorts: slices.Clone(d.NodePortAddresses),
+		flowtable: slices.Clone(d.FlowtableInterfaces),
 	}
 	c.hash = c.settingsHash()
 	return c
@@ -171,6 +177,8 @@ func (c settingsBase) settings() *switchyardv1.NodeConfig {
 		MasqueradeAll: c.masqAll,
 		// Shared, never modified: every NodeConfig points at one slice.
 		NodePortAddresses: c.nodePorts,
+		// Shared too.
+		FlowtableInterfaces: c.flowtable,
 	}
 	if c.minSync > 0 || c.sync > 0 {
 		nc.Sync = &switchyardv1.SyncSettings{}

@@ -36,6 +36,7 @@ func TestSettingsHash(t *testing.T) {
 		{"cluster CIDRs", func(d *Defaults) { d.ClusterCIDRs = nil }},
 		{"masquerade all", func(d *Defaults) { d.MasqueradeAll = false }},
 		{"node port addresses", func(d *Defaults) { d.NodePortAddresses = []string{"all"} }},
+		{"flowtable interfaces", func(d *Defaults) { d.FlowtableInterfaces = []string{"veth*"} }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -31,6 +32,9 @@ type File struct {
 	ClusterCIDRs      *[]string `json:"clusterCIDRs,omitempty"`
 	MasqueradeAll     *bool     `json:"masqueradeAll,omitempty"`
 	NodePortAddresses *[]string `json:"nodePortAddresses,omitempty"`
+	// FlowtableInterfaces are interface name patterns (path.Match) whose
+	// established Service flows the nftables mode offloads; empty: none.
+	FlowtableInterfaces *[]string `json:"flowtableInterfaces,omitempty"`
 	// LoadBalancing is the algorithm of services without a
 	// switchyard.io/load-balancing annotation. Cluster-wide only: it
 	// shapes service views, which every node must share (a rollout
@@ -159,6 +163,10 @@ func (f File) over(d nodeview.Defaults) (nodeview.Defaults, error) {
 		d.NodePortAddresses, err = ParseNodePortAddresses(*f.NodePortAddresses)
 		set("nodePortAddresses", err)
 	}
+	if f.FlowtableInterfaces != nil {
+		d.FlowtableInterfaces, err = ParseFlowtableInterfaces(*f.FlowtableInterfaces)
+		set("flowtableInterfaces", err)
+	}
 	if f.LoadBalancing != nil {
 		d.LoadBalancing = *f.LoadBalancing
 		set("loadBalancing", CheckLoadBalancing(d.LoadBalancing))
@@ -271,6 +279,41 @@ func ParseNodePortAddresses(list []string) ([]string, error) {
 		}
 		if !slices.Contains(out, p.String()) {
 			out = append(out, p.String())
+		}
+	}
+	return out, nil
+}
+
+// maxInterfaceName is the longest interface name Linux accepts
+// (IFNAMSIZ - 1).
+const maxInterfaceName = 15
+
+// ParseFlowtableInterfaces reads interface name patterns for the
+// flowtable fast path: each a pattern of Go's path.Match ("eth*",
+// "veth*", "ens[0-9]"), which is what agents match link names with, of
+// at most 15 characters (a longer one could match no interface), each
+// once, in the order given; empty entries are skipped. Patterns rather
+// than KEP-4963's CEL expression over the interface's name, type and
+// alias: names are what operators and CNIs choose (a CNI's veth prefix,
+// the uplinks), they check here with no expression engine in either
+// tier, and an agent matches them without reading more than the names.
+func ParseFlowtableInterfaces(list []string) ([]string, error) {
+	var out []string
+	for _, f := range list {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		if len(f) > maxInterfaceName && !strings.ContainsAny(f, "*?[\\") {
+			return nil, fmt.Errorf("%q: longer than an interface name (%d characters)", f, maxInterfaceName)
+		}
+		if strings.ContainsAny(f, "/ ") {
+			return nil, fmt.Errorf("%q: an interface name pattern has no '/' or space", f)
+		}
+		if _, err := path.Match(f, ""); err != nil {
+			return nil, fmt.Errorf("%q: %w", f, err)
+		}
+		if !slices.Contains(out, f) {
+			out = append(out, f)
 		}
 	}
 	return out, nil

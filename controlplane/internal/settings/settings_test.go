@@ -32,12 +32,13 @@ func TestParse(t *testing.T) {
 		{name: "empty mode leaves the agents'", yaml: `mode: ""`, want: func(d *nodeview.Defaults) { d.Mode = switchyardv1.DataplaneMode_DATAPLANE_MODE_UNSPECIFIED }},
 		{
 			name: "every field",
-			yaml: "mode: ipvs\nminSyncPeriod: 1s\nsyncPeriod: 30m\nipvsScheduler: mh\nclusterCIDRs: [10.1.2.3/16, fd00::/64]\nmasqueradeAll: true\nnodePortAddresses: [all, 192.168.0.0/24]\nloadBalancing: maglev\n",
+			yaml: "mode: ipvs\nminSyncPeriod: 1s\nsyncPeriod: 30m\nipvsScheduler: mh\nclusterCIDRs: [10.1.2.3/16, fd00::/64]\nmasqueradeAll: true\nnodePortAddresses: [all, 192.168.0.0/24]\nflowtableInterfaces: [eth0, veth*]\nloadBalancing: maglev\n",
 			want: func(d *nodeview.Defaults) {
 				*d = nodeview.Defaults{
 					Mode: switchyardv1.DataplaneMode_DATAPLANE_MODE_IPVS, MinSyncPeriod: time.Second, SyncPeriod: 30 * time.Minute,
 					IPVSScheduler: "mh", ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("fd00::/64")},
 					MasqueradeAll: true, NodePortAddresses: []string{"all", "192.168.0.0/24"}, LoadBalancing: "maglev",
+					FlowtableInterfaces: []string{"eth0", "veth*"},
 				}
 			},
 		},
@@ -49,6 +50,8 @@ func TestParse(t *testing.T) {
 		{name: "bad duration", yaml: "syncPeriod: soon", wantErr: "syncPeriod"},
 		{name: "negative duration", yaml: "minSyncPeriod: -1s", wantErr: "negative"},
 		{name: "bad CIDR", yaml: "clusterCIDRs: [10.0.0.1]", wantErr: "clusterCIDRs"},
+		{name: "bad flowtable pattern", yaml: "flowtableInterfaces: [\"eth[\"]", wantErr: "flowtableInterfaces"},
+		{name: "flowtable name too long", yaml: "flowtableInterfaces: [averyveryverylongname]", wantErr: "longer than an interface name"},
 		{name: "loopback node ports", yaml: "nodePortAddresses: [127.0.0.1/32]", wantErr: "loopback"},
 		{name: "every bad field is named", yaml: "mode: x\nipvsScheduler: y", wantErr: "ipvsScheduler"},
 		{name: "not YAML", yaml: "mode: [", wantErr: Key},

@@ -116,6 +116,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	a, err := agent.New(agent.Options{
 		Credentials:       credSource,
+		WatchLinks:        true,
 		Metrics:           m,
 		NodeName:          c.NodeName,
 		AgentVersion:      version,

@@ -24,6 +24,7 @@ import (
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/discovery"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/health"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/healthcheck"
+	"github.com/switchyard-proxy/switchyard/nodeagent/internal/links"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/metrics"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/persist"
 	"github.com/switchyard-proxy/switchyard/nodeagent/internal/syncer"
@@ -55,6 +56,11 @@ type Options struct {
 	// stream, and a reconnect it asks for replaces the stream
 	// (discovery.Config.Reconnect).
 	Credentials CredentialSource
+	// WatchLinks runs a watch of the node's network interfaces
+	// (package links) and hands their names to every sync, for the
+	// nftables mode's flowtable (NodeConfig.flowtable_interfaces); a
+	// change of them brings a sync. Off in tests that need no netlink.
+	WatchLinks bool
 	// Metrics are the agent's; new ones when nil. Given, they can be
 	// shared with what is built before the agent (the TLS files' loads).
 	Metrics *metrics.Metrics
@@ -144,6 +150,9 @@ type Agent struct {
 	// view of the last sync it was told about (afterSync's).
 	ct     *conntrackreconcile.Reconciler
 	ctLast *view.View
+	// links is the watch of the node's interfaces; nil without
+	// Options.WatchLinks.
+	links  *links.Watcher
 	client *discovery.Client
 	store  *persist.Store
 	// ports are the HTTP servers (healthz, metrics) by name, on addresses
@@ -182,6 +191,11 @@ func New(o Options) (*Agent, error) {
 	restored, found, err := a.restore()
 	if err != nil {
 		return nil, err
+	}
+	if a.o.WatchLinks {
+		// The syncer is set just below, before Run starts the watch.
+		a.links = links.New(links.Config{Logger: a.o.Logger.With("component", "links"),
+			OnChange: func() { a.syncer.LinksChanged() }})
 	}
 	if a.syncer, err = syncer.New(a.syncerConfig(), restored, found); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
@@ -290,7 +304,17 @@ func (a *Agent) syncerConfig() syncer.Config {
 		OnApplied:     a.afterSync,
 
 		DriftCheckInterval: a.o.DriftCheckInterval,
+		Links:              a.linkNames(),
 	}
+}
+
+// linkNames is the syncer's Config.Links: the link watch's names, nil
+// without one.
+func (a *Agent) linkNames() func() []string {
+	if a.links == nil {
+		return nil
+	}
+	return a.links.Names
 }
 
 // handover follows the node's hand-over to kube-proxy (handedBack) and
@@ -516,6 +540,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if a.o.Credentials != nil {
 		g.Go(func() error { return a.o.Credentials.Run(ctx) })
+	}
+	if a.links != nil {
+		g.Go(func() error { return a.links.Run(ctx) })
 	}
 	for _, p := range a.ports {
 		g.Go(func() error { return p.run(ctx) })

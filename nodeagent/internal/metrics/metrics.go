@@ -32,6 +32,9 @@ type Metrics struct {
 	driftChecks         *prometheus.CounterVec
 	driftLastCheck      prometheus.Gauge
 	driftRepairs        *prometheus.CounterVec
+	flowtableSkipped    prometheus.Counter
+	flowtableDevices    prometheus.Gauge
+	flowtableErrors     prometheus.Counter
 	datapathProbes      *prometheus.CounterVec
 	certReloads         *prometheus.CounterVec
 	certExpiry          *prometheus.GaugeVec
@@ -98,6 +101,12 @@ func New() *Metrics {
 			Help: "When the kernel was last checked against what the agent applied"}),
 		driftRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_agent_drift_repairs_total",
 			Help: "Objects found changed underneath the agent and repaired by a full sync, by mode and kind (table, chain, rule, set, element)"}, []string{"mode", "what"}),
+		flowtableSkipped: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchyard_agent_flowtable_skipped_syncs_total",
+			Help: "Syncs that left out the flowtable fast path the node's settings ask for, because the kernel refuses flowtables (nftables mode)."}),
+		flowtableDevices: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchyard_agent_flowtable_devices",
+			Help: "Interfaces in the nftables mode's flowtable after the last sync (per family, the largest)."}),
+		flowtableErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "switchyard_agent_flowtable_device_errors_total",
+			Help: "Transactions adding interfaces to the flowtable that failed (retried at the next sync)."}),
 		datapathProbes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "switchyard_agent_datapath_probes_total",
 			Help: "Probes of the datapath canary through the programmed rules, by result (ok, failed, skipped: the canary could not be probed)"}, []string{"result"}),
 		datapathHealthy: prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchyard_agent_datapath_healthy",
@@ -118,7 +127,7 @@ func New() *Metrics {
 	m.reg.MustRegister(m.syncDuration, m.syncFullDuration, m.syncPartialDuration, m.lastSync, m.lastQueued,
 		m.programming, m.endpointChanges, m.serviceChanges, m.appliedVersion, m.appliedResources,
 		m.syncErrors, m.nacks, m.connected, m.modeSwitches, m.stateRejections, m.stateWriteErrors,
-		m.driftChecks, m.driftLastCheck, m.driftRepairs, m.datapathProbes, m.handedOver, m.certReloads, m.certExpiry,
+		m.driftChecks, m.driftLastCheck, m.driftRepairs, m.flowtableSkipped, m.flowtableDevices, m.flowtableErrors, m.datapathProbes, m.handedOver, m.certReloads, m.certExpiry,
 		m.ctDuration, m.ctDeleted, m.ctErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -326,4 +335,18 @@ func (c CertificateLoads) Expiry(file string, notAfter time.Time) {
 		return
 	}
 	c.m.certExpiry.WithLabelValues(file).Set(float64(notAfter.Unix()))
+}
+
+// Flowtable records a sync's flowtable outcome (dataplane.SyncStats):
+// skipped on a kernel without flowtables, the devices it holds, the
+// device transactions that failed.
+func (m *Metrics) Flowtable(skipped bool, devices, errors int) {
+	if m == nil {
+		return
+	}
+	if skipped {
+		m.flowtableSkipped.Inc()
+	}
+	m.flowtableDevices.Set(float64(devices))
+	m.flowtableErrors.Add(float64(errors))
 }

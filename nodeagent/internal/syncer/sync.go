@@ -36,6 +36,9 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 		updates[i] = p.u
 	}
 	next, nextState := prev.WithState(s.state, updates...)
+	if s.cfg.Links != nil {
+		nextState.Links = s.cfg.Links()
+	}
 	s.intend(pending)
 	full = full || !s.synced || s.repair
 	names := view.Changed(updates...)
@@ -79,6 +82,10 @@ func (s *Syncer) sync(ctx context.Context, pending []*request, full bool) {
 	s.state = nextState
 	d := end.Sub(start)
 	s.cfg.Metrics.Synced(full, d, end, next.SystemVersion, len(next.Resources))
+	if st, ok := s.dp.(interface{ LastSync() dataplane.SyncStats }); ok {
+		fs := st.LastSync()
+		s.cfg.Metrics.Flowtable(fs.FlowtableSkipped, fs.FlowtableDevices, fs.FlowtableErrors)
+	}
 	s.cfg.Health.Updated()
 	s.cfg.Logger.Debug("synced", "full", full, "systemVersion", next.SystemVersion, "resources", len(next.Resources), "duration", d)
 	// After a failure the kernel holds exactly next again: a record of

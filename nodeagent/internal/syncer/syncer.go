@@ -108,13 +108,20 @@ type Config struct {
 	// Decorator adds the agent's own services to each sync's state;
 	// optional.
 	Decorator Decorator
+	// Links returns the node's interface names (links.Watcher.Names),
+	// put in each sync's state (dataplane.State.Links) for the modes
+	// that program per-interface objects; optional. A change of them is
+	// told with LinksChanged.
+	Links func() []string
 }
 
 // Syncer applies views through a dataplane.
 type Syncer struct {
-	cfg       Config
-	reqs      chan *request
-	stopped   chan struct{}
+	cfg     Config
+	reqs    chan *request
+	stopped chan struct{}
+	// links is signalled by LinksChanged; one pending signal is enough.
+	links     chan struct{}
 	reconcile bool
 	// started is when New ran: trigger times before it are not observed.
 	started time.Time
@@ -200,7 +207,7 @@ func New(cfg Config, restored *view.View, reconcile bool) (*Syncer, error) {
 		restored = &view.View{Resources: map[string]*switchyardv1.Resource{}}
 	}
 	st := restored.State()
-	return &Syncer{cfg: cfg, reqs: make(chan *request), stopped: make(chan struct{}), reconcile: reconcile,
+	return &Syncer{cfg: cfg, reqs: make(chan *request), stopped: make(chan struct{}), links: make(chan struct{}, 1), reconcile: reconcile,
 		started: cfg.Clock.Now(), applied: restored, config: st.Config, state: st, peerLeft: cfg.Peer != nil}, nil
 }
 
@@ -365,6 +372,13 @@ func (s *Syncer) Run(ctx context.Context) error {
 			stopMin()
 			s.sync(ctx, pending, false)
 			pending = nil
+		case <-s.links:
+			// The node's interfaces changed: a sync with the same view
+			// and the new links (only the flowtable's devices can
+			// differ), paced as updates are.
+			if s.synced && len(pending) == 0 && minC == nil && s.usesLinks() {
+				s.sync(ctx, nil, false)
+			}
 		case <-driftC:
 			if s.checkDrift(ctx, pending) {
 				stopMin()
@@ -387,5 +401,24 @@ func (s *Syncer) Run(ctx context.Context) error {
 			_, period := s.periods()
 			full.Reset(period)
 		}
+	}
+}
+
+// usesLinks reports whether the programmed state depends on the node's
+// interfaces: the nftables mode with a flowtable configured. Pods come
+// and go with their veths on every node; without it those changes must
+// not cost a sync. Called from Run's goroutine, which writes config.
+func (s *Syncer) usesLinks() bool {
+	return s.mode == switchyardv1.DataplaneMode_DATAPLANE_MODE_NFTABLES && len(s.config.GetFlowtableInterfaces()) > 0
+}
+
+// LinksChanged tells the syncer that Config.Links would now return other
+// names: Run syncs with them (at once when nothing is pending; else the
+// pending sync carries them) when the flowtable uses them. It never
+// blocks.
+func (s *Syncer) LinksChanged() {
+	select {
+	case s.links <- struct{}{}:
+	default:
 	}
 }

@@ -137,15 +137,25 @@ type NodeConfig struct {
 	// port it does not serve), as kube-proxy's nftables mode does. Empty
 	// when the API serves no ServiceCIDRs (the agent then checks nothing).
 	ServiceCidrs []string `protobuf:"bytes,11,rep,name=service_cidrs,json=serviceCidrs,proto3" json:"service_cidrs,omitempty"`
-	// Hash of the cluster-wide settings above (mode, sync, ipvs_scheduler,
-	// cluster_cidrs, masquerade_all, node_port_addresses): the same on every
+	// Hash of the cluster-wide settings (mode, sync, ipvs_scheduler,
+	// cluster_cidrs, masquerade_all, node_port_addresses,
+	// flowtable_interfaces): the same on every
 	// control-plane replica that has the same settings, different otherwise.
 	// Agents report it back (Node.settings_hash, ApplyReport.settings_hash)
 	// so a replica sees an agent that another replica, configured
 	// differently, programmed. Empty from control planes that predate it.
-	SettingsHash  string `protobuf:"bytes,12,opt,name=settings_hash,json=settingsHash,proto3" json:"settings_hash,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	SettingsHash string `protobuf:"bytes,12,opt,name=settings_hash,json=settingsHash,proto3" json:"settings_hash,omitempty"`
+	// Names of the interfaces whose established, Service-translated TCP
+	// flows the nftables mode offloads to a netfilter flowtable (the fast
+	// path of KEP-4963), as patterns of Go's path.Match ("eth*", "veth*",
+	// "ens[0-9]"); a node's interfaces that match any of them, loopback
+	// excepted, are the flowtable's devices, kept in step as interfaces
+	// come and go. Empty (the default) means no flowtable. Only the
+	// nftables mode reads it; a kernel without flowtables skips it and
+	// keeps forwarding. Agents older than the field ignore it.
+	FlowtableInterfaces []string `protobuf:"bytes,13,rep,name=flowtable_interfaces,json=flowtableInterfaces,proto3" json:"flowtable_interfaces,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
 }
 
 func (x *NodeConfig) Reset() {
@@ -262,6 +272,13 @@ func (x *NodeConfig) GetSettingsHash() string {
 	return ""
 }
 
+func (x *NodeConfig) GetFlowtableInterfaces() []string {
+	if x != nil {
+		return x.FlowtableInterfaces
+	}
+	return nil
+}
+
 // SyncSettings tune the agent's sync loop, as kube-proxy's config does.
 type SyncSettings struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -321,7 +338,7 @@ var File_switchyard_v1_node_config_proto protoreflect.FileDescriptor
 
 const file_switchyard_v1_node_config_proto_rawDesc = "" +
 	"\n" +
-	"\x1fswitchyard/v1/node_config.proto\x12\rswitchyard.v1\x1a\x1egoogle/protobuf/duration.proto\"\xe0\x03\n" +
+	"\x1fswitchyard/v1/node_config.proto\x12\rswitchyard.v1\x1a\x1egoogle/protobuf/duration.proto\"\x93\x04\n" +
 	"\n" +
 	"NodeConfig\x12\x1b\n" +
 	"\tnode_name\x18\x01 \x01(\tR\bnodeName\x12\x12\n" +
@@ -336,7 +353,8 @@ const file_switchyard_v1_node_config_proto_rawDesc = "" +
 	"\x13node_port_addresses\x18\n" +
 	" \x03(\tR\x11nodePortAddresses\x12#\n" +
 	"\rservice_cidrs\x18\v \x03(\tR\fserviceCidrs\x12#\n" +
-	"\rsettings_hash\x18\f \x01(\tR\fsettingsHash\"\x8d\x01\n" +
+	"\rsettings_hash\x18\f \x01(\tR\fsettingsHash\x121\n" +
+	"\x14flowtable_interfaces\x18\r \x03(\tR\x13flowtableInterfaces\"\x8d\x01\n" +
 	"\fSyncSettings\x12A\n" +
 	"\x0fmin_sync_period\x18\x01 \x01(\v2\x19.google.protobuf.DurationR\rminSyncPeriod\x12:\n" +
 	"\vsync_period\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\n" +
