@@ -14,7 +14,7 @@ GOTEST_FLAGS ?= -count=1
 FUZZTIME ?= 10s
 
 .PHONY: all deps apt-deps tools testbed proto proto-check buf-breaking build \
-        lint fmt-check imports-check vet test unit-test fuzz bench bench-harness compare datapath qemu-guest ipvs-scenarios ipvs-handover demo demo-netns \
+        lint fmt-check imports-check vet test unit-test fuzz bench bench-harness compare datapath qemu-guest ipvs-scenarios ipvs-handover ipvs-cluster demo demo-netns \
         cluster cluster-deps cluster-shell cluster-down images conformance latency soak day-two clean help
 
 all: build
@@ -42,6 +42,11 @@ IPVS_HANDOVER_ARGS ?=
 ipvs-handover: ## IPVS → nftables/iptables and back, kube-proxy ipvs → Switchyard, under traffic, inside the QEMU guest (root; opt-in: ~10 min under TCG)
 	@$(ROOT_CHECK)
 	SWITCHYARD_GUEST_HANDOVER=1 nice -n 10 go test -count=1 -timeout 60m -run '^TestIPVSHandOverInGuest$$' -v ./e2e/dataplane/ipvs/ $(IPVS_HANDOVER_ARGS)
+
+IPVS_CLUSTER_ARGS ?=
+ipvs-cluster: ## the real-cluster bed (e2e/cluster: kubelet, containerd, CoreDNS) with Switchyard's ipvs mode inside the QEMU guest, logging each phase reached (root; opt-in, at most 45 min of guest time; SWITCHYARD_GUEST_CLUSTER_NODES, default 1)
+	@$(ROOT_CHECK)
+	SWITCHYARD_GUEST_CLUSTER=1 nice -n 10 go test -count=1 -timeout 60m -run '^TestClusterBedInGuest$$' -v ./e2e/dataplane/ipvs/ $(IPVS_CLUSTER_ARGS)
 
 qemu-guest: ## Debian kernel + busybox + base initramfs for the IPVS guest tests (root; cached in ~/.cache/switchyard/qemu)
 	@if [ "$$(id -u)" = 0 ]; then hack/qemu-kernel.sh prepare; else echo "qemu-guest: not root, skipping (IPVS guest tests will skip)"; fi

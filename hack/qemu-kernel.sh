@@ -22,7 +22,8 @@
 # archive concatenated with a per-run archive holding the test binary and its
 # arguments. /init mounts proc/sys/dev/run/tmp, loads the netfilter, IPVS,
 # bridge, veth and dummy modules (the rest load on demand through
-# /sbin/modprobe), sets SWITCHYARD_QEMU_GUEST=1, runs the binary in /tmp,
+# /sbin/modprobe, overlay among them: containerd's snapshotter in the
+# cluster bed run in the guest), sets SWITCHYARD_QEMU_GUEST=1, runs the binary in /tmp,
 # prints "SWITCHYARD-GUEST-EXIT <rc>" and powers off. A watchdog powers off
 # after the timeout, qemu runs with -no-reboot and panic=-1, and the host side
 # kills qemu after the timeout plus a margin, so qemu always exits.
@@ -73,7 +74,7 @@ XTABLES_DIR=/usr/lib/x86_64-linux-gnu/xtables
 # Modules shipped (plus everything they depend on, from modules.dep): whole
 # directories relative to kernel/, and single modules by name.
 MODULE_DIRS=(net/netfilter net/ipv4/netfilter net/ipv6/netfilter net/bridge)
-MODULE_NAMES=(dummy veth)
+MODULE_NAMES=(dummy veth overlay)
 # Loaded at boot with their modules.dep dependencies (nf_conntrack, nf_nat,
 # libcrc32c, …). The kernel loads the rest on demand through /sbin/modprobe
 # (busybox, reading modules.dep and modules.alias): IPVS schedulers, ipset
@@ -347,11 +348,13 @@ boot() {
   cat "$BASE" "$WORK/run.cpio" > "$WORK/initrd"
   local start=$SECONDS rc=0
   # The host-side timeout backs up the guest watchdog; -nic none: no network device at all.
+  # tr is line-buffered (stdbuf) so that SWITCHYARD_QEMU_LOG shows a long run as it goes,
+  # not 4 KiB at a time.
   timeout --kill-after=10 $((TIMEOUT + 60)) qemu-system-x86_64 "${qa[@]}" -M pc -m "$MEM" -smp "$SMP" \
     -nodefaults -no-user-config -nic none -display none -monitor none -serial stdio -no-reboot \
     -kernel "$KDIR/vmlinuz" -initrd "$WORK/initrd" \
     -append "console=ttyS0 panic=-1 quiet loglevel=3 mitigations=off" \
-    </dev/null 2>&1 | tr -d '\r' | tee "$WORK/console.log" ${SWITCHYARD_QEMU_LOG:+"$SWITCHYARD_QEMU_LOG"} || rc=$?
+    </dev/null 2>&1 | stdbuf -oL tr -d '\r' | tee "$WORK/console.log" ${SWITCHYARD_QEMU_LOG:+"$SWITCHYARD_QEMU_LOG"} || rc=$?
   log "qemu exited (status $rc) after $((SECONDS - start))s, accel $ACCEL"
 }
 

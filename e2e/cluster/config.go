@@ -75,6 +75,11 @@ type Config struct {
 	// counted from a NotBefore the signer backdates by 5 minutes). At least
 	// MinKubeletCertTTL; zero keeps the controller's default of a year.
 	KubeletCertTTL time.Duration
+	// NoPivotRoot makes runc enter a container's root with chroot
+	// instead of pivot_root, which fails (EINVAL) when the machine's own
+	// root is an initramfs, as in the QEMU guest. Less isolation
+	// (a process could chroot back out), so only for such a root.
+	NoPivotRoot bool
 }
 
 // MinKubeletCertTTL is the shortest Config.KubeletCertTTL: with the

@@ -103,10 +103,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.btrfs", "io.containerd.snapsho
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+        NoPivotRoot = %t
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = %q
-`, images.PauseRef, filepath.Join(n.dir, "cni", "net.d"))
+`, images.PauseRef, n.c.cfg.NoPivotRoot, filepath.Join(n.dir, "cni", "net.d"))
 }
 
 func (n *node) cniConfig() string {

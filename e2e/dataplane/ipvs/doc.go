@@ -31,6 +31,15 @@
 // removed. Each transition is a subtest; the results table the guest
 // logged is logged again.
 //
+// TestClusterBedInGuest (opt-in: SWITCHYARD_GUEST_CLUSTER=1, make
+// ipvs-cluster) boots it with e2e/cluster's test binary, the test bed's
+// control-plane binaries and kubelet, the image archives, deploy/ and
+// this machine's containerd, runc and CNI plugins, and runs
+// TestBedInGuest there: the real-cluster bed, one node by default, with
+// Switchyard installed from deploy/ in the ipvs mode. The guest logs each
+// phase it reaches with its uptime, and the phases are logged here as a
+// table whatever the outcome.
+//
 // Without qemu-system-x86_64, or without a cached kernel and the root and
 // apt-get needed to fetch one, the tests skip with the command that fixes
 // it; with CI set they fail instead. The kernel, busybox and the base
@@ -40,6 +49,8 @@
 // SWITCHYARD_GUEST_SCENARIOS=1 and SWITCHYARD_GUEST_ROWS (a -test.run
 // pattern for the scenario rows), SWITCHYARD_GUEST_HANDOVER=1 and
 // SWITCHYARD_GUEST_TRANSITIONS (a -test.run pattern for its transitions),
+// SWITCHYARD_GUEST_CLUSTER=1 and SWITCHYARD_GUEST_CLUSTER_NODES (kubelet
+// nodes in the guest, default 1),
 // SWITCHYARD_QEMU_SKIP=1 (skip locally; ignored when CI is set), and the
 // SWITCHYARD_QEMU_* settings of hack/qemu-kernel.sh.
 package ipvs
