@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"syscall"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -229,6 +230,10 @@ func (d *Dataplane) setSysctls(ctx context.Context) error {
 			continue
 		}
 		if err := d.cfg.Kernel.SetSysctl(ctx, kv[0], kv[1]); err != nil {
+			if errors.Is(err, syscall.EROFS) {
+				// An unprivileged container's /proc/sys (deploy/'s agent).
+				return fmt.Errorf("sysctl %s=%s: %w: set the ipvs mode's sysctls on the node before the agent starts (deploy/components/ipvs does)", kv[0], kv[1], err)
+			}
 			return fmt.Errorf("sysctl %s=%s: %w", kv[0], kv[1], err)
 		}
 	}

@@ -78,13 +78,13 @@ func TestBedInGuest(t *testing.T) {
 }
 
 // installIPVS installs CoreDNS and Switchyard (deploy/ through the base
-// overlay, the agents in the ipvs mode), as InstallWithDNS does, with a
+// overlay with deploy/components/ipvs, whose init container writes the
+// sysctls the unprivileged agent cannot, the agents in the ipvs mode),
+// as InstallWithDNS does, with a
 // phase at each wait; kubectl's own rollout timeouts are retried until
 // the test's deadline, since TCG is slower than they assume.
 func installIPVS(ctx context.Context, t *testing.T, c *cluster.Cluster, ph *phases) {
 	t.Helper()
-	presetIPVSSysctls(ctx, t, c)
-	ph.reach("IPVS sysctls preset on the nodes")
 	if err := c.InstallPinnedDNS(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -108,25 +108,6 @@ func installIPVS(ctx context.Context, t *testing.T, c *cluster.Cluster, ph *phas
 	ph.reach("every Switchyard agent acked")
 	retry(ctx, t, c, "CoreDNS rolled out", c.WaitDNS)
 	ph.reach("CoreDNS Ready (it lists Services through the kubernetes VIP)")
-}
-
-// ipvsSysctls are what dataplane/ipvs sets when they differ.
-var ipvsSysctls = []string{"net.ipv4.vs.conntrack=1", "net.ipv4.vs.expire_nodest_conn=1",
-	"net.ipv4.vs.expire_quiescent_template=1", "net.ipv4.ip_forward=1"}
-
-// presetIPVSSysctls sets, in every node's network namespace, the sysctls
-// the ipvs mode needs. deploy/'s agent is not privileged, so its /proc/sys
-// is read-only and it NACKs every view ("sysctl net.ipv4.vs.conntrack=1:
-// … read-only file system", found by the first run of this test); set
-// beforehand, as a privileged init container or the node's own
-// configuration would, the agent reads them right and writes nothing.
-func presetIPVSSysctls(ctx context.Context, t *testing.T, c *cluster.Cluster) {
-	t.Helper()
-	for i := range c.Nodes() {
-		if out, err := c.NodeExec(ctx, i, append([]string{"sysctl", "-w"}, ipvsSysctls...)...); err != nil {
-			t.Fatalf("node-%d: sysctl: %v\n%s", i, err, out)
-		}
-	}
 }
 
 // checkClusterIP checks, from node 0, that IPVS holds CoreDNS's virtual

@@ -102,11 +102,12 @@ func (c *Cluster) InstallSwitchyardFrom(ctx context.Context, src Source, overlay
 	if src.Tag != ImageTag {
 		name += "-" + src.Tag
 	}
-	// The overlays name ImageTag; another tag, or the userspace component,
-	// is an operator's own kustomization over the overlay.
-	if mode == "userspace" || src.Tag != ImageTag {
+	// The overlays name ImageTag; another tag, or the node setup of a
+	// mode that has one (deploy/components/<mode>), is an operator's own
+	// kustomization over the overlay.
+	if component := modeComponent(src, mode); component != "" || src.Tag != ImageTag {
 		var err error
-		if dir, err = c.wrapOverlay(src, dir, name, mode == "userspace"); err != nil {
+		if dir, err = c.wrapOverlay(src, dir, name, component); err != nil {
 			return fmt.Errorf("install switchyard (%s): %w", overlay, err)
 		}
 	}
@@ -463,11 +464,10 @@ func (c *Cluster) WaitSettled(ctx context.Context) ([]*switchyardv1.NodeStatus, 
 }
 
 // wrapOverlay writes a kustomization over overlay, as an operator's own
-// would, and returns its directory: it sets src's image tag and, with
-// userspace, adds src's deploy/components/userspace (the service range as
-// a local route, and CAP_NET_BIND_SERVICE), whose init container gets the
-// agent's image.
-func (c *Cluster) wrapOverlay(src Source, overlay, name string, userspace bool) (string, error) {
+// would, and returns its directory: it sets src's image tag and adds
+// component, when set (a mode's node setup, modeComponent), whose init
+// container gets the agent's image.
+func (c *Cluster) wrapOverlay(src Source, overlay, name, component string) (string, error) {
 	dir := filepath.Join(c.cfg.Dir, "manifests", name+"-kustomization")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return "", err
@@ -478,8 +478,8 @@ func (c *Cluster) wrapOverlay(src Source, overlay, name string, userspace bool) 
 		return "", err
 	}
 	comps := "[]"
-	if userspace {
-		comp, err := filepath.Rel(dir, filepath.Join(src.Root, "deploy", "components", "userspace"))
+	if component != "" {
+		comp, err := filepath.Rel(dir, component)
 		if err != nil {
 			return "", err
 		}
@@ -494,4 +494,18 @@ images:
   - {name: %s, newTag: %s}
 `, res, comps, images.ControlPlaneRepo, src.Tag, images.AgentRepo, src.Tag)
 	return dir, os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644)
+}
+
+// modeComponent is src's deploy/components/<mode>, the node setup a mode
+// needs before its agent starts (userspace: the service range as a local
+// route; ipvs: its sysctls), or "" for a mode without one.
+func modeComponent(src Source, mode string) string {
+	if mode == "" {
+		return ""
+	}
+	dir := filepath.Join(src.Root, "deploy", "components", mode)
+	if _, err := os.Stat(filepath.Join(dir, "kustomization.yaml")); err != nil {
+		return ""
+	}
+	return dir
 }
