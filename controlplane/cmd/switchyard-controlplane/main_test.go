@@ -7,6 +7,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/switchyard-proxy/switchyard/controlplane/internal/daemon"
 	"github.com/switchyard-proxy/switchyard/controlplane/internal/model"
 )
 
@@ -81,20 +82,7 @@ func TestNodePortAddressesFlag(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			args := []string{"--nodeport-addresses=" + tc.value}
-			o, _, err := parseFlags(args, io.Discard)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("parseFlags(%v) error = %v, want one containing %q", args, err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("parseFlags(%v): %v", args, err)
-			}
-			if diff := cmp.Diff(tc.want, o.Views.NodePortAddresses); diff != "" {
-				t.Errorf("NodePortAddresses (-want +got):\n%s", diff)
-			}
+			listFlag(t, "--nodeport-addresses="+tc.value, tc.want, tc.wantErr, func(o daemon.Options) []string { return o.Views.NodePortAddresses })
 		})
 	}
 }
@@ -113,20 +101,25 @@ func TestFlowtableInterfacesFlag(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			args := []string{"--flowtable-interfaces=" + tc.value}
-			o, _, err := parseFlags(args, io.Discard)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("parseFlags(%v) error = %v, want one containing %q", args, err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("parseFlags(%v): %v", args, err)
-			}
-			if diff := cmp.Diff(tc.want, o.Views.FlowtableInterfaces); diff != "" {
-				t.Errorf("FlowtableInterfaces (-want +got):\n%s", diff)
-			}
+			listFlag(t, "--flowtable-interfaces="+tc.value, tc.want, tc.wantErr, func(o daemon.Options) []string { return o.Views.FlowtableInterfaces })
 		})
+	}
+}
+
+// listFlag parses one list flag and checks the list got (or the error).
+func listFlag(t *testing.T, arg string, want []string, wantErr string, got func(daemon.Options) []string) {
+	t.Helper()
+	o, _, err := parseFlags([]string{arg}, io.Discard)
+	if wantErr != "" {
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Fatalf("parseFlags(%s) error = %v, want one containing %q", arg, err, wantErr)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("parseFlags(%s): %v", arg, err)
+	}
+	if diff := cmp.Diff(want, got(o)); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", arg, diff)
 	}
 }
